@@ -1,0 +1,324 @@
+/* The core: process start-up, the per-thread slow path (sampling decision, stack capture,
+ * table update), fork and exit. The hot path is in mf_core.h. */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "malloc_freq.h"
+#include "mf_internal.h"
+
+__thread struct mf_thread mf_tls __attribute__((tls_model("initial-exec")));
+
+volatile int mf_ready;
+static volatile int mf_disabled;
+pid_t mf_pid;
+uint64_t mf_stamp;
+char mf_dir[MF_PATH_MAX];
+uint64_t mf_thread_seq;
+static int64_t mf_exact_budget; /* calls still to record exactly, process-wide */
+static pthread_key_t mf_thread_key;
+
+#define MF_EXACT_CHUNK 64 /* a thread takes the exact budget in chunks: less contention */
+#define MF_COUNTDOWN_OFF (INT64_MAX / 2) /* not profiling: the hot path only counts */
+
+/* ---- sampling ---------------------------------------------------------------------- */
+
+static uint64_t mf_splitmix(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+static void mf_rng_seed(struct mf_thread *t, uint64_t seq)
+{
+    uint64_t x = mf_opt.seed_set ? mf_opt.seed : mf_stamp ^ mf_now_ns();
+    x ^= seq * 0xd1b54a32d192ed03u;
+    t->rng[0] = mf_splitmix(&x);
+    t->rng[1] = mf_splitmix(&x) | 1;
+}
+
+static uint64_t mf_rng_next(struct mf_thread *t)
+{
+    uint64_t s0 = t->rng[0], s1 = t->rng[1], r = s0 + s1;
+    s1 ^= s0;
+    t->rng[0] = ((s0 << 24) | (s0 >> 40)) ^ s1 ^ (s1 << 16);
+    t->rng[1] = (s1 << 37) | (s1 >> 27);
+    return r;
+}
+
+static bool mf_take_exact(struct mf_thread *t)
+{
+    if (t->exact_left)
+        return true;
+    int64_t left = __atomic_load_n(&mf_exact_budget, __ATOMIC_RELAXED);
+    while (left > 0) {
+        int64_t take = left < MF_EXACT_CHUNK ? left : MF_EXACT_CHUNK;
+        if (__atomic_compare_exchange_n(&mf_exact_budget, &left, left - take, false,
+                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            t->exact_left = (uint64_t)take;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Draws the calls until the next sample and sets the weight that sample will carry: the
+ * mean interval in force now, so each call counts 1/p in expectation (unbiased). */
+static int64_t mf_next_countdown(struct mf_thread *t)
+{
+    uint64_t n = mf_opt.sample_interval;
+    if (n <= 1 || mf_take_exact(t)) {
+        if (t->exact_left)
+            t->exact_left--;
+        t->weight = 1;
+        return 1;
+    }
+    t->weight = n;
+    /* Geometric with p = 1/n: the calls up to and including the next sampled one. */
+    double u = ((double)(mf_rng_next(t) >> 11) + 1.0) * 0x1.0p-53; /* (0, 1] */
+    double c = floor(log(u) / log1p(-1.0 / (double)n)) + 1.0;
+    return c < (double)MF_COUNTDOWN_OFF ? (int64_t)c : MF_COUNTDOWN_OFF;
+}
+
+/* ---- the slow path ----------------------------------------------------------------- */
+
+static void mf_unprofiled(struct mf_thread *t, uint64_t weight, size_t size)
+{
+    struct mf_thread_header *h = t->table.hdr;
+    if (h) {
+        h->unprofiled_samples++;
+        h->unprofiled_calls += weight;
+        h->unprofiled_bytes += weight * size;
+    } else {
+        t->local_unprofiled_samples++;
+        t->local_unprofiled_calls += weight;
+        t->local_unprofiled_bytes += weight * size;
+    }
+}
+
+/* Creates the thread's file and moves what was counted before into it. */
+static void mf_thread_setup(struct mf_thread *t)
+{
+    uint64_t seq = __atomic_fetch_add(&mf_thread_seq, 1, __ATOMIC_RELAXED);
+    mf_rng_seed(t, seq);
+    if (!mf_check_pid() || mf_table_create(&t->table, seq)) {
+        t->state = MF_THREAD_FAILED;
+        return;
+    }
+    struct mf_thread_header *h = t->table.hdr;
+    h->totals = t->local;
+    h->unprofiled_samples = t->local_unprofiled_samples;
+    h->unprofiled_calls = t->local_unprofiled_calls;
+    h->unprofiled_bytes = t->local_unprofiled_bytes;
+    t->totals = &h->totals;
+    t->state = MF_THREAD_READY;
+    pthread_setspecific(mf_thread_key, t);
+}
+
+static void mf_sample(struct mf_thread *t, uint64_t weight, size_t size, uintptr_t ret)
+{
+    uintptr_t pcs[MF_DEPTH_MAX + 8];
+    uint32_t max = mf_opt.max_depth;
+    uint32_t n = mf_unwind(pcs, max + 5, ret), flags = 0;
+    if (n > max) {
+        n = max;
+        flags = MF_ENTRY_TRUNCATED;
+    }
+    struct mf_entry *e = mf_table_upsert(&t->table, pcs, n, flags);
+    if (!e) {
+        mf_unprofiled(t, weight, size);
+        return;
+    }
+    if (e->samples == 0) { /* a new stack: from a fork that skipped our handler? a new library? */
+        if (!mf_check_pid())
+            return;
+        if (!mf_modules_cover(pcs, n))
+            mf_modules_refresh();
+    }
+    e->samples++;
+    e->calls += weight;
+    e->bytes += weight * size;
+    t->table.hdr->last_ns = mf_now_ns();
+}
+
+void mf_record_slow(enum mf_fn fn, size_t size)
+{
+    struct mf_thread *t = &mf_tls;
+    uintptr_t ret = (uintptr_t)__builtin_return_address(0);
+    if (!t->totals)
+        t->totals = &t->local;
+    t->totals->calls[fn]++;
+    t->totals->bytes[fn] += size;
+
+    if (MF_UNLIKELY(!mf_ready)) {
+        /* Before start-up finished (or never, if profiling is off): count every call. */
+        mf_unprofiled(t, 1, size);
+        t->countdown = mf_disabled ? MF_COUNTDOWN_OFF : 1;
+        return;
+    }
+    if (MF_UNLIKELY(t->state == MF_THREAD_NEW)) {
+        if (t->busy) {
+            mf_unprofiled(t, 1, size);
+            t->countdown = 1;
+            return;
+        }
+        t->busy = 1;
+        mf_thread_setup(t);
+        t->busy = 0;
+        /* This call was not covered by any countdown yet: decide for it like any other. */
+        int64_t c = mf_next_countdown(t);
+        if (c > 1) {
+            t->countdown = c - 1;
+            return;
+        }
+    }
+    uint64_t weight = t->weight ? t->weight : 1;
+    t->countdown = mf_next_countdown(t);
+    if (t->busy || t->paused || t->state != MF_THREAD_READY) {
+        mf_unprofiled(t, weight, size);
+        return;
+    }
+    t->busy = 1;
+    mf_sample(t, weight, size, ret);
+    t->busy = 0;
+}
+
+/* ---- process start-up, fork and exit ------------------------------------------------ */
+
+static uint64_t mf_new_stamp(void)
+{
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+        r = 0;
+    uint64_t x = r ^ mf_now_ns() ^ ((uint64_t)getpid() << 32);
+    return mf_splitmix(&x);
+}
+
+/* Creates <base>/malloc_freq.<pid> as an absolute path: the program may chdir later. */
+static bool mf_dir_create(void)
+{
+    char *end = mf_dir + sizeof mf_dir, *p = mf_dir;
+    if (!mf_opt.base_dir || mf_opt.base_dir[0] != '/') {
+        if (!getcwd(mf_dir, sizeof mf_dir - 64)) {
+            mf_warn("cannot find the working directory: ", mf_strerror(errno), "; not profiling", NULL);
+            return true;
+        }
+        p = mf_dir + strlen(mf_dir);
+        if (mf_opt.base_dir)
+            p = mf_append(mf_append(p, end, "/"), end, mf_opt.base_dir);
+    } else {
+        p = mf_append(p, end, mf_opt.base_dir);
+    }
+    p = mf_append(p, end, "/malloc_freq.");
+    mf_append_u64(p, end, (uint64_t)mf_pid);
+    if (mkdir(mf_dir, 0755) != 0 && errno != EEXIST) {
+        mf_warn("cannot create ", mf_dir, ": ", mf_strerror(errno));
+        return true;
+    }
+    return false;
+}
+
+/* Everything that depends on the pid: the directory, the process file, the module list. */
+static void mf_process_start(void)
+{
+    mf_pid = getpid();
+    mf_stamp = mf_new_stamp();
+    __atomic_store_n(&mf_thread_seq, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&mf_exact_budget, (int64_t)mf_opt.exact_calls, __ATOMIC_RELAXED);
+    mf_modules_reset();
+    if (mf_dir_create() || mf_process_file_create()) {
+        mf_dir[0] = '\0';
+        mf_disabled = 1;
+        mf_ready = 0;
+        return;
+    }
+    mf_modules_refresh();
+    mf_ready = 1;
+}
+
+/* The child of fork() must never write into its parent's files (they are shared mappings):
+ * it forgets the parent's tables and starts a directory of its own. */
+static void mf_after_fork_child(void)
+{
+    struct mf_thread *t = &mf_tls;
+    memset(&t->table, 0, sizeof t->table);
+    memset(&t->local, 0, sizeof t->local);
+    t->local_unprofiled_samples = t->local_unprofiled_calls = t->local_unprofiled_bytes = 0;
+    t->totals = &t->local;
+    t->state = MF_THREAD_NEW;
+    t->weight = 0;
+    t->exact_left = 0;
+    t->countdown = 0;
+    mf_process_start();
+}
+
+bool mf_check_pid(void)
+{
+    if (getpid() == mf_pid)
+        return true;
+    mf_after_fork_child(); /* a child made by _Fork() or clone(), which skip atfork handlers */
+    return false;
+}
+
+/* Thread exit only marks the table: TLS destructors and libc still allocate after this. */
+static void mf_thread_exit(void *arg)
+{
+    struct mf_thread *t = arg;
+    if (t->table.hdr && getpid() == mf_pid)
+        t->table.hdr->flags |= MF_THREAD_FINISHED;
+}
+
+void mf_core_init(void)
+{
+    static int started;
+    if (__atomic_exchange_n(&started, 1, __ATOMIC_ACQ_REL))
+        return;
+    mf_options_read();
+    mf_unwind_init();
+    pthread_key_create(&mf_thread_key, mf_thread_exit);
+    pthread_atfork(NULL, NULL, mf_after_fork_child);
+    mf_process_start();
+}
+
+__attribute__((constructor)) static void mf_core_constructor(void)
+{
+    mf_core_init();
+}
+
+__attribute__((destructor)) static void mf_core_destructor(void)
+{
+    if (mf_ready && getpid() == mf_pid) {
+        mf_modules_refresh();
+        mf_process_file_finish();
+    }
+}
+
+/* ---- the public API ----------------------------------------------------------------- */
+
+__attribute__((visibility("default"))) const char *malloc_freq_dir(void)
+{
+    return mf_ready ? mf_dir : NULL;
+}
+
+__attribute__((visibility("default"))) void malloc_freq_pause(void)
+{
+    mf_tls.paused++;
+}
+
+__attribute__((visibility("default"))) void malloc_freq_resume(void)
+{
+    if (mf_tls.paused)
+        mf_tls.paused--;
+}
+
+/* For front ends that cannot inline the hot path (the Rust crate). */
+void mf_record_call(uint32_t fn, size_t size)
+{
+    mf_record(fn < MF_FN_COUNT ? (enum mf_fn)fn : MF_FN_MALLOC, size);
+}

@@ -1,0 +1,63 @@
+/* What a front end (lib_preload, the Rust crate) needs from the core: the hot path. */
+#ifndef MF_CORE_H
+#define MF_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mf_format.h"
+
+#define MF_LIKELY(x) __builtin_expect(!!(x), 1)
+
+/* A thread's table: its file's header and segments, mapped MAP_SHARED. */
+struct mf_table {
+    struct mf_thread_header *hdr; /* NULL until the thread file exists */
+    uint32_t nseg;
+    struct mf_segment_header *seg[MF_MAX_SEGMENTS];
+};
+
+/* Per-thread state. Initial-exec TLS: one instruction to reach it (global-dynamic costs
+ * 3-6 ns more per call, DESIGN §1). Zero-initialized: a new thread's first call takes the
+ * slow path, which sets the thread up. */
+struct mf_thread {
+    int64_t countdown;        /* calls left until the next sample */
+    struct mf_totals *totals; /* the thread file's exact counters, or `local` before it exists */
+    uint64_t weight;          /* calls the next sample stands for; 0 = no interval drawn yet */
+    uint64_t exact_left;      /* calls of the process-wide exact budget this thread holds */
+    uint32_t state;           /* enum mf_thread_state (mf_internal.h) */
+    uint32_t paused;          /* malloc_freq_pause() depth */
+    volatile uint32_t busy;   /* inside the slow path: a sample due now is not profiled */
+    uint32_t reserved;
+    uint64_t rng[2];          /* xoroshiro128+ state */
+    uintptr_t stack_lo, stack_hi; /* bounds for the frame-pointer unwinder */
+    struct mf_table table;
+    struct mf_totals local; /* counts made before the thread file exists */
+    uint64_t local_unprofiled_samples, local_unprofiled_calls, local_unprofiled_bytes;
+};
+
+extern __thread struct mf_thread mf_tls __attribute__((tls_model("initial-exec")));
+
+/* Takes the sample, sets up the thread on its first call; out of line and cold. */
+void mf_record_slow(enum mf_fn fn, size_t size) __attribute__((noinline, cold));
+
+/* The hot path: a countdown and two exact counters. No lock, no system call, no allocation. */
+static inline __attribute__((always_inline)) void mf_record(enum mf_fn fn, size_t size)
+{
+    struct mf_thread *t = &mf_tls;
+    if (MF_LIKELY(--t->countdown > 0)) {
+        t->totals->calls[fn]++;
+        t->totals->bytes[fn] += size;
+        return;
+    }
+    mf_record_slow(fn, size);
+}
+
+/* mf_record() out of line, for front ends that cannot inline it (the Rust crate). */
+void mf_record_call(uint32_t fn, size_t size);
+
+/* Process start-up: environment, output directory, unwinder. Run from a constructor
+ * (single-threaded, never from inside malloc: dlopen takes the loader lock, DESIGN §4).
+ * Idempotent. */
+void mf_core_init(void);
+
+#endif

@@ -1,0 +1,144 @@
+/* The on-disk profile format: the one definition that the writer (c_core) and the
+ * reader (mf_print) both include, so they cannot drift apart.
+ *
+ * A profiled process image writes into   <MALLOC_FREQ_DIR>/malloc_freq.<pid>/
+ *   process.<stamp>.mfp               one per process image (fork child, exec'd image)
+ *   thread.<stamp>.<seq>.<tid>.mft    one per thread
+ * <stamp> is 16 hex digits, random per process image, so an exec'd image (same pid) or a
+ * reused thread id never overwrites a file: every file is created O_EXCL.
+ *
+ * All integers are little-endian host order (files are read on the machine that wrote them).
+ * Thread files are live MAP_SHARED mappings: a reader may see a file while it is written.
+ * Entries are published hash-last (release), segments are published by incrementing
+ * nsegments last, so a reader never trusts a half-written entry or segment. */
+#ifndef MF_FORMAT_H
+#define MF_FORMAT_H
+
+#include <stdint.h>
+
+#define MF_FORMAT_VERSION 1u
+
+#define MF_THREAD_MAGIC "MFREQTHR" /* 8 bytes, no NUL */
+#define MF_PROCESS_MAGIC "MFREQPRC"
+#define MF_MODULE_MAGIC 0x444f4d46u /* "FMOD" */
+
+/* The allocation functions whose calls are counted exactly, per thread. */
+enum mf_fn {
+    MF_FN_MALLOC,
+    MF_FN_CALLOC,
+    MF_FN_REALLOC,
+    MF_FN_POSIX_MEMALIGN,
+    MF_FN_ALIGNED_ALLOC,
+    MF_FN_MEMALIGN,
+    MF_FN_VALLOC,
+    MF_FN_PVALLOC,
+    MF_FN_RUST_ALLOC,
+    MF_FN_RUST_ALLOC_ZEROED,
+    MF_FN_RUST_REALLOC,
+    MF_FN_COUNT = 16 /* room for more without a version change */
+};
+
+#define MF_FN_NAMES                                                                     \
+    "malloc", "calloc", "realloc", "posix_memalign", "aligned_alloc", "memalign",         \
+        "valloc", "pvalloc", "rust alloc", "rust alloc_zeroed", "rust realloc"
+#define MF_FN_NAMED 11
+
+/* Exact counters, bumped on every allocation call by the hot path. */
+struct mf_totals {
+    uint64_t calls[MF_FN_COUNT];
+    uint64_t bytes[MF_FN_COUNT];
+};
+
+#define MF_MAX_SEGMENTS 32
+
+/* Thread flags. */
+#define MF_THREAD_FINISHED 1u /* the thread has exited (it may still allocate in TLS teardown) */
+#define MF_THREAD_TABLE_FULL 2u /* a new stack could not be stored: counted as unprofiled */
+
+/* Offset 0 of a thread file. */
+struct mf_thread_header {
+    char magic[8];
+    uint32_t version;
+    uint32_t header_size; /* sizeof(struct mf_thread_header) */
+    uint64_t stamp;       /* the process image's stamp (struct mf_process_header.stamp) */
+    uint32_t pid;
+    uint32_t tid;
+    uint64_t seq;      /* n-th thread file of this process image, from 0 */
+    uint64_t start_ns; /* CLOCK_REALTIME when the table was created */
+    uint64_t last_ns;  /* CLOCK_REALTIME of the latest sample */
+    uint32_t flags;    /* MF_THREAD_* */
+    uint32_t max_depth;
+    struct mf_totals totals; /* exact, every call */
+    /* Samples that were due but could not be attributed to a stack: the profiler was
+     * re-entered, the thread was inside a malloc_freq_pause() region, the table was full.
+     * Their weight is an estimate like any stack's. */
+    uint64_t unprofiled_samples;
+    uint64_t unprofiled_calls;
+    uint64_t unprofiled_bytes;
+    uint64_t nsegments; /* published last, after the segment is initialized */
+    uint64_t segment_offset[MF_MAX_SEGMENTS]; /* file offset of each segment */
+    uint64_t segment_size[MF_MAX_SEGMENTS];   /* bytes */
+};
+
+/* A segment: struct mf_segment_header, then `capacity` entries (an open-addressing hash
+ * table, linear probing), then `frame_capacity` uint64_t return addresses. Segments are
+ * chained, never moved: a stack lives in the first segment that had room for it. */
+struct mf_segment_header {
+    uint32_t capacity;       /* entries, a power of two */
+    uint32_t frame_capacity; /* frames */
+    uint64_t frames_used;    /* frames handed out so far (written by the owner thread) */
+    uint64_t entries_used;
+    uint64_t reserved;
+};
+
+#define MF_ENTRY_TRUNCATED 1u /* the stack was deeper than max_depth */
+
+struct mf_entry {
+    uint64_t hash;   /* 0 = empty slot; stored last, with release semantics */
+    uint32_t depth;  /* frames, innermost first */
+    uint32_t flags;  /* MF_ENTRY_* */
+    uint64_t frames; /* index of the first frame in the segment's frame area */
+    uint64_t samples; /* samples taken at this stack */
+    uint64_t calls;   /* estimated calls: the sum of the samples' weights (exact when == samples) */
+    uint64_t bytes;   /* estimated bytes: the sum of weight * size */
+};
+
+/* Process flags. */
+#define MF_PROCESS_EXITED 1u /* end_ns is valid: the process ran its exit handlers */
+
+#define MF_UNWIND_LIBUNWIND 0u
+#define MF_UNWIND_FP 1u
+
+/* Offset 0 of a process file; module records follow, appended as libraries are loaded. */
+struct mf_process_header {
+    char magic[8];
+    uint32_t version;
+    uint32_t header_size; /* sizeof(struct mf_process_header) */
+    uint64_t stamp;
+    uint32_t pid;
+    uint32_t ppid;
+    uint64_t start_ns; /* CLOCK_REALTIME at start-up */
+    uint64_t end_ns;   /* CLOCK_REALTIME at exit; valid when flags & MF_PROCESS_EXITED */
+    uint32_t flags;
+    uint32_t unwinder;        /* MF_UNWIND_* */
+    uint64_t sample_interval; /* mean calls between samples after the exact stretch; 1 = exact */
+    uint64_t exact_calls;     /* calls recorded exactly at start-up before sampling began */
+    uint32_t max_depth;
+    uint32_t reserved;
+    char exe[256]; /* /proc/self/exe, NUL-terminated (truncated if longer) */
+};
+
+/* Appended to the process file, one write() each. */
+struct mf_module_record {
+    uint32_t magic;       /* MF_MODULE_MAGIC */
+    uint32_t record_size; /* bytes of this record including path, a multiple of 8 */
+    uint64_t bias;        /* load bias: runtime address = file virtual address + bias */
+    uint64_t lo;          /* runtime address range of the module's PT_LOAD segments */
+    uint64_t hi;
+    uint32_t build_id_len; /* 0 if the module has none */
+    uint32_t path_len;     /* bytes of path, excluding its NUL */
+    uint8_t build_id[32];
+    /* char path[path_len + 1], then padding to 8 bytes */
+};
+
+#endif

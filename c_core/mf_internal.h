@@ -1,0 +1,71 @@
+/* Declarations shared by the core's files; nothing here is visible outside the core. */
+#ifndef MF_INTERNAL_H
+#define MF_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "mf_core.h"
+
+#define MF_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define MF_DEPTH_DEFAULT 64u
+#define MF_DEPTH_MAX 512u
+#define MF_PATH_MAX 4096
+
+enum mf_thread_state {
+    MF_THREAD_NEW = 0, /* no table yet */
+    MF_THREAD_READY,   /* table mapped */
+    MF_THREAD_FAILED,  /* the thread file could not be created: count only */
+};
+
+/* Settings, read once from the environment at start-up (mf_options.c). */
+struct mf_options {
+    uint64_t sample_interval; /* mean calls between samples once sampling; 1 = exact */
+    uint64_t exact_calls;     /* process-wide calls recorded exactly before sampling starts */
+    uint64_t seed;
+    bool seed_set;
+    uint32_t max_depth;
+    uint32_t unwinder; /* MF_UNWIND_* */
+    const char *base_dir; /* MALLOC_FREQ_DIR, or NULL for the working directory */
+};
+extern struct mf_options mf_opt;
+void mf_options_read(void);
+
+/* Process-wide state (mf_core.c). */
+extern volatile int mf_ready; /* the output directory exists: threads may create tables */
+extern pid_t mf_pid;
+extern uint64_t mf_stamp;
+extern char mf_dir[MF_PATH_MAX];
+extern uint64_t mf_thread_seq;
+bool mf_check_pid(void); /* true if this is still mf_pid; re-initialises a forked child if not */
+
+/* Thread tables (mf_table.c). Each returns true on error. */
+bool mf_table_create(struct mf_table *tab, uint64_t seq);
+struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
+                                 uint32_t flags);
+
+/* Process file and module list (mf_modules.c). */
+bool mf_process_file_create(void);
+void mf_process_file_finish(void);
+void mf_modules_refresh(void);
+bool mf_modules_cover(const uintptr_t *pcs, uint32_t n); /* every pc lies in a known module */
+void mf_modules_reset(void);
+
+/* Stack capture (mf_unwind.c). */
+void mf_unwind_init(void);
+/* Fills pcs with return addresses, the caller of the slow path first; returns the count. */
+uint32_t mf_unwind(uintptr_t *pcs, uint32_t max, uintptr_t slow_path_return);
+
+/* Small system helpers that neither allocate nor lock (mf_sys.c). */
+void mf_warn(const char *a, const char *b, const char *c, const char *d);
+char *mf_append(char *dst, const char *end, const char *s);
+char *mf_append_u64(char *dst, const char *end, uint64_t v);
+char *mf_append_hex(char *dst, const char *end, uint64_t v, int digits);
+const char *mf_strerror(int err);
+uint64_t mf_now_ns(void);
+pid_t mf_gettid(void);
+bool mf_parse_u64(const char *s, uint64_t *out);
+
+#endif

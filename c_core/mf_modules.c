@@ -1,0 +1,183 @@
+/* The process file: who this process image is and which modules it has loaded (path, load
+ * bias, build-id), so that mf_print can symbolize offline. Modules are appended when a
+ * sampled stack shows an address outside every known module (a library loaded later). */
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mf_internal.h"
+
+#define MF_MODULES_MAX 2048
+
+struct mf_range {
+    uintptr_t lo, hi;
+};
+static struct mf_range mf_known[MF_MODULES_MAX];
+static uint32_t mf_nknown;  /* published with release after the range is written */
+static int mf_refreshing; /* try-lock: one refresh at a time, others skip */
+
+static char *mf_process_path(char *buf, size_t size)
+{
+    char *end = buf + size, *p = mf_append(buf, end, mf_dir);
+    p = mf_append(p, end, "/process.");
+    p = mf_append_hex(p, end, mf_stamp, 16);
+    mf_append(p, end, ".mfp");
+    return buf;
+}
+
+bool mf_process_file_create(void)
+{
+    struct mf_process_header h = {
+        .version = MF_FORMAT_VERSION,
+        .header_size = sizeof h,
+        .stamp = mf_stamp,
+        .pid = (uint32_t)mf_pid,
+        .ppid = (uint32_t)getppid(),
+        .start_ns = mf_now_ns(),
+        .unwinder = mf_opt.unwinder,
+        .sample_interval = mf_opt.sample_interval,
+        .exact_calls = mf_opt.exact_calls,
+        .max_depth = mf_opt.max_depth,
+    };
+    memcpy(h.magic, MF_PROCESS_MAGIC, 8);
+    ssize_t n = readlink("/proc/self/exe", h.exe, sizeof h.exe - 1);
+    h.exe[n > 0 ? n : 0] = '\0';
+    char path[MF_PATH_MAX];
+    int fd = open(mf_process_path(path, sizeof path), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        mf_warn("cannot create ", path, ": ", mf_strerror(errno));
+        return true;
+    }
+    bool failed = write(fd, &h, sizeof h) != (ssize_t)sizeof h;
+    if (failed)
+        mf_warn("cannot write ", path, ": ", mf_strerror(errno));
+    close(fd);
+    return failed;
+}
+
+void mf_process_file_finish(void)
+{
+    char path[MF_PATH_MAX];
+    int fd = open(mf_process_path(path, sizeof path), O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    uint64_t end_ns = mf_now_ns();
+    uint32_t flags = MF_PROCESS_EXITED;
+    ssize_t a = pwrite(fd, &end_ns, sizeof end_ns, offsetof(struct mf_process_header, end_ns));
+    ssize_t b = pwrite(fd, &flags, sizeof flags, offsetof(struct mf_process_header, flags));
+    (void)a, (void)b;
+    close(fd);
+}
+
+static void mf_build_id(struct dl_phdr_info *info, struct mf_module_record *r)
+{
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_NOTE)
+            continue;
+        const char *p = (const char *)(info->dlpi_addr + ph->p_vaddr), *end = p + ph->p_memsz;
+        while (p + sizeof(ElfW(Nhdr)) <= end) {
+            const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+            const char *name = p + sizeof *nh;
+            const char *desc = name + ((nh->n_namesz + 3) & ~3u);
+            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && memcmp(name, "GNU", 4) == 0 &&
+                nh->n_descsz <= sizeof r->build_id && desc + nh->n_descsz <= end) {
+                memcpy(r->build_id, desc, nh->n_descsz);
+                r->build_id_len = nh->n_descsz;
+                return;
+            }
+            p = desc + ((nh->n_descsz + 3) & ~3u);
+        }
+    }
+}
+
+static bool mf_is_known(uintptr_t lo, uintptr_t hi)
+{
+    uint32_t n = __atomic_load_n(&mf_nknown, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < n; i++)
+        if (mf_known[i].lo == lo && mf_known[i].hi == hi)
+            return true;
+    return false;
+}
+
+static int mf_module_visit(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    int fd = *(int *)arg;
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD)
+            continue;
+        uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+        lo = a < lo ? a : lo;
+        hi = a + ph->p_memsz > hi ? a + ph->p_memsz : hi;
+    }
+    if (hi == 0 || mf_is_known(lo, hi) || mf_nknown >= MF_MODULES_MAX)
+        return 0;
+    struct {
+        struct mf_module_record r;
+        char path[MF_PATH_MAX + 8];
+    } rec;
+    memset(&rec.r, 0, sizeof rec.r);
+    const char *name = info->dlpi_name;
+    if (!name || !*name) /* the main program */
+        name = mf_nknown == 0 ? "/proc/self/exe" : "";
+    size_t len = strnlen(name, MF_PATH_MAX - 1);
+    if (strcmp(name, "/proc/self/exe") == 0) {
+        ssize_t n = readlink(name, rec.path, MF_PATH_MAX - 1);
+        len = n > 0 ? (size_t)n : 0;
+    } else {
+        memcpy(rec.path, name, len);
+    }
+    memset(rec.path + len, 0, 8);
+    rec.r.magic = MF_MODULE_MAGIC;
+    rec.r.record_size = (uint32_t)((sizeof rec.r + len + 1 + 7) & ~(size_t)7);
+    rec.r.bias = info->dlpi_addr;
+    rec.r.lo = lo;
+    rec.r.hi = hi;
+    rec.r.path_len = (uint32_t)len;
+    mf_build_id(info, &rec.r);
+    if (fd >= 0) {
+        ssize_t w = write(fd, &rec, rec.r.record_size);
+        (void)w;
+    }
+    mf_known[mf_nknown] = (struct mf_range){lo, hi};
+    __atomic_store_n(&mf_nknown, mf_nknown + 1, __ATOMIC_RELEASE);
+    return 0;
+}
+
+void mf_modules_refresh(void)
+{
+    if (__atomic_exchange_n(&mf_refreshing, 1, __ATOMIC_ACQUIRE))
+        return;
+    char path[MF_PATH_MAX];
+    int fd = open(mf_process_path(path, sizeof path), O_WRONLY | O_APPEND | O_CLOEXEC);
+    dl_iterate_phdr(mf_module_visit, &fd);
+    if (fd >= 0)
+        close(fd);
+    __atomic_store_n(&mf_refreshing, 0, __ATOMIC_RELEASE);
+}
+
+bool mf_modules_cover(const uintptr_t *pcs, uint32_t n)
+{
+    uint32_t known = __atomic_load_n(&mf_nknown, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t k = 0;
+        while (k < known && !(mf_known[k].lo <= pcs[i] && pcs[i] < mf_known[k].hi))
+            k++;
+        if (k == known)
+            return false;
+    }
+    return true;
+}
+
+/* A forked child writes its own process file: every module is new to it. */
+void mf_modules_reset(void)
+{
+    __atomic_store_n(&mf_nknown, 0, __ATOMIC_RELEASE);
+    mf_refreshing = 0;
+}

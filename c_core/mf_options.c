@@ -1,0 +1,65 @@
+/* Settings from the environment. A bad value gets one warning line and the default: the
+ * program runs on either way. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mf_internal.h"
+
+/* Default mode: record every call for the first MF_EXACT_CALLS calls of the process, then
+ * 1 in MF_SAMPLE_DEFAULT on average. Chosen from `make bench`; see README "Sampling". */
+#define MF_EXACT_CALLS 100000u
+#define MF_SAMPLE_DEFAULT 1000u
+/* Above this a "sample interval" is a typo, not a setting: it would leave no samples. */
+#define MF_SAMPLE_MAX 1000000000u
+
+struct mf_options mf_opt = {
+    .sample_interval = MF_SAMPLE_DEFAULT,
+    .exact_calls = MF_EXACT_CALLS,
+    .max_depth = MF_DEPTH_DEFAULT,
+    .unwinder = MF_UNWIND_LIBUNWIND,
+};
+
+static bool mf_env_u64(const char *name, uint64_t lo, uint64_t hi, const char *dflt, uint64_t *out)
+{
+    const char *s = getenv(name);
+    uint64_t v;
+    if (!s)
+        return false;
+    if (mf_parse_u64(s, &v) && v >= lo && v <= hi) {
+        *out = v;
+        return true;
+    }
+    char tail[192], *end = tail + sizeof tail, *p = mf_append(tail, end, " is not a number in ");
+    p = mf_append_u64(p, end, lo);
+    p = mf_append(p, end, "..");
+    p = mf_append_u64(p, end, hi);
+    p = mf_append(p, end, "; using the default (");
+    p = mf_append(p, end, dflt);
+    mf_append(p, end, ")");
+    mf_warn(name, "=", s, tail);
+    return false;
+}
+
+void mf_options_read(void)
+{
+    uint64_t v;
+    if (mf_env_u64("MALLOC_FREQ_SAMPLE", 1, MF_SAMPLE_MAX, "exact start, then 1 in 1000", &v)) {
+        mf_opt.sample_interval = v;
+        mf_opt.exact_calls = 0;
+    }
+    if (mf_env_u64("MALLOC_FREQ_SEED", 0, UINT64_MAX, "random", &v)) {
+        mf_opt.seed = v;
+        mf_opt.seed_set = true;
+    }
+    if (mf_env_u64("MALLOC_FREQ_DEPTH", 1, MF_DEPTH_MAX, "64", &v))
+        mf_opt.max_depth = (uint32_t)v;
+    const char *u = getenv("MALLOC_FREQ_UNWIND");
+    if (u) {
+        if (strcmp(u, "fp") == 0)
+            mf_opt.unwinder = MF_UNWIND_FP;
+        else if (strcmp(u, "libunwind") != 0)
+            mf_warn("MALLOC_FREQ_UNWIND=", u, " is neither libunwind nor fp; using the default (", "libunwind)");
+    }
+    const char *d = getenv("MALLOC_FREQ_DIR");
+    mf_opt.base_dir = (d && *d) ? d : NULL;
+}

@@ -1,0 +1,193 @@
+/* Per-thread tables: an open-addressing hash of stacks in a file-backed MAP_SHARED mapping,
+ * so whatever was counted is in the file at any end of the process (DESIGN §7). Only the
+ * owning thread writes; mf_print may read at any time, so entries are published hash-last
+ * and segments are chained, never moved. */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "mf_internal.h"
+
+#define MF_PAGE 4096u
+#define MF_HEADER_BYTES MF_PAGE
+#define MF_SEG_ENTRIES_FIRST 64u
+#define MF_SEG_ENTRIES_MAX (64u << 12)
+#define MF_FRAMES_PER_ENTRY 16u /* frame room per slot; at load <= 1/2, 32 per stack */
+#define MF_SEG_ENTRIES_OFFSET 64u
+
+static uint64_t mf_round_page(uint64_t n)
+{
+    return (n + MF_PAGE - 1) & ~(uint64_t)(MF_PAGE - 1);
+}
+
+static char *mf_thread_path(char *buf, size_t size, const struct mf_thread_header *h)
+{
+    char *end = buf + size, *p = mf_append(buf, end, mf_dir);
+    p = mf_append(p, end, "/thread.");
+    p = mf_append_hex(p, end, h->stamp, 16);
+    p = mf_append(p, end, ".");
+    p = mf_append_u64(p, end, h->seq);
+    p = mf_append(p, end, ".");
+    p = mf_append_u64(p, end, h->tid);
+    mf_append(p, end, ".mft");
+    return buf;
+}
+
+/* Reserves disk blocks so that a full disk is an error here, not a SIGBUS later. */
+static bool mf_reserve(int fd, uint64_t off, uint64_t len)
+{
+    if (fallocate(fd, 0, (off_t)off, (off_t)len) == 0)
+        return false;
+    if (errno != EOPNOTSUPP)
+        return true;
+    return ftruncate(fd, (off_t)(off + len)) != 0;
+}
+
+/* Appends segment number tab->nseg to the file behind fd. Returns true on error. */
+static bool mf_segment_add(struct mf_table *tab, int fd)
+{
+    struct mf_thread_header *h = tab->hdr;
+    uint32_t k = tab->nseg;
+    if (k >= MF_MAX_SEGMENTS)
+        return true;
+    uint32_t cap = MF_SEG_ENTRIES_FIRST << (k < 12 ? k : 12);
+    uint32_t fcap = cap * MF_FRAMES_PER_ENTRY;
+    uint64_t size = mf_round_page(MF_SEG_ENTRIES_OFFSET + (uint64_t)cap * sizeof(struct mf_entry) +
+                                  (uint64_t)fcap * sizeof(uint64_t));
+    uint64_t off = k ? h->segment_offset[k - 1] + h->segment_size[k - 1] : MF_HEADER_BYTES;
+    if (mf_reserve(fd, off, size))
+        return true;
+    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
+    if (m == MAP_FAILED)
+        return true;
+    struct mf_segment_header *seg = m;
+    seg->capacity = cap;
+    seg->frame_capacity = fcap;
+    tab->seg[k] = seg;
+    tab->nseg = k + 1;
+    h->segment_offset[k] = off;
+    h->segment_size[k] = size;
+    __atomic_store_n(&h->nsegments, (uint64_t)k + 1, __ATOMIC_RELEASE);
+    return false;
+}
+
+bool mf_table_create(struct mf_table *tab, uint64_t seq)
+{
+    struct mf_thread_header proto = {
+        .version = MF_FORMAT_VERSION,
+        .header_size = sizeof(struct mf_thread_header),
+        .stamp = mf_stamp,
+        .pid = (uint32_t)mf_pid,
+        .tid = (uint32_t)mf_gettid(),
+        .seq = seq,
+        .max_depth = mf_opt.max_depth,
+    };
+    memcpy(proto.magic, MF_THREAD_MAGIC, 8);
+    char path[MF_PATH_MAX];
+    mf_thread_path(path, sizeof path, &proto);
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        mf_warn("cannot create ", path, ": ", mf_strerror(errno));
+        return true;
+    }
+    void *m = MAP_FAILED;
+    if (!mf_reserve(fd, 0, MF_HEADER_BYTES))
+        m = mmap(NULL, MF_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        mf_warn("cannot map ", path, ": ", mf_strerror(errno));
+        close(fd);
+        return true;
+    }
+    tab->hdr = m;
+    tab->nseg = 0;
+    proto.start_ns = proto.last_ns = mf_now_ns();
+    memcpy(tab->hdr, &proto, sizeof proto);
+    bool failed = mf_segment_add(tab, fd);
+    close(fd); /* the program may close or reuse descriptors: never keep one open */
+    if (failed)
+        tab->hdr->flags |= MF_THREAD_TABLE_FULL;
+    return false;
+}
+
+static uint64_t mf_stack_hash(const uintptr_t *pcs, uint32_t depth)
+{
+    uint64_t h = 0x9e3779b97f4a7c15u ^ depth;
+    for (uint32_t i = 0; i < depth; i++) {
+        h = (h ^ pcs[i]) * 0xbf58476d1ce4e5b9u;
+        h ^= h >> 31;
+    }
+    return h ? h : 1;
+}
+
+static struct mf_entry *mf_entries(struct mf_segment_header *seg)
+{
+    return (struct mf_entry *)((char *)seg + MF_SEG_ENTRIES_OFFSET);
+}
+
+static uint64_t *mf_frames(struct mf_segment_header *seg)
+{
+    return (uint64_t *)(mf_entries(seg) + seg->capacity);
+}
+
+/* The stack's entry in seg, or the empty slot where it would go (hash == 0). */
+static struct mf_entry *mf_probe(struct mf_segment_header *seg, uint64_t h, const uintptr_t *pcs,
+                                 uint32_t depth, uint32_t flags)
+{
+    struct mf_entry *e = mf_entries(seg);
+    uint64_t *frames = mf_frames(seg);
+    uint32_t mask = seg->capacity - 1;
+    for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask) {
+        if (e[i].hash == 0)
+            return &e[i];
+        if (e[i].hash == h && e[i].depth == depth && e[i].flags == flags &&
+            memcmp(&frames[e[i].frames], pcs, depth * sizeof *pcs) == 0)
+            return &e[i];
+    }
+}
+
+static bool mf_segment_has_room(struct mf_segment_header *seg, uint32_t depth)
+{
+    return (seg->entries_used + 1) * 2 <= seg->capacity &&
+           seg->frames_used + depth <= seg->frame_capacity;
+}
+
+static bool mf_table_grow(struct mf_table *tab)
+{
+    char path[MF_PATH_MAX];
+    int fd = open(mf_thread_path(path, sizeof path, tab->hdr), O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return true;
+    bool failed = mf_segment_add(tab, fd);
+    close(fd);
+    return failed;
+}
+
+struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
+                                 uint32_t flags)
+{
+    uint64_t h = mf_stack_hash(pcs, depth);
+    struct mf_entry *e = NULL;
+    for (uint32_t s = 0; s < tab->nseg; s++) {
+        e = mf_probe(tab->seg[s], h, pcs, depth, flags);
+        if (e->hash)
+            return e;
+    }
+    if (tab->nseg == 0 || !mf_segment_has_room(tab->seg[tab->nseg - 1], depth)) {
+        if ((tab->hdr->flags & MF_THREAD_TABLE_FULL) || mf_table_grow(tab)) {
+            tab->hdr->flags |= MF_THREAD_TABLE_FULL;
+            return NULL;
+        }
+        e = mf_probe(tab->seg[tab->nseg - 1], h, pcs, depth, flags);
+    }
+    struct mf_segment_header *seg = tab->seg[tab->nseg - 1];
+    memcpy(&mf_frames(seg)[seg->frames_used], pcs, depth * sizeof *pcs);
+    e->frames = seg->frames_used;
+    e->depth = depth;
+    e->flags = flags;
+    seg->frames_used += depth;
+    seg->entries_used++;
+    __atomic_store_n(&e->hash, h, __ATOMIC_RELEASE);
+    return e;
+}

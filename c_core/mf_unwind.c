@@ -1,0 +1,115 @@
+/* Stack capture behind one function: libunwind's unw_backtrace (correct without frame
+ * pointers, DESIGN §3) or a frame-pointer walk (several times cheaper, for programs built
+ * with frame pointers). libunwind is dlopen'd RTLD_LOCAL at start-up, never linked, so its
+ * _Unwind_* never replace libgcc's in the program (DESIGN §4). */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mf_internal.h"
+
+#if defined(__x86_64__)
+#define MF_UNW_PREFIX "_ULx86_64_"
+#elif defined(__aarch64__)
+#define MF_UNW_PREFIX "_ULaarch64_"
+#else
+#define MF_UNW_PREFIX "_UL_unknown_"
+#endif
+#define MF_UNW_CACHE_PER_THREAD 2 /* enum unw_caching_policy_t */
+
+static int (*mf_unw_backtrace)(void **, int);
+
+void mf_unwind_init(void)
+{
+    if (mf_opt.unwinder != MF_UNWIND_LIBUNWIND || mf_unw_backtrace)
+        return;
+    void *lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+    void *bt = lib ? dlsym(lib, "unw_backtrace") : NULL;
+    if (!bt) {
+        mf_warn("cannot load libunwind.so.8 (install libunwind8); ",
+                "using frame-pointer unwinding: stacks through code without frame pointers ",
+                "will be cut short", NULL);
+        mf_opt.unwinder = MF_UNWIND_FP;
+        return;
+    }
+    int (*set_policy)(void *, int) = (int (*)(void *, int))dlsym(lib, MF_UNW_PREFIX "set_caching_policy");
+    void **local_as = dlsym(lib, MF_UNW_PREFIX "local_addr_space");
+    if (set_policy && local_as)
+        set_policy(*local_as, MF_UNW_CACHE_PER_THREAD);
+    mf_unw_backtrace = (int (*)(void **, int))bt;
+}
+
+/* The bounds of the mapping that holds the current stack, from /proc/self/maps read with
+ * raw syscalls: pthread_getattr_np allocates and locks (DESIGN §5). */
+static void mf_stack_bounds(struct mf_thread *t)
+{
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    t->stack_lo = here;
+    t->stack_hi = here + 1; /* nothing found: walk no frames rather than guess */
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    char buf[4096];
+    size_t have = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+        buf[have] = '\0';
+        char *line = buf, *nl;
+        while ((nl = memchr(line, '\n', (size_t)(buf + have - line)))) {
+            uintptr_t lo = 0, hi = 0;
+            char *p = line;
+            for (; *p != '-'; p++)
+                lo = lo * 16 + (uintptr_t)(*p <= '9' ? *p - '0' : *p - 'a' + 10);
+            for (p++; *p != ' '; p++)
+                hi = hi * 16 + (uintptr_t)(*p <= '9' ? *p - '0' : *p - 'a' + 10);
+            if (lo <= here && here < hi) {
+                t->stack_hi = hi;
+                close(fd);
+                return;
+            }
+            line = nl + 1;
+        }
+        have = (size_t)(buf + have - line);
+        memmove(buf, line, have);
+    }
+    close(fd);
+}
+
+static __attribute__((noinline)) uint32_t mf_unwind_fp(uintptr_t *pcs, uint32_t max)
+{
+    struct mf_thread *t = &mf_tls;
+    if (!t->stack_hi)
+        mf_stack_bounds(t);
+    uintptr_t *fp = __builtin_frame_address(0);
+    uint32_t n = 0;
+    while (n < max && (uintptr_t)fp >= t->stack_lo && (uintptr_t)(fp + 2) <= t->stack_hi &&
+           ((uintptr_t)fp & 7) == 0) {
+        uintptr_t pc = fp[1];
+        if (!pc)
+            break;
+        pcs[n++] = pc;
+        uintptr_t *next = (uintptr_t *)fp[0];
+        if (next <= fp)
+            break;
+        fp = next;
+    }
+    return n;
+}
+
+uint32_t mf_unwind(uintptr_t *pcs, uint32_t max, uintptr_t slow_path_return)
+{
+    uint32_t n = mf_unw_backtrace ? (uint32_t)mf_unw_backtrace((void **)pcs, (int)max)
+                                  : mf_unwind_fp(pcs, max);
+    /* Drop the profiler's own frames: everything up to the slow path's return address. */
+    for (uint32_t i = 0; i < n && i < 4; i++) {
+        if (pcs[i] == slow_path_return) {
+            memmove(pcs, pcs + i, (n - i) * sizeof *pcs);
+            return n - i;
+        }
+    }
+    return n;
+}
