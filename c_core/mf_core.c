@@ -102,8 +102,17 @@ static void mf_unprofiled(struct mf_thread *t, uint64_t weight, size_t size)
     }
 }
 
+static void mf_thread_setup_table(struct mf_thread *t);
+
 /* Creates the thread's file and moves what was counted before into it. */
 static void mf_thread_setup(struct mf_thread *t)
+{
+    t->busy = 1;
+    mf_thread_setup_table(t);
+    t->busy = 0;
+}
+
+static void mf_thread_setup_table(struct mf_thread *t)
 {
     uint64_t seq = __atomic_fetch_add(&mf_thread_seq, 1, __ATOMIC_RELAXED);
     mf_rng_seed(t, seq);
@@ -168,17 +177,17 @@ void mf_record_slow(enum mf_fn fn, size_t size)
             t->countdown = 1;
             return;
         }
-        t->busy = 1;
         mf_thread_setup(t);
-        t->busy = 0;
-        /* This call was not covered by any countdown yet: decide for it like any other. */
+    }
+    if (MF_UNLIKELY(t->weight == 0)) {
+        /* No countdown covered this call yet: decide for it like for any other. */
         int64_t c = mf_next_countdown(t);
         if (c > 1) {
             t->countdown = c - 1;
             return;
         }
     }
-    uint64_t weight = t->weight ? t->weight : 1;
+    uint64_t weight = t->weight;
     t->countdown = mf_next_countdown(t);
     if (t->busy || t->paused || t->state != MF_THREAD_READY) {
         mf_unprofiled(t, weight, size);
@@ -284,6 +293,10 @@ void mf_core_init(void)
     pthread_key_create(&mf_thread_key, mf_thread_exit);
     pthread_atfork(NULL, NULL, mf_after_fork_child);
     mf_process_start();
+    /* The calls made before start-up are in TLS: put them in a file now, in case this
+     * thread never allocates again. */
+    if (mf_ready && mf_tls.state == MF_THREAD_NEW && mf_tls.totals)
+        mf_thread_setup(&mf_tls);
 }
 
 __attribute__((constructor)) static void mf_core_constructor(void)

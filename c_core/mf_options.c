@@ -23,7 +23,7 @@ static bool mf_env_u64(const char *name, uint64_t lo, uint64_t hi, const char *d
 {
     const char *s = getenv(name);
     uint64_t v;
-    if (!s)
+    if (!s || !*s) /* set but empty: as if unset */
         return false;
     if (mf_parse_u64(s, &v) && v >= lo && v <= hi) {
         *out = v;
