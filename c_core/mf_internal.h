@@ -60,9 +60,9 @@ uint32_t mf_unwind(uintptr_t *pcs, uint32_t max, uintptr_t slow_path_return);
 
 /* Small system helpers that neither allocate nor lock (mf_sys.c). */
 void mf_warn(const char *a, const char *b, const char *c, const char *d);
-char *mf_append(char *dst, const char *end, const char *s);
-char *mf_append_u64(char *dst, const char *end, uint64_t v);
-char *mf_append_hex(char *dst, const char *end, uint64_t v, int digits);
+char *mf_append(char *dst, char *end, const char *s);
+char *mf_append_u64(char *dst, char *end, uint64_t v);
+char *mf_append_hex(char *dst, char *end, uint64_t v, int digits);
 const char *mf_strerror(int err);
 uint64_t mf_now_ns(void);
 pid_t mf_gettid(void);

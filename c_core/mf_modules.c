@@ -124,13 +124,12 @@ static int mf_module_visit(struct dl_phdr_info *info, size_t size, void *arg)
     } rec;
     memset(&rec.r, 0, sizeof rec.r);
     const char *name = info->dlpi_name;
-    if (!name || !*name) /* the main program */
-        name = mf_nknown == 0 ? "/proc/self/exe" : "";
-    size_t len = strnlen(name, MF_PATH_MAX - 1);
-    if (strcmp(name, "/proc/self/exe") == 0) {
-        ssize_t n = readlink(name, rec.path, MF_PATH_MAX - 1);
+    size_t len = 0;
+    if (!name || !*name) { /* the main program, always visited first */
+        ssize_t n = mf_nknown == 0 ? readlink("/proc/self/exe", rec.path, MF_PATH_MAX - 1) : 0;
         len = n > 0 ? (size_t)n : 0;
     } else {
+        len = strnlen(name, MF_PATH_MAX - 1);
         memcpy(rec.path, name, len);
     }
     memset(rec.path + len, 0, 8);

@@ -8,7 +8,7 @@
 
 #include "mf_internal.h"
 
-char *mf_append(char *dst, const char *end, const char *s)
+char *mf_append(char *dst, char *end, const char *s)
 {
     while (*s && dst < end - 1)
         *dst++ = *s++;
@@ -16,7 +16,7 @@ char *mf_append(char *dst, const char *end, const char *s)
     return dst;
 }
 
-char *mf_append_u64(char *dst, const char *end, uint64_t v)
+char *mf_append_u64(char *dst, char *end, uint64_t v)
 {
     char tmp[24];
     int n = 0;
@@ -30,7 +30,7 @@ char *mf_append_u64(char *dst, const char *end, uint64_t v)
     return dst;
 }
 
-char *mf_append_hex(char *dst, const char *end, uint64_t v, int digits)
+char *mf_append_hex(char *dst, char *end, uint64_t v, int digits)
 {
     for (int i = digits - 1; i >= 0 && dst < end - 1; i--)
         *dst++ = "0123456789abcdef"[(v >> (4 * i)) & 15];
