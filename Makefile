@@ -20,7 +20,7 @@ PRINT_HDR   := $(wildcard mf_print/*.h)
 DEBIAN_CRATES := /usr/share/cargo/registry
 CARGO := cargo $(if $(wildcard $(DEBIAN_CRATES)/cc-*),--config 'source.crates-io.replace-with="debian"' --config 'source.debian.directory="$(DEBIAN_CRATES)"' --offline)
 
-.PHONY: all deps demo test test-c test-rust bench clean
+.PHONY: all deps demo test test-c test-rust test-sanitize bench clean
 all: deps $(BUILD)/libmalloc_freq.so $(BUILD)/mf_print
 
 deps:
@@ -43,7 +43,7 @@ demo: all
 	MALLOC_FREQ_DIR=$(BUILD)/demo-out LD_PRELOAD=$(CURDIR)/$(BUILD)/libmalloc_freq.so $(BUILD)/demo
 	$(BUILD)/mf_print --dir $$(ls -d $(BUILD)/demo-out/malloc_freq.*) --threshold 0.2
 
-test: all test-c test-rust
+test: all test-c test-rust test-sanitize
 	@echo "all tests passed"
 
 test-c: all
@@ -52,6 +52,9 @@ test-c: all
 test-rust: all
 	RUST_BACKTRACE=0 $(CARGO) test --release
 	RUST_BACKTRACE=0 python3 tests/run_tests.py --rust-example
+
+test-sanitize: all
+	tests/sanitize/run_sanitizers.sh
 
 bench: all
 	python3 bench/run_bench.py
