@@ -1,6 +1,7 @@
 /* The core: process start-up, the per-thread slow path (sampling decision, stack capture,
  * table update), fork and exit. The hot path is in mf_core.h. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
@@ -171,6 +172,10 @@ void mf_record_slow(enum mf_fn fn, size_t size)
         t->countdown = mf_disabled ? MF_COUNTDOWN_OFF : 1;
         return;
     }
+    if (MF_UNLIKELY(t->state == MF_THREAD_EXITED)) {
+        t->countdown = MF_COUNTDOWN_OFF;
+        return;
+    }
     if (MF_UNLIKELY(t->state == MF_THREAD_NEW)) {
         if (t->busy) {
             mf_unprofiled(t, 1, size);
@@ -263,6 +268,7 @@ static void mf_after_fork_child(void)
     t->state = MF_THREAD_NEW;
     t->weight = 0;
     t->exact_left = 0;
+    t->exit_round = 0;
     t->countdown = 0;
     mf_process_start();
 }
@@ -275,12 +281,25 @@ bool mf_check_pid(void)
     return false;
 }
 
-/* Thread exit only marks the table: TLS destructors and libc still allocate after this. */
+/* glibc calls thread-specific destructors in up to PTHREAD_DESTRUCTOR_ITERATIONS rounds while
+ * values are set. Other destructors (Rust's thread locals among them) still allocate, so the
+ * table stays mapped until the last round; calls made after that, by destructors of keys
+ * created after ours in that same last round, are counted nowhere. */
 static void mf_thread_exit(void *arg)
 {
     struct mf_thread *t = arg;
-    if (t->table.hdr && getpid() == mf_pid)
+    if (++t->exit_round < PTHREAD_DESTRUCTOR_ITERATIONS) {
+        pthread_setspecific(mf_thread_key, t);
+        return;
+    }
+    if (t->table.hdr && getpid() == mf_pid) {
         t->table.hdr->flags |= MF_THREAD_FINISHED;
+        mf_table_unmap(&t->table);
+    }
+    memset(&t->local, 0, sizeof t->local);
+    t->totals = &t->local;
+    t->state = MF_THREAD_EXITED;
+    t->countdown = MF_COUNTDOWN_OFF;
 }
 
 void mf_core_init(void)

@@ -27,7 +27,7 @@ struct mf_thread {
     uint32_t state;           /* enum mf_thread_state (mf_internal.h) */
     uint32_t paused;          /* malloc_freq_pause() depth */
     volatile uint32_t busy;   /* inside the slow path: a sample due now is not profiled */
-    uint32_t reserved;
+    uint32_t exit_round; /* thread-exit destructor rounds seen */
     uint64_t rng[2];          /* xoroshiro128+ state */
     uintptr_t stack_lo, stack_hi; /* bounds for the frame-pointer unwinder */
     struct mf_table table;

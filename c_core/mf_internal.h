@@ -18,6 +18,7 @@ enum mf_thread_state {
     MF_THREAD_NEW = 0, /* no table yet */
     MF_THREAD_READY,   /* table mapped */
     MF_THREAD_FAILED,  /* the thread file could not be created: count only */
+    MF_THREAD_EXITED,  /* the thread has exited and its table is unmapped */
 };
 
 /* Settings, read once from the environment at start-up (mf_options.c). */
@@ -43,6 +44,7 @@ bool mf_check_pid(void); /* true if this is still mf_pid; re-initialises a forke
 
 /* Thread tables (mf_table.c). Each returns true on error. */
 bool mf_table_create(struct mf_table *tab, uint64_t seq);
+void mf_table_unmap(struct mf_table *tab);
 struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                                  uint32_t flags);
 
@@ -60,6 +62,7 @@ uint32_t mf_unwind(uintptr_t *pcs, uint32_t max, uintptr_t slow_path_return);
 
 /* Small system helpers that neither allocate nor lock (mf_sys.c). */
 void mf_warn(const char *a, const char *b, const char *c, const char *d);
+void mf_warn_once(int *said, const char *a, const char *b, const char *c, const char *d);
 char *mf_append(char *dst, char *end, const char *s);
 char *mf_append_u64(char *dst, char *end, uint64_t v);
 char *mf_append_hex(char *dst, char *end, uint64_t v, int digits);

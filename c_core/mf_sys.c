@@ -54,6 +54,13 @@ void mf_warn(const char *a, const char *b, const char *c, const char *d)
     errno = saved;
 }
 
+/* For errors that every thread would hit again (a full disk): one line per process. */
+void mf_warn_once(int *said, const char *a, const char *b, const char *c, const char *d)
+{
+    if (!__atomic_exchange_n(said, 1, __ATOMIC_RELAXED))
+        mf_warn(a, b, c, d);
+}
+
 /* strerror() may translate, which allocates; strerrordesc_np() returns a constant. */
 const char *mf_strerror(int err)
 {

@@ -73,6 +73,8 @@ static bool mf_segment_add(struct mf_table *tab, int fd)
     return false;
 }
 
+static int mf_create_warned;
+
 bool mf_table_create(struct mf_table *tab, uint64_t seq)
 {
     struct mf_thread_header proto = {
@@ -89,14 +91,14 @@ bool mf_table_create(struct mf_table *tab, uint64_t seq)
     mf_thread_path(path, sizeof path, &proto);
     int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
-        mf_warn("cannot create ", path, ": ", mf_strerror(errno));
+        mf_warn_once(&mf_create_warned, "cannot create ", path, ": ", mf_strerror(errno));
         return true;
     }
     void *m = MAP_FAILED;
     if (!mf_reserve(fd, 0, MF_HEADER_BYTES))
         m = mmap(NULL, MF_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (m == MAP_FAILED) {
-        mf_warn("cannot map ", path, ": ", mf_strerror(errno));
+        mf_warn_once(&mf_create_warned, "cannot map ", path, ": ", mf_strerror(errno));
         close(fd);
         return true;
     }
@@ -190,4 +192,15 @@ struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uin
     seg->entries_used++;
     __atomic_store_n(&e->hash, h, __ATOMIC_RELEASE);
     return e;
+}
+
+/* A finished thread gives its mappings back: a program that runs through many threads
+ * must not run out of address space or of mappings (vm.max_map_count) because of us. */
+void mf_table_unmap(struct mf_table *tab)
+{
+    for (uint32_t s = 0; s < tab->nseg; s++)
+        munmap(tab->seg[s], tab->hdr->segment_size[s]);
+    munmap(tab->hdr, MF_HEADER_BYTES);
+    tab->hdr = NULL;
+    tab->nseg = 0;
 }
