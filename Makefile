@@ -18,7 +18,7 @@ PRINT_HDR   := $(wildcard mf_print/*.h)
 # Cargo: use Debian's packaged crates when they are installed (this machine has no crates.io);
 # a user with crates.io needs nothing: the override is passed on the command line only.
 DEBIAN_CRATES := /usr/share/cargo/registry
-CARGO := cargo $(if $(wildcard $(DEBIAN_CRATES)/cc-*),--config 'source.crates-io.replace-with="debian"' --config 'source.debian.directory="$(DEBIAN_CRATES)"' --offline)
+CARGO := MALLOC_FREQ_WERROR=1 cargo $(if $(wildcard $(DEBIAN_CRATES)/cc-*),--config 'source.crates-io.replace-with="debian"' --config 'source.debian.directory="$(DEBIAN_CRATES)"' --offline)
 
 .PHONY: all deps demo test test-c test-rust test-sanitize bench clean
 all: deps $(BUILD)/libmalloc_freq.so $(BUILD)/mf_print

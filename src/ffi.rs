@@ -1,0 +1,34 @@
+//! The C core's interface (`c_core/malloc_freq.h`, `c_core/mf_core.h`), linked statically
+//! by `build.rs`.
+
+use std::os::raw::c_char;
+
+/// `enum mf_fn` in `c_core/mf_format.h`: the allocation function a call is counted under.
+/// `tests/profile.rs` checks these against the header and against the per-thread totals.
+pub(crate) const MF_FN_RUST_ALLOC: u32 = 8;
+/// `MF_FN_RUST_ALLOC_ZEROED` in `enum mf_fn`.
+pub(crate) const MF_FN_RUST_ALLOC_ZEROED: u32 = 9;
+/// `MF_FN_RUST_REALLOC` in `enum mf_fn`.
+pub(crate) const MF_FN_RUST_REALLOC: u32 = 10;
+
+extern "C" {
+    /// Counts one allocation call of `size` bytes made through function `fn_` (an
+    /// `enum mf_fn` value) in the calling thread's exact totals, and samples its call stack
+    /// when the thread's countdown runs out. Never allocates, never takes a lock; safe to
+    /// call from any thread at any time, before or after the core's start-up.
+    pub(crate) fn mf_record_call(fn_: u32, size: usize);
+
+    /// The directory this process writes its profile into (`.../malloc_freq.<pid>`, an
+    /// absolute path, NUL-terminated, in a static buffer that a forked child rewrites), or
+    /// NULL if profiling is off in this process (the directory could not be created).
+    pub(crate) fn malloc_freq_dir() -> *const c_char;
+
+    /// Leaves the calling thread's allocations out of the profile until the matching
+    /// `malloc_freq_resume()`. Calls nest. What is left out still counts in the exact
+    /// totals, as "not profiled".
+    pub(crate) fn malloc_freq_pause();
+
+    /// Ends the innermost `malloc_freq_pause()` of the calling thread; does nothing if the
+    /// thread is not paused.
+    pub(crate) fn malloc_freq_resume();
+}
