@@ -5,6 +5,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,7 +21,10 @@ pid_t mf_pid;
 uint64_t mf_stamp;
 char mf_dir[MF_PATH_MAX];
 uint64_t mf_thread_seq;
-static int64_t mf_exact_budget; /* calls still to record exactly, process-wide */
+static int64_t mf_exact_budget;
+/* A MADV_WIPEONFORK page: it reads 0 in any child, also one made by _Fork() or clone(),
+ * which run no atfork handler. A load, where asking getpid() would be a system call. */
+static volatile uint64_t *mf_fork_canary; /* calls still to record exactly, process-wide */
 static pthread_key_t mf_thread_key;
 
 #define MF_EXACT_CHUNK 64 /* a thread takes the exact budget in chunks: less contention */
@@ -87,6 +91,28 @@ static int64_t mf_next_countdown(struct mf_thread *t)
     return c < (double)MF_COUNTDOWN_OFF ? (int64_t)c : MF_COUNTDOWN_OFF;
 }
 
+static void mf_fork_canary_arm(void)
+{
+    if (!mf_fork_canary) {
+        void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            return;
+        if (madvise(p, 4096, MADV_WIPEONFORK) != 0) { /* Linux < 4.14: mf_check_pid() only */
+            munmap(p, 4096);
+            return;
+        }
+        mf_fork_canary = p;
+    }
+    *mf_fork_canary = 1;
+}
+
+static bool mf_forked(void)
+{
+    return mf_fork_canary && *mf_fork_canary == 0;
+}
+
+static void mf_after_fork_child(void);
+
 /* ---- the slow path ----------------------------------------------------------------- */
 
 static void mf_unprofiled(struct mf_thread *t, uint64_t weight, size_t size)
@@ -103,32 +129,42 @@ static void mf_unprofiled(struct mf_thread *t, uint64_t weight, size_t size)
     }
 }
 
-static void mf_thread_setup_table(struct mf_thread *t);
+/* Profiler code runs between these: a call it makes (libunwind's first touch of its TLS in a
+ * thread allocates, dlopen does) comes back to the slow path, which leaves it out: it is
+ * the profiler's, not the program's. */
+static int64_t mf_enter(struct mf_thread *t)
+{
+    int64_t saved = t->countdown;
+    t->busy = 1;
+    t->countdown = 1;
+    return saved;
+}
+
+static void mf_leave(struct mf_thread *t, int64_t countdown)
+{
+    t->countdown = countdown;
+    t->busy = 0;
+}
 
 /* Creates the thread's file and moves what was counted before into it. */
 static void mf_thread_setup(struct mf_thread *t)
 {
-    t->busy = 1;
-    mf_thread_setup_table(t);
-    t->busy = 0;
-}
-
-static void mf_thread_setup_table(struct mf_thread *t)
-{
+    int64_t saved = mf_enter(t);
     uint64_t seq = __atomic_fetch_add(&mf_thread_seq, 1, __ATOMIC_RELAXED);
     mf_rng_seed(t, seq);
-    if (!mf_check_pid() || mf_table_create(&t->table, seq)) {
+    if (mf_table_create(&t->table, seq)) {
         t->state = MF_THREAD_FAILED;
-        return;
+    } else {
+        struct mf_thread_header *h = t->table.hdr;
+        h->totals = t->local;
+        h->unprofiled_samples = t->local_unprofiled_samples;
+        h->unprofiled_calls = t->local_unprofiled_calls;
+        h->unprofiled_bytes = t->local_unprofiled_bytes;
+        t->totals = &h->totals;
+        t->state = MF_THREAD_READY;
+        pthread_setspecific(mf_thread_key, t);
     }
-    struct mf_thread_header *h = t->table.hdr;
-    h->totals = t->local;
-    h->unprofiled_samples = t->local_unprofiled_samples;
-    h->unprofiled_calls = t->local_unprofiled_calls;
-    h->unprofiled_bytes = t->local_unprofiled_bytes;
-    t->totals = &h->totals;
-    t->state = MF_THREAD_READY;
-    pthread_setspecific(mf_thread_key, t);
+    mf_leave(t, saved);
 }
 
 static void mf_sample(struct mf_thread *t, uint64_t weight, size_t size, uintptr_t ret)
@@ -161,6 +197,12 @@ void mf_record_slow(enum mf_fn fn, size_t size)
 {
     struct mf_thread *t = &mf_tls;
     uintptr_t ret = (uintptr_t)__builtin_return_address(0);
+    if (MF_UNLIKELY(mf_forked()))
+        mf_after_fork_child(); /* _Fork() or clone() skipped our atfork handler */
+    if (t->busy) {
+        t->countdown = 1; /* the profiler's own call: see mf_enter() */
+        return;
+    }
     if (!t->totals)
         t->totals = &t->local;
     t->totals->calls[fn]++;
@@ -176,14 +218,8 @@ void mf_record_slow(enum mf_fn fn, size_t size)
         t->countdown = MF_COUNTDOWN_OFF;
         return;
     }
-    if (MF_UNLIKELY(t->state == MF_THREAD_NEW)) {
-        if (t->busy) {
-            mf_unprofiled(t, 1, size);
-            t->countdown = 1;
-            return;
-        }
+    if (MF_UNLIKELY(t->state == MF_THREAD_NEW))
         mf_thread_setup(t);
-    }
     if (MF_UNLIKELY(t->weight == 0)) {
         /* No countdown covered this call yet: decide for it like for any other. */
         int64_t c = mf_next_countdown(t);
@@ -193,14 +229,15 @@ void mf_record_slow(enum mf_fn fn, size_t size)
         }
     }
     uint64_t weight = t->weight;
-    t->countdown = mf_next_countdown(t);
-    if (t->busy || t->paused || t->state != MF_THREAD_READY) {
+    int64_t next = mf_next_countdown(t);
+    if (t->paused || t->state != MF_THREAD_READY) {
         mf_unprofiled(t, weight, size);
+        t->countdown = next;
         return;
     }
-    t->busy = 1;
+    mf_enter(t);
     mf_sample(t, weight, size, ret);
-    t->busy = 0;
+    mf_leave(t, next);
 }
 
 /* ---- process start-up, fork and exit ------------------------------------------------ */
@@ -241,6 +278,7 @@ static bool mf_dir_create(void)
 /* Everything that depends on the pid: the directory, the process file, the module list. */
 static void mf_process_start(void)
 {
+    mf_fork_canary_arm();
     mf_pid = getpid();
     mf_stamp = mf_new_stamp();
     __atomic_store_n(&mf_thread_seq, 0, __ATOMIC_RELAXED);
@@ -307,11 +345,13 @@ void mf_core_init(void)
     static int started;
     if (__atomic_exchange_n(&started, 1, __ATOMIC_ACQ_REL))
         return;
+    int64_t saved = mf_enter(&mf_tls);
     mf_options_read();
     mf_unwind_init();
     pthread_key_create(&mf_thread_key, mf_thread_exit);
     pthread_atfork(NULL, NULL, mf_after_fork_child);
     mf_process_start();
+    mf_leave(&mf_tls, saved);
     /* The calls made before start-up are in TLS: put them in a file now, in case this
      * thread never allocates again. */
     if (mf_ready && mf_tls.state == MF_THREAD_NEW && mf_tls.totals)

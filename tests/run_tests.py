@@ -1,0 +1,850 @@
+#!/usr/bin/env python3
+"""The C / LD_PRELOAD test suite: each test compiles a small program from tests/programs/,
+runs it under build/libmalloc_freq.so, reads the profile back with build/mf_print and
+asserts exact numbers that the program's source makes known.
+
+    python3 tests/run_tests.py [-k SUBSTRING] [--keep]
+    python3 tests/run_tests.py --rust-example
+
+Prints `PASS name` or `FAIL name: reason` per test, then `N passed, M failed`; exits
+non-zero if any test failed. Standard library only."""
+
+import argparse
+import csv
+import glob
+import io
+import math
+import os
+import re
+import select
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.path.join(REPO, "build")
+OUT = os.path.join(BUILD, "tests")
+PROGRAMS = os.path.join(REPO, "tests", "programs")
+LIB = os.path.join(BUILD, "libmalloc_freq.so")
+MF_PRINT = os.path.join(BUILD, "mf_print")
+CFLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-Wall", "-Wextra", "-Werror"]
+TIMEOUT = 300  # seconds, per child process
+
+ALLOC_API = {"malloc", "calloc", "realloc", "posix_memalign", "aligned_alloc", "memalign",
+             "valloc", "pvalloc"}
+MF_FN_NAMES = ["malloc", "calloc", "realloc", "posix_memalign", "aligned_alloc", "memalign",
+               "valloc", "pvalloc"]
+
+
+class TestFailure(Exception):
+    pass
+
+
+def expect(cond, message):
+    if not cond:
+        raise TestFailure(message)
+
+
+def expect_eq(got, want, what):
+    if got != want:
+        raise TestFailure(f"{what}: expected {want!r}, got {got!r}")
+
+
+# ---- building and running -----------------------------------------------------------
+
+_built = {}
+
+
+def build(name, sources, cxx=False, shared=False, libs=()):
+    """Compiles tests/programs/<sources> into build/tests/<name> once per run."""
+    if name in _built:
+        return _built[name]
+    os.makedirs(OUT, exist_ok=True)
+    out = os.path.join(OUT, name)
+    cmd = ["g++" if cxx else "gcc"] + CFLAGS
+    if shared:
+        cmd += ["-shared", "-fPIC"]
+    cmd += ["-o", out] + [os.path.join(PROGRAMS, s) for s in sources] + list(libs)
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise TestFailure(f"cannot compile {name}: {r.stderr.strip()}")
+    _built[name] = out
+    return out
+
+
+def c_program(name, libs=("-lpthread",)):
+    return build(name, [name + ".c"], libs=libs)
+
+
+_run_dirs = []
+
+
+def fresh_dir():
+    d = tempfile.mkdtemp(prefix="mf_test_")
+    _run_dirs.append(d)
+    return d
+
+
+class Run:
+    def __init__(self, pid, rc, stdout, stderr, outdir):
+        self.pid, self.rc, self.stdout, self.stderr, self.outdir = pid, rc, stdout, stderr, outdir
+
+    @property
+    def profile(self):
+        """The malloc_freq.<pid> directory this run wrote."""
+        return os.path.join(self.outdir, f"malloc_freq.{self.pid}")
+
+
+def profiled_env(outdir, sample="1", extra=None):
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith("MALLOC_FREQ_"):
+            del env[k]
+    env["LD_PRELOAD"] = LIB
+    env["MALLOC_FREQ_DIR"] = outdir
+    if sample is not None:
+        env["MALLOC_FREQ_SAMPLE"] = sample
+    env.update(extra or {})
+    return env
+
+
+def run(argv, profile=True, sample="1", extra_env=None, outdir=None):
+    """Runs argv (under the profiler unless profile=False) in a fresh output directory."""
+    outdir = outdir or fresh_dir()
+    if profile:
+        env = profiled_env(outdir, sample, extra_env)
+    else:
+        env = {k: v for k, v in os.environ.items()
+               if k != "LD_PRELOAD" and not k.startswith("MALLOC_FREQ_")}
+        env.update(extra_env or {})
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                         cwd=outdir)
+    try:
+        out, err = p.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise TestFailure(f"{' '.join(argv)} timed out after {TIMEOUT} s")
+    return Run(p.pid, p.returncode, out.decode(errors="replace"), err.decode(errors="replace"),
+               outdir)
+
+
+def run_ok(argv, rc=0, **kw):
+    r = run(argv, **kw)
+    expect(r.rc == rc, f"{os.path.basename(argv[0])} exited {r.rc}, expected {rc}; "
+                       f"stderr: {r.stderr.strip()[-500:]!r}")
+    expect(os.path.isdir(r.profile), f"no profile directory {r.profile}")
+    return r
+
+
+def mf_print(args, check=True):
+    r = subprocess.run([MF_PRINT] + args, capture_output=True, text=True, timeout=TIMEOUT)
+    if check and r.returncode != 0:
+        raise TestFailure(f"mf_print {' '.join(args)} exited {r.returncode}: {r.stderr.strip()}")
+    return r
+
+
+class Row:
+    def __init__(self, d):
+        self.calls = int(d["calls"])
+        self.bytes = int(d["bytes"])
+        self.samples = int(d["samples"])
+        self.stack = d["stack"].split(";")
+        self.locations = d["locations"].split(";")
+
+    @property
+    def site(self):
+        return function_name(self.stack[0])
+
+
+def function_name(frame):
+    """A frame's function without a C++ parameter list: `site(int)` -> `site`."""
+    return frame.split("(", 1)[0] if not frame.startswith("[") else frame
+
+
+def csv_rows(*dirs, extra=()):
+    """mf_print's CSV for the profile directories, as Rows; stderr must be empty."""
+    args = []
+    for d in dirs:
+        args += ["--dir", d]
+    r = mf_print(args + ["--format", "csv"] + list(extra))
+    expect(r.stderr == "", f"mf_print --format csv wrote to stderr: {r.stderr.strip()!r}")
+    return parse_csv(r.stdout)
+
+
+def parse_csv(text):
+    reader = csv.DictReader(io.StringIO(text))
+    expect(reader.fieldnames == ["calls", "bytes", "samples", "stack", "locations"],
+           f"CSV header is {reader.fieldnames}")
+    return [Row(d) for d in reader]
+
+
+def site_rows(rows, site):
+    return [r for r in rows if r.site == site]
+
+
+def site_totals(rows, site):
+    """(calls, bytes, samples) summed over the rows whose allocation site is `site`."""
+    rs = site_rows(rows, site)
+    return (sum(r.calls for r in rs), sum(r.bytes for r in rs), sum(r.samples for r in rs))
+
+
+def expect_sites(rows, expected, exact=True):
+    """expected: {site: (calls, bytes)}; each site's rows must sum to exactly that."""
+    bad = []
+    for site, (calls, nbytes) in expected.items():
+        got_calls, got_bytes, got_samples = site_totals(rows, site)
+        if (got_calls, got_bytes) != (calls, nbytes):
+            bad.append(f"{site}: expected {calls} calls {nbytes} bytes, "
+                       f"got {got_calls} calls {got_bytes} bytes")
+        elif exact and got_samples != got_calls:
+            bad.append(f"{site}: {got_calls} calls but {got_samples} samples (not exact)")
+    expect(not bad, "; ".join(bad))
+
+
+def csv_total(rows):
+    return sum(r.calls for r in rows)
+
+
+# ---- the on-disk format, read directly (c_core/mf_format.h) ---------------------------
+
+THREAD_TOTALS_OFFSET = 64  # magic 8, version 4, header_size 4, stamp 8, pid 4, tid 4,
+                           # seq 8, start_ns 8, last_ns 8, flags 4, max_depth 4
+
+
+def thread_files(profile):
+    return sorted(glob.glob(os.path.join(profile, "thread.*.mft")))
+
+
+def process_files(profile):
+    return sorted(glob.glob(os.path.join(profile, "process.*.mfp")))
+
+
+def file_totals(path):
+    """The exact per-function call and byte counts in a thread file's header."""
+    with open(path, "rb") as f:
+        data = f.read(THREAD_TOTALS_OFFSET + 256)
+    expect(data[:8] == b"MFREQTHR", f"{path} has no thread magic")
+    calls = struct.unpack_from("<16Q", data, THREAD_TOTALS_OFFSET)
+    nbytes = struct.unpack_from("<16Q", data, THREAD_TOTALS_OFFSET + 128)
+    return calls, nbytes
+
+
+def thread_flags(path):
+    with open(path, "rb") as f:
+        return struct.unpack_from("<I", f.read(60), 56)[0]
+
+
+def exact_total_calls(*profiles):
+    """All calls counted in the profiles' thread headers (exact in every mode)."""
+    return sum(sum(file_totals(f)[0]) for p in profiles for f in thread_files(p))
+
+
+def exact_calls_per_fn(profile):
+    per_fn = [0] * 16
+    for f in thread_files(profile):
+        for i, c in enumerate(file_totals(f)[0]):
+            per_fn[i] += c
+    return per_fn
+
+
+# ---- the tree format (mf_print/render.c) ---------------------------------------------
+
+def tree_text(*dirs, threshold=None):
+    args = []
+    for d in dirs:
+        args += ["--dir", d]
+    if threshold is not None:
+        args += ["--threshold", str(threshold)]
+    r = mf_print(args)
+    expect(r.stderr == "", f"mf_print (tree) wrote to stderr: {r.stderr.strip()!r}")
+    return r.stdout
+
+
+_NUMBER = r"(\d[\d,]*)"
+# A report line: calls (~ when estimated), ±error, percent, bytes ("512 B", "1.2 KiB"),
+# then the tree glyphs and the function (mf_print/report_tree.c, mf_line).
+_TREE_LINE = re.compile(r"^\s*(~?)([\d,]+)(?:\s+±(\S+))?\s+(\d+(?:\.\d+)?)%\s+"
+                        r"(\d+(?:\.\d+)?\s\S+)\s\s(.*)$")
+
+
+class TreeLine:
+    def __init__(self, m):
+        self.calls = int(m.group(2).replace(",", ""))
+        self.error = m.group(3)  # e.g. "3.4%", or None for an exact count
+        self.percent = float(m.group(4))
+        rest = m.group(6)
+        self.top = not rest.startswith(("│", "├", "└", " "))  # top level: no tree glyph
+        self.text = rest.lstrip("│├└─ ")  # `site (file.c:12)` or a fold line
+
+    @property
+    def name(self):
+        return self.text.split(" (")[0]
+
+
+def tree_header_total(text):
+    """The exact total call count the tree's header states (`  calls      N (exact), ...`)."""
+    for line in text.splitlines():
+        m = re.match(r"\s*calls\s+" + _NUMBER + r" \(exact\)", line)
+        if m:
+            return int(m.group(1).replace(",", ""))
+    raise TestFailure(f"no total in the tree header: {text[:400]!r}")
+
+
+def tree_lines(text):
+    entries = [TreeLine(m) for m in map(_TREE_LINE.match, text.splitlines()) if m]
+    expect(entries, f"no entries in the tree: {text[:400]!r}")
+    return entries
+
+
+# ---- tests -----------------------------------------------------------------------------
+
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+# tests/programs/exact_sites.c: site -> (calls, bytes)
+EXACT_SITES = {
+    "site_malloc": (1000, 1000 * 24),
+    "site_calloc": (700, 700 * 80),
+    "site_realloc": (500, 8 * 500 * 501 // 2),
+    "site_posix_memalign": (300, 300 * 100),
+    "site_aligned_alloc": (200, 200 * 64),
+    "site_memalign": (150, 150 * 40),
+    "site_valloc": (120, 120 * 10),
+    "site_pvalloc": (110, 110 * 5),
+    "site_deep": (90, 90 * 1000),
+    "site_thread_work": (250 + 500 + 750 + 1000, 2500 * 48),
+    "site_lingering": (333, 333 * 7),
+}
+# Levels of `descend` between main and each site (exact_sites.c's main and worker).
+EXACT_DESCEND = {"site_malloc": 1, "site_calloc": 3, "site_realloc": 5,
+                 "site_posix_memalign": 7, "site_aligned_alloc": 9, "site_memalign": 11,
+                 "site_valloc": 13, "site_pvalloc": 15, "site_deep": 18}
+
+
+@test
+def test_exact_counts_per_site():
+    r = run_ok([c_program("exact_sites")])
+    expect_eq(r.stdout, "exact_sites done\n", "program output")
+    rows = csv_rows(r.profile)
+    expect_sites(rows, EXACT_SITES)
+    # The stacks are whole: every level of recursion is there, down to main.
+    for site, levels in EXACT_DESCEND.items():
+        for row in site_rows(rows, site):
+            names = [function_name(f) for f in row.stack]
+            expect_eq(names.count("descend"), levels, f"descend frames above {site}")
+            expect("main" in names, f"{site}'s stack does not reach main: {row.stack}")
+    # Each worker thread k recursed 5k levels: four distinct stacks, one per thread.
+    work = sorted((r.calls, [function_name(f) for f in r.stack].count("descend"))
+                  for r in site_rows(rows, "site_thread_work"))
+    expect_eq(work, [(250, 1), (500, 6), (750, 11), (1000, 16)],
+              "site_thread_work (calls, descend levels) per stack")
+    # Functions libc never calls on its own are counted exactly in the thread headers.
+    per_fn = exact_calls_per_fn(r.profile)
+    for fn, site in [(2, "site_realloc"), (3, "site_posix_memalign"), (4, "site_aligned_alloc"),
+                     (5, "site_memalign"), (6, "site_valloc"), (7, "site_pvalloc")]:
+        expect_eq(per_fn[fn], EXACT_SITES[site][0], f"exact {MF_FN_NAMES[fn]} total")
+    # Every call is in exactly one row: CSV sum == exact header totals == tree header total.
+    known = sum(c for c, _ in EXACT_SITES.values())
+    total = csv_total(rows)
+    expect(total >= known, f"CSV total {total} < the {known} calls the program made")
+    expect_eq(total, exact_total_calls(r.profile), "CSV total vs the thread headers' totals")
+    expect_eq(tree_header_total(tree_text(r.profile)), total, "tree header total vs CSV total")
+    # The four workers exited (their files are marked finished); main and the thread still
+    # in pause() at exit did not, and the latter's 333 calls are counted all the same.
+    flags = sorted(thread_flags(f) & 1 for f in thread_files(r.profile))
+    expect_eq(flags, [0, 0, 1, 1, 1, 1], "MF_THREAD_FINISHED flags of the six thread files")
+
+
+@test
+def test_threshold_folds_and_sums():
+    r = run_ok([c_program("threshold_sites")])
+    rows = csv_rows(r.profile)
+    sites = {"site_big_a": 6000, "site_big_b": 3000, "site_mid": 800, "site_small_1": 40,
+             "site_small_2": 30, "site_small_3": 20, "site_small_4": 10}
+    expect_sites(rows, {s: (c, 24 * c) for s, c in sites.items()})
+    total = csv_total(rows)
+    threshold = 1.0  # percent of all calls: hides site_small_* (< 0.5 % each)
+    text = tree_text(r.profile, threshold=threshold)
+    expect_eq(tree_header_total(text), total, "tree header total vs CSV total")
+    for s in ("site_big_a", "site_big_b", "site_mid"):
+        expect(s in text, f"{s} missing from the tree at --threshold {threshold}")
+    for s in ("site_small_1", "site_small_2", "site_small_3", "site_small_4"):
+        expect(s not in text, f"{s} shown at --threshold {threshold}")
+    # Top-level entries are allocation sites: the CSV rows grouped by their first frame.
+    by_site = {}
+    for row in rows:
+        by_site[row.stack[0]] = by_site.get(row.stack[0], 0) + row.calls
+    hidden = {s: c for s, c in by_site.items() if 100.0 * c / total < threshold}
+    shown = {s: c for s, c in by_site.items() if s not in hidden}
+    top = [e for e in tree_lines(text) if e.top]
+    folds = [e for e in top if re.search(r"more entries below", e.text)]
+    expect_eq(len(folds), 1, f"top-level fold lines at --threshold {threshold}")
+    fold = folds[0]
+    expect_eq(fold.calls, sum(hidden.values()), f"calls on the fold line {fold.text!r} "
+                                                f"(hidden sites {sorted(hidden.items())})")
+    expect_eq(int(re.search(r"(\d+) more entries", fold.text).group(1)), len(hidden),
+              f"entries the fold line {fold.text!r} hides")
+    expect_eq(sorted((e.name, e.calls) for e in top if e is not fold),
+              sorted(shown.items()), "top-level entries shown")
+    pct_sum = sum(e.percent for e in top)
+    expect(abs(pct_sum - 100.0) <= 0.1, f"top-level percentages add up to {pct_sum}, not 100")
+
+
+# tests/programs/cxx_new_delete.cpp: site -> (calls, bytes)
+CXX_SITES = {
+    "site_new_node": (1000, 1000 * 16),
+    "site_new_array": (400, 400 * 80),
+    "site_new_dtor_array": (300, 300 * 28),
+}
+
+
+@test
+def test_cxx_new_delete_exceptions():
+    prog = build("cxx_new_delete", ["cxx_new_delete.cpp"], cxx=True)
+    plain = run([prog], profile=False)
+    r = run_ok([prog], rc=plain.rc)
+    expect_eq(plain.rc, 5, "unprofiled exit status")
+    expect_eq(r.stdout, plain.stdout, "stdout under the profiler")
+    expect_eq(r.stderr, plain.stderr, "stderr under the profiler")
+    rows = csv_rows(r.profile)
+    expect_sites(rows, CXX_SITES)
+    # Each of the 100 `throw i` allocates its exception once, inside site_throw.
+    throws = [row for row in rows
+              if "site_throw" in [function_name(f) for f in row.stack]]
+    expect_eq(sum(row.calls for row in throws), 100, "calls under site_throw")
+    expect_eq([function_name(row.stack[0]) for row in throws], ["__cxa_allocate_exception"],
+              "allocation site of the exceptions")
+
+
+@test
+def test_c_host_dlopen_cxx_plugin_throws():
+    plugin = build("cxx_plugin.so", ["cxx_plugin.cpp"], cxx=True, shared=True)
+    host = c_program("dlopen_host", libs=("-ldl", "-lpthread"))
+    plain = run([host, plugin], profile=False)
+    expect_eq(plain.rc, 7, "unprofiled exit status")
+    # Unprofiled, both cancelled threads unwind fully; the one in the plugin's C++ frames
+    # runs its catch (...) and destructor (a host linked with -lunwind prints "destructors 0").
+    for want in ("reader cancelled yes, cleanup ran 1",
+                 "plugin reader cancelled yes, destructors 11"):
+        expect(want in plain.stdout, f"unprofiled output lacks {want!r}: {plain.stdout!r}")
+    for mode in ("1", None):  # exact, and the default mode
+        r = run_ok([host, plugin], rc=7, sample=mode)
+        expect_eq(r.stdout, plain.stdout, f"stdout with MALLOC_FREQ_SAMPLE={mode}")
+        expect_eq(r.stderr, plain.stderr, f"stderr with MALLOC_FREQ_SAMPLE={mode}")
+        if mode == "1":  # two plugin_run() calls, 50 `new long` each, in the dlopen'd module
+            expect_sites(csv_rows(r.profile), {"plugin_site": (100, 800)})
+
+
+def fork_children_test(mode):
+    r = run_ok([c_program("fork_children"), mode])
+    children = {}
+    for line in r.stdout.splitlines():
+        _, k, pid = line.split()
+        children[int(k)] = int(pid)
+    expect_eq(sorted(children), [0, 1, 2], "children reported")
+    dirs = sorted(os.path.basename(d) for d in glob.glob(os.path.join(r.outdir, "malloc_freq.*")))
+    expect_eq(dirs, sorted(f"malloc_freq.{p}" for p in [r.pid] + list(children.values())),
+              "profile directories")
+    problems = []
+
+    def check(what, got, want):
+        if got != want:
+            problems.append(f"{what}: expected {want}, got {got}")
+
+    # (directory, own site, own calls, own bytes per call, the other site)
+    expected = [("parent", r.profile, "site_parent", 1000, 64, "site_child")]
+    for k, pid in sorted(children.items()):
+        expected.append((f"child {k}", os.path.join(r.outdir, f"malloc_freq.{pid}"),
+                         "site_child", (k + 1) * 100, 32, "site_parent"))
+    for who, d, site, calls, size, other in expected:
+        rows = csv_rows(d)
+        got = site_totals(rows, site)
+        check(f"{who}: {site} calls/bytes/samples", got, (calls, calls * size, calls))
+        check(f"{who}: {other} calls", site_totals(rows, other)[0], 0)
+        check(f"{who}: process files", len(process_files(d)), 1)
+        # Every counted call is in one row, and no other process wrote into these files.
+        check(f"{who}: CSV total vs exact header totals", csv_total(rows), exact_total_calls(d))
+        check(f"{who}: rows with 0 calls", [row.stack[0] for row in rows if row.calls == 0], [])
+        tree = tree_text(d)
+        top = sum(e.percent for e in tree_lines(tree) if e.top)
+        if abs(top - 100.0) > 0.1:
+            problems.append(f"{who}: top-level percentages add up to {top:.2f}")
+    expect(not problems, "; ".join(problems))
+
+
+@test
+def test_fork_children_exact():
+    fork_children_test("fork")
+
+
+@test
+def test_raw_fork_children_exact():
+    """_Fork() skips the atfork handlers: the core's pid check must catch the child."""
+    fork_children_test("_Fork")
+
+
+@test
+def test_exec_keeps_both_images():
+    second = c_program("exec_second")
+    r = run_ok([c_program("exec_first"), second])
+    expect_eq(r.stdout, "exec_second done\n", "program output")
+    expect_eq(len(process_files(r.profile)), 2, "process files in malloc_freq.<pid>")
+    stamps = {os.path.basename(f).split(".")[1] for f in thread_files(r.profile)}
+    expect_eq(len(stamps), 2, "process images (stamps) among the thread files")
+    rows = csv_rows(r.profile)
+    expect_sites(rows, {"site_before_exec": (700, 14000), "site_after_exec": (900, 27000)})
+    expect_eq(csv_total(rows), exact_total_calls(r.profile), "CSV total vs the headers' totals")
+
+
+@test
+def test_nm_exports_only_alloc_api():
+    out = subprocess.run(["nm", "-D", "--defined-only", LIB], capture_output=True, text=True,
+                         check=True).stdout
+    names = {line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip()}
+    extra = sorted(n for n in names if n not in ALLOC_API and not n.startswith("malloc_freq_"))
+    expect(not extra, f"exported beyond the allocation API: {extra}")
+    missing = sorted((ALLOC_API | {"malloc_freq_dir", "malloc_freq_pause",
+                                   "malloc_freq_resume"}) - names)
+    expect(not missing, f"not exported: {missing}")
+
+
+@test
+def test_killed_process_loses_nothing():
+    prog = c_program("live_sleeper")
+    outdir = fresh_dir()
+    p = subprocess.Popen([prog], stdout=subprocess.PIPE, env=profiled_env(outdir), cwd=outdir)
+    try:
+        ready, _, _ = select.select([p.stdout], [], [], TIMEOUT)
+        expect(ready, f"live_sleeper said nothing in {TIMEOUT} s")
+        expect_eq(p.stdout.readline(), b"ready\n", "live_sleeper's first line")
+        profile = os.path.join(outdir, f"malloc_freq.{p.pid}")
+        expected = {"site_live_main": (1234, 1234 * 8), "site_live_thread": (567, 567 * 16)}
+        live = csv_rows(profile)
+        expect_sites(live, expected)
+        live_total = csv_total(live)
+        expect_eq(live_total, exact_total_calls(profile), "live CSV total vs headers' totals")
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=TIMEOUT)
+        expect_eq(p.returncode, -signal.SIGKILL, "exit status")
+        dead = csv_rows(profile)
+        expect_sites(dead, expected)
+        expect_eq(csv_total(dead), live_total, "CSV total after kill -9 vs while running")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+@test
+def test_thread_ids_reused():
+    r = run_ok([c_program("thread_reuse")])
+    m = re.match(r"2000 threads, (\d+) distinct pthread_t\n$", r.stdout)
+    expect(m, f"program output {r.stdout!r}")
+    expect(int(m.group(1)) < 2000, "glibc reused no pthread_t; the test proves nothing")
+    files = thread_files(r.profile)
+    expect_eq(len(files), 2001, "thread files for main + 2000 threads")
+    rows = csv_rows(r.profile)
+    expect_sites(rows, {"site_short_thread": (10000, 240000)})
+    expect_eq(csv_total(rows), exact_total_calls(r.profile), "CSV total vs headers' totals")
+
+
+def expect_one_line_error(args, what):
+    r = mf_print(args, check=False)
+    expect(r.returncode != 0, f"{what}: mf_print {' '.join(args)} exited 0")
+    lines = r.stderr.splitlines()
+    expect(len(lines) == 1 and lines[0].strip(),
+           f"{what}: expected one line on stderr, got {r.stderr!r}")
+    expect(r.returncode < 128, f"{what}: mf_print died of a signal (status {r.returncode})")
+
+
+@test
+def test_mf_print_bad_input():
+    r = run_ok([c_program("four_threads")])
+    good = r.profile
+    empty = fresh_dir()
+    expect_one_line_error(["--dir", os.path.join(empty, "missing")], "missing dir")
+    expect_one_line_error(["--dir", empty], "empty dir")
+    expect_one_line_error(["--dir", good, "--no-such-option"], "unknown option")
+    expect_one_line_error(["--dir", good, "--threshold", "abc"], "--threshold abc")
+    expect_one_line_error(["--dir", good, "--threshold", "150"], "--threshold 150")
+    expect_one_line_error(["--dir", good, "--threshold", "-1"], "--threshold -1")
+    expect_one_line_error(["--dir", good, "--format", "xml"], "--format xml")
+
+    # Damage worker 0's file (truncated) and worker 1's (garbage); 2 and 3 must survive.
+    tids = {}
+    for line in r.stdout.splitlines():
+        _, k, tid = line.split()
+        tids[int(k)] = tid
+    damaged = os.path.join(fresh_dir(), "damaged")
+    shutil.copytree(good, damaged)
+    by_tid = {os.path.basename(f).split(".")[3]: f for f in thread_files(damaged)}
+    truncated, garbage = by_tid[tids[0]], by_tid[tids[1]]
+    with open(truncated, "r+b") as f:
+        f.truncate(100)
+    size = os.path.getsize(garbage)
+    with open(garbage, "wb") as f:
+        f.write(os.urandom(size))
+    out = mf_print(["--dir", damaged, "--format", "csv"], check=False)
+    for path in (truncated, garbage):
+        expect(os.path.basename(path) in out.stderr,
+               f"{os.path.basename(path)} not named on stderr: {out.stderr!r}")
+    rows = parse_csv(out.stdout)
+    expect_sites(rows, {"site_worker_2": (300, 12000), "site_worker_3": (400, 16000)})
+    for k in (0, 1):
+        expect_eq(site_totals(rows, f"site_worker_{k}")[0], 0,
+                  f"site_worker_{k} calls from a damaged file")
+    tree = mf_print(["--dir", damaged], check=False)
+    expect("site_worker_3" in tree.stdout, "the tree of the damaged profile lost site_worker_3")
+
+
+@test
+def test_bad_environment_values():
+    prog = c_program("output_status")
+    plain = run([prog], profile=False)
+    bad = [("MALLOC_FREQ_SAMPLE", "abc"), ("MALLOC_FREQ_SAMPLE", "0"),
+           ("MALLOC_FREQ_SAMPLE", "-5"), ("MALLOC_FREQ_SAMPLE", "99999999999999999999"),
+           ("MALLOC_FREQ_DEPTH", "abc"), ("MALLOC_FREQ_DEPTH", "0"),
+           ("MALLOC_FREQ_SEED", "xyz"), ("MALLOC_FREQ_UNWIND", "bogus")]
+    failures = []
+
+    def check(env, sample, want_lines, want_names):
+        r = run([prog], sample=sample, extra_env=env)
+        what = " ".join(f"{k}={v}" for k, v in env.items())
+        if (r.stdout, r.rc) != (plain.stdout, plain.rc):
+            failures.append(f"{what}: stdout/status {r.stdout!r}/{r.rc}, "
+                            f"expected {plain.stdout!r}/{plain.rc}")
+            return
+        extra = [l for l in r.stderr.splitlines() if l not in plain.stderr.splitlines()]
+        if len(extra) != want_lines or any(not any(n in l for l in extra) for n in want_names):
+            failures.append(f"{what}: expected {want_lines} warning line(s) naming "
+                            f"{want_names}, got {extra}")
+
+    for name, value in bad:
+        check({name: value}, "1" if name != "MALLOC_FREQ_SAMPLE" else None, 1, [name])
+    check({"MALLOC_FREQ_SAMPLE": "abc", "MALLOC_FREQ_DEPTH": "abc",
+           "MALLOC_FREQ_UNWIND": "bogus"}, None, 3,
+          ["MALLOC_FREQ_SAMPLE", "MALLOC_FREQ_DEPTH", "MALLOC_FREQ_UNWIND"])
+    check({"MALLOC_FREQ_DIR": "/proc/nonexistent"}, "1", 1, ["/proc/nonexistent"])
+    expect(not failures, "; ".join(failures))
+
+
+@test
+def test_program_output_unchanged():
+    prog = c_program("output_status")
+    plain = run([prog], profile=False)
+    expect_eq(plain.rc, 3, "unprofiled exit status")
+    for sample in ("1", None):
+        r = run_ok([prog], rc=3, sample=sample)
+        expect_eq(r.stdout, plain.stdout, f"stdout with MALLOC_FREQ_SAMPLE={sample}")
+        expect_eq(r.stderr, plain.stderr, f"stderr with MALLOC_FREQ_SAMPLE={sample}")
+    # The 100 strdup() calls made from main, through libc's strdup.
+    rows = csv_rows(r.profile)
+    dup = [row for row in rows if len(row.stack) > 1 and "strdup" in row.stack[0]
+           and function_name(row.stack[1]) == "main"]
+    expect_eq(sum(row.calls for row in dup), 100, "strdup calls from main")
+
+
+@test
+def test_depth_truncation():
+    r = run_ok([c_program("exact_sites")], extra_env={"MALLOC_FREQ_DEPTH": "8"})
+    rows = csv_rows(r.profile)
+    expect_sites(rows, EXACT_SITES)
+    # 8 frames recorded: malloc (trimmed), site_deep and 6 of its 18 descend frames.
+    expect_eq([row.stack for row in site_rows(rows, "site_deep")],
+              [["site_deep"] + ["descend"] * 6 + ["[deeper frames not recorded]"]],
+              "site_deep's stacks at MALLOC_FREQ_DEPTH=8")
+    tree = tree_text(r.profile, threshold=0)
+    expect(re.search(r"^\s*90\s.*└─ \[deeper frames not recorded\]$", tree, re.M),
+           "the tree has no `[deeper frames not recorded]` line with site_deep's 90 calls")
+    expect_eq(csv_total(rows), exact_total_calls(r.profile), "CSV total vs headers' totals")
+
+
+# tests/programs/sampled_sites.c: site -> (calls, bytes per call)
+SAMPLED_SITES = {"site_hot": (2000000, 16), "site_warm": (500000, 32),
+                 "site_mild": (100000, 64), "site_rare": (20000, 128)}
+_exact_sampled = {}
+
+
+def exact_sampled_run():
+    """The N=1 run of sampled_sites, shared by the sampling tests."""
+    if not _exact_sampled:
+        r = run_ok([c_program("sampled_sites")])
+        rows = csv_rows(r.profile)
+        expect_sites(rows, {s: (c, c * b) for s, (c, b) in SAMPLED_SITES.items()})
+        _exact_sampled["total"] = exact_total_calls(r.profile)
+        _exact_sampled["tree_total"] = tree_header_total(tree_text(r.profile))
+    return _exact_sampled
+
+
+def expect_estimates(rows, se_of, label):
+    bad = []
+    for site, (known, size) in SAMPLED_SITES.items():
+        calls, nbytes, samples = site_totals(rows, site)
+        se = se_of(known, calls, samples)
+        if abs(calls - known) > 4 * se:
+            bad.append(f"{site}: estimate {calls} ({samples} samples), known {known}, "
+                       f"off by {abs(calls - known) / se:.1f} SE (SE {se:.0f})")
+        if nbytes != calls * size:
+            bad.append(f"{site}: {nbytes} bytes for {calls} calls of {size} bytes")
+    expect(not bad, f"{label}: " + "; ".join(bad))
+
+
+@test
+def test_sampled_estimates_within_4_se():
+    exact = exact_sampled_run()
+    n = 1000
+    r = run_ok([c_program("sampled_sites")], sample=str(n),
+               extra_env={"MALLOC_FREQ_SEED": "42"})
+    rows = csv_rows(r.profile)
+    # Sampled with p = 1/N, weight N: Var = known * (N - 1).
+    expect_estimates(rows, lambda known, calls, samples: math.sqrt(known * (n - 1)),
+                     f"MALLOC_FREQ_SAMPLE={n}")
+    hot = site_totals(rows, "site_hot")
+    expect(hot[2] < hot[0], f"site_hot has {hot[2]} samples for {hot[0]} calls: not sampled")
+    expect_eq(exact_total_calls(r.profile), exact["total"], "exact total vs the N=1 run")
+    expect_eq(tree_header_total(tree_text(r.profile)), exact["tree_total"],
+              "tree header total vs the N=1 run")
+
+
+def sample_interval(profile):
+    """sample_interval from the profile's process file (struct mf_process_header)."""
+    with open(process_files(profile)[0], "rb") as f:
+        return struct.unpack_from("<Q", f.read(64), 56)[0]
+
+
+@test
+def test_default_mode_agrees_with_exact():
+    """The default mode records the first calls exactly (weight 1), then samples 1 in N
+    (weight N). A site's samples mix both, so 1/sqrt(samples) understates its error; the
+    sampled part is s = (calls - samples) / (N - 1) samples, whose estimate has
+    Var = s * N * (N - 1)."""
+    exact = exact_sampled_run()
+    r = run_ok([c_program("sampled_sites")], sample=None, extra_env={"MALLOC_FREQ_SEED": "42"})
+    n = sample_interval(r.profile)
+    expect(n > 1, f"the default mode's sample interval is {n}")
+    rows = csv_rows(r.profile)
+
+    def se(known, calls, samples):
+        sampled = max((calls - samples) / (n - 1), 1.0)
+        return math.sqrt(sampled * n * (n - 1))
+    expect_estimates(rows, se, "default mode")
+    tree = tree_text(r.profile, threshold=0)
+    expect_eq(exact_total_calls(r.profile), exact["total"], "exact total vs the N=1 run")
+    expect_eq(tree_header_total(tree), exact["tree_total"], "tree header total vs the N=1 run")
+    # The tree's ± column is that standard error, relative to the estimate.
+    shown = {e.name: e for e in tree_lines(tree) if e.top}
+    for site in SAMPLED_SITES:
+        calls, _, samples = site_totals(rows, site)
+        rel = 100.0 * se(0, calls, samples) / calls
+        want = f"{rel:.1f}%" if rel < 9.95 else f"{rel:.0f}%"
+        expect(site in shown, f"{site} is not a top-level entry of the tree")
+        expect_eq(shown[site].error, want, f"{site}'s ± in the tree ({calls} calls, "
+                                           f"{samples} samples, 1 in {n})")
+
+
+# ---- the Rust quickstart ------------------------------------------------------------------
+
+def cargo_command():
+    """`cargo` with the Makefile's CARGO flags: Debian's crates when they are installed."""
+    registry = "/usr/share/cargo/registry"
+    cmd = ["cargo"]
+    if glob.glob(os.path.join(registry, "cc-*")):
+        cmd += ["--config", 'source.crates-io.replace-with="debian"',
+                "--config", f'source.debian.directory="{registry}"', "--offline"]
+    return cmd
+
+
+def quickstart_expectations(path):
+    """The table at the top of examples/quickstart.rs: `//!   FUNCTION  N calls  B bytes`,
+    the calls and bytes of the stacks that go through FUNCTION."""
+    expected = {}
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"//!\s+(\S+)\s+(\d+) calls\s+(\d+) bytes", line)
+            if m:
+                expected[m.group(1)] = (int(m.group(2)), int(m.group(3)))
+    return expected
+
+
+def rust_quickstart():
+    source = os.path.join(REPO, "examples", "quickstart.rs")
+    expect(os.path.exists(source), f"{source} does not exist yet")
+    expected = quickstart_expectations(source)
+    expect(expected, f"no `//!   FUNCTION  N calls  B bytes` lines in {source}")
+    outdir = fresh_dir()
+    env = profiled_env(outdir)
+    del env["LD_PRELOAD"]  # the crate links the core itself
+    r = subprocess.run(cargo_command() + ["run", "--release", "--example", "quickstart"],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
+    expect(r.returncode == 0, f"cargo run exited {r.returncode}: {r.stderr.strip()[-800:]}")
+    dirs = glob.glob(os.path.join(outdir, "malloc_freq.*"))
+    expect_eq(len(dirs), 1, "profile directories written by the quickstart")
+    rows = csv_rows(dirs[0])
+    bad = []
+    for fn, want in expected.items():
+        rs = [row for row in rows if fn in row.stack]
+        got = (sum(row.calls for row in rs), sum(row.bytes for row in rs))
+        if got != want:
+            bad.append(f"stacks through {fn}: expected {want[0]} calls {want[1]} bytes, "
+                       f"got {got[0]} calls {got[1]} bytes")
+    expect(not bad, "; ".join(bad))
+
+
+# ---- the runner ----------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-k", metavar="SUBSTRING", help="run only tests whose name contains it")
+    ap.add_argument("--rust-example", action="store_true",
+                    help="run only the Rust quickstart check")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary output directories")
+    args = ap.parse_args()
+
+    if args.rust_example:
+        tests = [("test_rust_quickstart_exact_counts", rust_quickstart)]
+    else:
+        tests = [(t.__name__, t) for t in TESTS if not args.k or args.k in t.__name__]
+    for path in (LIB, MF_PRINT):
+        if not os.path.exists(path):
+            print(f"run_tests.py: {path} is missing; run `make` first", file=sys.stderr)
+            return 2
+    passed = failed = 0
+    kept = []  # the output directories of failed tests, to look at
+    for name, fn in tests:
+        first_dir = len(_run_dirs)
+        try:
+            fn()
+        except TestFailure as e:
+            failed += 1
+            print(f"FAIL {name}: {e}", flush=True)
+            kept += _run_dirs[first_dir:]
+            continue
+        except Exception as e:  # a bug in the test or an unexpected tool failure
+            failed += 1
+            print(f"FAIL {name}: {type(e).__name__}: {e}", flush=True)
+            kept += _run_dirs[first_dir:]
+            continue
+        passed += 1
+        print(f"PASS {name}", flush=True)
+        if args.keep:
+            kept += _run_dirs[first_dir:]
+        else:
+            for d in _run_dirs[first_dir:]:
+                shutil.rmtree(d, ignore_errors=True)
+    if kept:
+        print(f"output directories kept: {' '.join(kept)}")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
