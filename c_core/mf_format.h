@@ -83,6 +83,8 @@ struct mf_thread_header {
 /* A segment: struct mf_segment_header, then `capacity` entries (an open-addressing hash
  * table, linear probing), then `frame_capacity` uint64_t return addresses. Segments are
  * chained, never moved: a stack lives in the first segment that had room for it. */
+#define MF_SEGMENT_ENTRIES_OFFSET 64u /* where a segment's entries start */
+
 struct mf_segment_header {
     uint32_t capacity;       /* entries, a power of two */
     uint32_t frame_capacity; /* frames */

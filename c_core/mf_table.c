@@ -15,7 +15,6 @@
 #define MF_SEG_ENTRIES_FIRST 64u
 #define MF_SEG_ENTRIES_MAX (64u << 12)
 #define MF_FRAMES_PER_ENTRY 16u /* frame room per slot; at load <= 1/2, 32 per stack */
-#define MF_SEG_ENTRIES_OFFSET 64u
 
 static uint64_t mf_round_page(uint64_t n)
 {
@@ -54,7 +53,7 @@ static bool mf_segment_add(struct mf_table *tab, int fd)
         return true;
     uint32_t cap = MF_SEG_ENTRIES_FIRST << (k < 12 ? k : 12);
     uint32_t fcap = cap * MF_FRAMES_PER_ENTRY;
-    uint64_t size = mf_round_page(MF_SEG_ENTRIES_OFFSET + (uint64_t)cap * sizeof(struct mf_entry) +
+    uint64_t size = mf_round_page(MF_SEGMENT_ENTRIES_OFFSET + (uint64_t)cap * sizeof(struct mf_entry) +
                                   (uint64_t)fcap * sizeof(uint64_t));
     uint64_t off = k ? h->segment_offset[k - 1] + h->segment_size[k - 1] : MF_HEADER_BYTES;
     if (mf_reserve(fd, off, size))
@@ -125,7 +124,7 @@ static uint64_t mf_stack_hash(const uintptr_t *pcs, uint32_t depth)
 
 static struct mf_entry *mf_entries(struct mf_segment_header *seg)
 {
-    return (struct mf_entry *)((char *)seg + MF_SEG_ENTRIES_OFFSET);
+    return (struct mf_entry *)((char *)seg + MF_SEGMENT_ENTRIES_OFFSET);
 }
 
 static uint64_t *mf_frames(struct mf_segment_header *seg)

@@ -1,0 +1,57 @@
+/* Small helpers shared by mf_print's files: messages, allocation that cannot fail, growable
+ * arrays, a hash map, and interned strings (function and file names are compared by id). */
+#ifndef MF_PRINT_H
+#define MF_PRINT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* One line on stderr, prefixed "mf_print: ". */
+void mf_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Out of memory is the only error mf_print does not survive. */
+void *mf_xmalloc(size_t size);
+void *mf_xrealloc(void *p, size_t size);
+void *mf_xcalloc(size_t n, size_t size);
+char *mf_xstrdup(const char *s);
+
+/* Makes room for one more element in a growable array (ptr, count, cap). */
+#define MF_GROW(ptr, count, cap)                                                  \
+    do {                                                                          \
+        if ((count) >= (cap)) {                                                   \
+            (cap) = (cap) ? (cap) * 2 : 16;                                       \
+            (ptr) = mf_xrealloc((ptr), (size_t)(cap) * sizeof *(ptr));            \
+        }                                                                         \
+    } while (0)
+
+uint64_t mf_hash_u64(uint64_t x);
+uint64_t mf_hash_bytes(const void *p, size_t n, uint64_t seed);
+
+/* Open addressing from a 64-bit key to a uint32_t value (usually an index into an array
+ * the caller owns). Keys may collide on purpose (a hash of a longer key): then eq(ctx, v)
+ * tells whether the stored value v is the one looked for; eq == NULL means the key is exact. */
+#define MF_MAP_EMPTY UINT32_MAX
+struct mf_map {
+    uint64_t *keys;
+    uint32_t *vals;
+    size_t cap, n;
+};
+typedef bool (*mf_map_eq)(const void *ctx, uint32_t val);
+/* The stored value, or MF_MAP_EMPTY. */
+uint32_t mf_map_get(const struct mf_map *m, uint64_t key, mf_map_eq eq, const void *ctx);
+/* The stored value; if there is none, stores new_val, sets *added and returns new_val. */
+uint32_t mf_map_put(struct mf_map *m, uint64_t key, mf_map_eq eq, const void *ctx,
+                    uint32_t new_val, bool *added);
+void mf_map_free(struct mf_map *m);
+
+/* Interned strings: equal strings get equal ids, id 0 is "". Never freed. */
+uint32_t mf_intern(const char *s);
+const char *mf_str(uint32_t id);
+
+const char *mf_basename(const char *path);
+/* 1234567 -> "1,234,567" in buf (at least 32 bytes). */
+const char *mf_fmt_count(char *buf, uint64_t n);
+/* Bytes for people: "512 B", "12.3 KiB", "4.0 MiB", in buf (at least 32 bytes). */
+const char *mf_fmt_bytes(char *buf, double bytes);
+
+#endif

@@ -1,0 +1,73 @@
+/* Reading a profile: the files of one or more malloc_freq.<pid> directories, validated and
+ * merged into processes (with their module lists) and distinct raw stacks. */
+#ifndef MF_PROFILE_READ_H
+#define MF_PROFILE_READ_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mf_format.h"
+
+struct mf_module {
+    uint64_t bias, lo, hi;
+    uint32_t build_id_len;
+    uint8_t build_id[32];
+    char *path;
+    uint32_t order;   /* record index in the process file: later records win overlaps */
+    uint32_t modfile; /* the symbolizer's id for this file, MF_MAP_EMPTY until looked up */
+};
+
+struct mf_process {
+    uint64_t stamp;
+    uint32_t pid;
+    const char *dir;
+    bool has_file; /* its process file was read: the fields below it are valid */
+    uint32_t flags;
+    uint64_t start_ns, end_ns, sample_interval, exact_calls;
+    char exe[256];
+    struct mf_module *modules; /* sorted by lo */
+    uint32_t nmodules;
+    uint32_t nthreads;
+    uint64_t threads_start_ns, threads_last_ns; /* min start, max last of its threads */
+    uint64_t calls; /* exact, over its threads */
+    /* It ran past its exact stretch: any count of it may be an estimate, even one whose
+     * samples all had weight 1 (calls after the stretch may have gone unsampled). */
+    bool sampled;
+};
+
+/* One distinct stack of one process image (identical stacks of its threads merged). */
+struct mf_raw_stack {
+    uint32_t process;
+    uint32_t depth;
+    uint32_t flags; /* MF_ENTRY_* */
+    uint64_t *frames; /* return addresses, innermost first */
+    uint64_t samples, calls, bytes;
+};
+
+struct mf_profile {
+    struct mf_process *procs;
+    uint32_t nprocs, procs_cap;
+    struct mf_raw_stack *stacks;
+    uint32_t nstacks, stacks_cap;
+    struct mf_totals totals; /* exact, summed over all threads */
+    uint64_t unprofiled_samples, unprofiled_calls, unprofiled_bytes;
+    uint32_t nthreads;
+    uint32_t nfiles_read; /* valid thread and process files */
+    uint32_t nfiles_skipped;
+};
+
+/* Adds the files of one malloc_freq.<pid> directory to p (call mf_profile_finish after the
+ * last one). A bad file is named on stderr and
+ * skipped. Returns true on error (no such directory, no profile files), after saying so. */
+bool mf_profile_read_dir(struct mf_profile *p, const char *dir);
+
+/* Derives what needs every file: which processes were sampled. */
+void mf_profile_finish(struct mf_profile *p);
+
+/* All calls counted in the thread headers (exact). */
+uint64_t mf_profile_total_calls(const struct mf_profile *p);
+uint64_t mf_profile_total_bytes(const struct mf_profile *p);
+/* Wall time of the run in ns: max end - min start over processes. */
+uint64_t mf_profile_wall_ns(const struct mf_profile *p);
+
+#endif

@@ -1,0 +1,104 @@
+/* CSV: one row per distinct stack after trimming and merging by function names (a node of
+ * the caller tree where stacks end), sorted by calls descending. The threshold does not
+ * apply: a spreadsheet can filter for itself. RFC 4180 quoting; lines end in \n. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mf_print.h"
+#include "report.h"
+
+struct mf_row {
+    uint64_t calls, bytes, samples;
+    char *stack, *locations;
+};
+
+/* A growable string. */
+struct mf_buf {
+    char *s;
+    size_t n, cap;
+};
+
+static void mf_buf_add(struct mf_buf *b, const char *s)
+{
+    size_t len = strlen(s);
+    if (b->n + len + 1 > b->cap) {
+        b->cap = (b->n + len + 1) * 2;
+        b->s = mf_xrealloc(b->s, b->cap);
+    }
+    memcpy(b->s + b->n, s, len + 1);
+    b->n += len;
+}
+
+static int mf_row_cmp(const void *a, const void *b)
+{
+    const struct mf_row *x = a, *y = b;
+    if (x->calls != y->calls)
+        return x->calls > y->calls ? -1 : 1;
+    return strcmp(x->stack, y->stack);
+}
+
+static void mf_csv_field(FILE *out, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, out);
+        return;
+    }
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', out);
+        fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+void mf_report_csv(FILE *out, const struct mf_tree *t)
+{
+    struct mf_row *rows = NULL;
+    uint32_t nrows = 0, cap = 0;
+    uint32_t *path = NULL, path_cap = 0;
+    for (uint32_t i = 1; i < t->n; i++) {
+        const struct mf_node *n = &t->nodes[i];
+        if (n->end_calls == 0 && n->end_samples == 0)
+            continue;
+        uint32_t depth = 0;
+        for (uint32_t k = i; k != 0; k = t->nodes[k].parent) {
+            MF_GROW(path, depth, path_cap);
+            path[depth++] = k;
+        }
+        struct mf_buf stack = {0}, locs = {0};
+        for (uint32_t d = depth; d-- > 0;) { /* the site (under the root) first */
+            const struct mf_node *x = &t->nodes[path[d]];
+            const struct mf_loc *loc = mf_node_loc(x);
+            char line[32];
+            mf_buf_add(&stack, d + 1 < depth ? ";" : "");
+            mf_buf_add(&stack, mf_str(x->name));
+            mf_buf_add(&locs, d + 1 < depth ? ";" : "");
+            if (loc) {
+                snprintf(line, sizeof line, ":%u", loc->line);
+                mf_buf_add(&locs, mf_str(loc->file));
+                mf_buf_add(&locs, line);
+            } else {
+                mf_buf_add(&locs, "??");
+            }
+        }
+        MF_GROW(rows, nrows, cap);
+        rows[nrows++] =
+            (struct mf_row){n->end_calls, n->end_bytes, n->end_samples, stack.s, locs.s};
+    }
+    free(path);
+    if (nrows > 1)
+        qsort(rows, nrows, sizeof *rows, mf_row_cmp);
+    fputs("calls,bytes,samples,stack,locations\n", out);
+    for (uint32_t i = 0; i < nrows; i++) {
+        fprintf(out, "%llu,%llu,%llu,", (unsigned long long)rows[i].calls,
+                (unsigned long long)rows[i].bytes, (unsigned long long)rows[i].samples);
+        mf_csv_field(out, rows[i].stack);
+        fputc(',', out);
+        mf_csv_field(out, rows[i].locations);
+        fputs("\n", out);
+        free(rows[i].stack);
+        free(rows[i].locations);
+    }
+    free(rows);
+}
