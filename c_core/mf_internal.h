@@ -30,6 +30,7 @@ struct mf_options {
     uint32_t max_depth;
     uint32_t unwinder; /* MF_UNWIND_* */
     const char *base_dir; /* MALLOC_FREQ_DIR, or NULL for the working directory */
+    const char *libunwind; /* MALLOC_FREQ_LIBUNWIND: the library to dlopen */
 };
 extern struct mf_options mf_opt;
 void mf_options_read(void);

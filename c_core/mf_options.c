@@ -17,6 +17,7 @@ struct mf_options mf_opt = {
     .exact_calls = MF_EXACT_CALLS,
     .max_depth = MF_DEPTH_DEFAULT,
     .unwinder = MF_UNWIND_LIBUNWIND,
+    .libunwind = "libunwind.so.8",
 };
 
 static bool mf_env_u64(const char *name, uint64_t lo, uint64_t hi, const char *dflt, uint64_t *out)
@@ -60,6 +61,9 @@ void mf_options_read(void)
         else if (strcmp(u, "libunwind") != 0)
             mf_warn("MALLOC_FREQ_UNWIND=", u, " is neither libunwind nor fp; using the default (", "libunwind)");
     }
+    const char *l = getenv("MALLOC_FREQ_LIBUNWIND");
+    if (l && *l)
+        mf_opt.libunwind = l;
     const char *d = getenv("MALLOC_FREQ_DIR");
     mf_opt.base_dir = (d && *d) ? d : NULL;
 }

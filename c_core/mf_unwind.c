@@ -24,12 +24,12 @@ void mf_unwind_init(void)
 {
     if (mf_opt.unwinder != MF_UNWIND_LIBUNWIND || mf_unw_backtrace)
         return;
-    void *lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+    void *lib = dlopen(mf_opt.libunwind, RTLD_NOW | RTLD_LOCAL);
     void *bt = lib ? dlsym(lib, "unw_backtrace") : NULL;
     if (!bt) {
-        mf_warn("cannot load libunwind.so.8 (install libunwind8); ",
-                "using frame-pointer unwinding: stacks through code without frame pointers ",
-                "will be cut short", NULL);
+        mf_warn("cannot load ", mf_opt.libunwind,
+                " (install libunwind8); using frame-pointer unwinding: stacks through code "
+                "without frame pointers will be cut short", NULL);
         mf_opt.unwinder = MF_UNWIND_FP;
         return;
     }
@@ -40,13 +40,12 @@ void mf_unwind_init(void)
     mf_unw_backtrace = (int (*)(void **, int))bt;
 }
 
-/* The bounds of the mapping that holds the current stack, from /proc/self/maps read with
- * raw syscalls: pthread_getattr_np allocates and locks (DESIGN §5). */
+/* The top of the mapping that holds the current stack, from /proc/self/maps read with raw
+ * system calls: pthread_getattr_np allocates and locks (DESIGN §5). */
 static void mf_stack_bounds(struct mf_thread *t)
 {
     uintptr_t here = (uintptr_t)__builtin_frame_address(0);
-    t->stack_lo = here;
-    t->stack_hi = here + 1; /* nothing found: walk no frames rather than guess */
+    t->stack_hi = here; /* nothing found: walk no frames rather than guess */
     int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return;
@@ -85,8 +84,9 @@ static __attribute__((noinline)) uint32_t mf_unwind_fp(uintptr_t *pcs, uint32_t 
     if (!t->stack_hi)
         mf_stack_bounds(t);
     uintptr_t *fp = __builtin_frame_address(0);
+    uintptr_t lo = (uintptr_t)fp; /* frames only ever lie above the current one */
     uint32_t n = 0;
-    while (n < max && (uintptr_t)fp >= t->stack_lo && (uintptr_t)(fp + 2) <= t->stack_hi &&
+    while (n < max && (uintptr_t)fp >= lo && (uintptr_t)(fp + 2) <= t->stack_hi &&
            ((uintptr_t)fp & 7) == 0) {
         uintptr_t pc = fp[1];
         if (!pc)

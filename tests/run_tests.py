@@ -364,6 +364,33 @@ def test_exact_counts_per_site():
     expect_eq(flags, [0, 0, 1, 1, 1, 1], "MF_THREAD_FINISHED flags of the six thread files")
 
 
+def expect_exact_sites_with(extra_env):
+    r = run_ok([c_program("exact_sites")], extra_env=extra_env)
+    expect_eq(r.stdout, "exact_sites done\n", "program output")
+    rows = csv_rows(r.profile)
+    expect_sites(rows, EXACT_SITES)
+    for site, levels in EXACT_DESCEND.items():
+        for row in site_rows(rows, site):
+            names = [function_name(f) for f in row.stack]
+            expect_eq(names.count("descend"), levels, f"descend frames above {site}")
+    return r
+
+
+@test
+def test_fp_unwinder_exact_on_frame_pointer_code():
+    r = expect_exact_sites_with({"MALLOC_FREQ_UNWIND": "fp"})
+    expect_eq(r.stderr, "", "stderr")
+
+
+@test
+def test_missing_libunwind_warns_once_and_falls_back_to_fp():
+    r = expect_exact_sites_with({"MALLOC_FREQ_LIBUNWIND": "/nonexistent/libunwind.so.8"})
+    lines = r.stderr.splitlines()
+    expect_eq(len(lines), 1, f"stderr lines ({r.stderr!r})")
+    expect("/nonexistent/libunwind.so.8" in lines[0] and "frame-pointer" in lines[0],
+           f"warning names the library and the fallback: {lines[0]!r}")
+
+
 @test
 def test_threshold_folds_and_sums():
     r = run_ok([c_program("threshold_sites")])
