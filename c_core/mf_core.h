@@ -29,7 +29,7 @@ struct mf_thread {
     volatile uint32_t busy;   /* inside the slow path: a sample due now is not profiled */
     uint32_t exit_round; /* thread-exit destructor rounds seen */
     uint64_t rng[2];          /* xoroshiro128+ state */
-    uintptr_t stack_hi;       /* top of this thread's stack, for the frame-pointer unwinder */
+    uintptr_t stack_lo, stack_hi; /* the stack mapping the frame-pointer unwinder walks */
     struct mf_table table;
     struct mf_totals local; /* counts made before the thread file exists */
     uint64_t local_unprofiled_samples, local_unprofiled_calls, local_unprofiled_bytes;

@@ -40,12 +40,11 @@ void mf_unwind_init(void)
     mf_unw_backtrace = (int (*)(void **, int))bt;
 }
 
-/* The top of the mapping that holds the current stack, from /proc/self/maps read with raw
- * system calls: pthread_getattr_np allocates and locks (DESIGN §5). */
-static void mf_stack_bounds(struct mf_thread *t)
+/* The mapping that holds `here`, from /proc/self/maps read with raw system calls:
+ * pthread_getattr_np allocates and locks (DESIGN §5). */
+static void mf_stack_bounds(struct mf_thread *t, uintptr_t here)
 {
-    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
-    t->stack_hi = here; /* nothing found: walk no frames rather than guess */
+    t->stack_lo = t->stack_hi = here; /* nothing found: walk no frames rather than guess */
     int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return;
@@ -66,6 +65,7 @@ static void mf_stack_bounds(struct mf_thread *t)
             for (p++; *p != ' '; p++)
                 hi = hi * 16 + (uintptr_t)(*p <= '9' ? *p - '0' : *p - 'a' + 10);
             if (lo <= here && here < hi) {
+                t->stack_lo = lo;
                 t->stack_hi = hi;
                 close(fd);
                 return;
@@ -81,12 +81,17 @@ static void mf_stack_bounds(struct mf_thread *t)
 static __attribute__((noinline)) uint32_t mf_unwind_fp(uintptr_t *pcs, uint32_t max)
 {
     struct mf_thread *t = &mf_tls;
-    if (!t->stack_hi)
-        mf_stack_bounds(t);
     uintptr_t *fp = __builtin_frame_address(0);
     uintptr_t lo = (uintptr_t)fp; /* frames only ever lie above the current one */
+    /* Only the mapping that holds the current frame is known to be readable. Another one
+     * (first call, a signal's alternate stack, a coroutine's) is looked up again; the walk
+     * stops where that mapping ends. */
+    if (lo < t->stack_lo || lo >= t->stack_hi)
+        mf_stack_bounds(t, lo);
     uint32_t n = 0;
-    while (n < max && (uintptr_t)fp >= lo && (uintptr_t)(fp + 2) <= t->stack_hi &&
+    /* fp + 2 would wrap for a garbage fp near the top of the address space: compare fp
+     * itself against the last slot that still holds a whole frame record. */
+    while (n < max && (uintptr_t)fp >= lo && (uintptr_t)fp <= t->stack_hi - 2 * sizeof *fp &&
            ((uintptr_t)fp & 7) == 0) {
         uintptr_t pc = fp[1];
         if (!pc)

@@ -382,6 +382,27 @@ def test_fp_unwinder_exact_on_frame_pointer_code():
     expect_eq(r.stderr, "", "stderr")
 
 
+# tests/programs/hostile_frames.c: site -> (calls, bytes)
+HOSTILE_SITES = {"malloc_with_fp": (5 * 100 + 5 * 10, 550 * 40),
+                 "on_signal_stack": (50, 50 * 24), "on_coroutine": (70, 70 * 56)}
+
+
+@test
+def test_hostile_frame_pointers():
+    """Garbage in %rbp, a signal's alternate stack, a coroutine's heap stack: both unwinders
+    count every call and the program never crashes."""
+    if os.uname().machine != "x86_64":
+        return  # the program sets %rbp with x86-64 assembly
+    prog = c_program("hostile_frames")
+    for unwind in ("fp", "libunwind"):
+        r = run_ok([prog], extra_env={"MALLOC_FREQ_UNWIND": unwind})
+        expect_eq(r.stdout, "hostile_frames done\n", f"output with MALLOC_FREQ_UNWIND={unwind}")
+        expect_eq(r.stderr, "", f"stderr with MALLOC_FREQ_UNWIND={unwind}")
+        rows = csv_rows(r.profile)
+        expect_sites(rows, HOSTILE_SITES)
+        expect_eq(csv_total(rows), exact_total_calls(r.profile), f"CSV total ({unwind})")
+
+
 @test
 def test_missing_libunwind_warns_once_and_falls_back_to_fp():
     r = expect_exact_sites_with({"MALLOC_FREQ_LIBUNWIND": "/nonexistent/libunwind.so.8"})
