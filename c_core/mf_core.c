@@ -28,6 +28,8 @@ static volatile uint64_t *mf_fork_canary; /* calls still to record exactly, proc
 static pthread_key_t mf_thread_key;
 
 #define MF_EXACT_CHUNK 64 /* a thread takes the exact budget in chunks: less contention */
+#define MF_COST_SHARE (MF_COST_SHARE_PPM / 1e6)
+#define MF_INTERVAL_MAX 100000u
 #define MF_COUNTDOWN_OFF (INT64_MAX / 2) /* not profiling: the hot path only counts */
 
 /* ---- sampling ---------------------------------------------------------------------- */
@@ -74,21 +76,47 @@ static bool mf_take_exact(struct mf_thread *t)
 }
 
 /* Draws the calls until the next sample and sets the weight that sample will carry: the
- * mean interval in force now, so each call counts 1/p in expectation (unbiased). */
+ * mean interval in force now, so each call counts 1/p in expectation (unbiased, also when
+ * the interval changes from one sample to the next: it is fixed before the calls it covers). */
 static int64_t mf_next_countdown(struct mf_thread *t)
 {
-    uint64_t n = mf_opt.sample_interval;
-    if (n <= 1 || mf_take_exact(t)) {
-        if (t->exact_left)
-            t->exact_left--;
-        t->weight = 1;
+    uint64_t n = mf_opt.sample_interval ? mf_opt.sample_interval : t->interval;
+    if (n > 1 && mf_take_exact(t)) {
+        t->exact_left--;
+        n = 1;
+    }
+    if (n <= 1) {
+        t->weight = t->drawn = 1;
         return 1;
     }
     t->weight = n;
     /* Geometric with p = 1/n: the calls up to and including the next sampled one. */
     double u = ((double)(mf_rng_next(t) >> 11) + 1.0) * 0x1.0p-53; /* (0, 1] */
     double c = floor(log(u) / log1p(-1.0 / (double)n)) + 1.0;
-    return c < (double)MF_COUNTDOWN_OFF ? (int64_t)c : MF_COUNTDOWN_OFF;
+    int64_t k = c < (double)MF_COUNTDOWN_OFF ? (int64_t)c : MF_COUNTDOWN_OFF;
+    t->drawn = (uint64_t)k;
+    return k;
+}
+
+/* Default mode: sets the mean interval so that samples take about MF_COST_SHARE of the
+ * thread's time: interval = time per sample / (share * program time per call). Recording
+ * a call costs the same whether malloc takes 10 ns or 1 us, so a program that allocates
+ * rarely is recorded exactly (interval 1) and a malloc-bound one sparsely. The program's
+ * time per call is measured between samples, the profiler's own time left out; a faster
+ * rate is followed at once, a slower one gradually, so that a burst of calls after a quiet
+ * spell never runs at the quiet spell's interval. */
+static void mf_adapt(struct mf_thread *t, uint64_t t0, uint64_t t1)
+{
+    double cost = (double)(t1 - t0);
+    t->sample_ns = t->sample_ns > 0 ? (3 * t->sample_ns + cost) / 4 : cost;
+    if (t->sample_end_ns && t0 > t->sample_end_ns) {
+        double per_call = (double)(t0 - t->sample_end_ns) / (double)t->drawn;
+        t->call_ns = t->call_ns <= 0 || per_call < t->call_ns ? per_call
+                                                               : (3 * t->call_ns + per_call) / 4;
+        double n = t->sample_ns / (MF_COST_SHARE * t->call_ns);
+        t->interval = n < 1 ? 1 : n > MF_INTERVAL_MAX ? MF_INTERVAL_MAX : (uint64_t)n;
+    }
+    t->sample_end_ns = t1;
 }
 
 static void mf_fork_canary_arm(void)
@@ -122,10 +150,12 @@ static void mf_unprofiled(struct mf_thread *t, uint64_t weight, size_t size)
         h->unprofiled_samples++;
         h->unprofiled_calls += weight;
         h->unprofiled_bytes += weight * size;
+        h->unprofiled_calls_sq += weight * weight;
     } else {
         t->local_unprofiled_samples++;
         t->local_unprofiled_calls += weight;
         t->local_unprofiled_bytes += weight * size;
+        t->local_unprofiled_calls_sq += weight * weight;
     }
 }
 
@@ -160,6 +190,7 @@ static void mf_thread_setup(struct mf_thread *t)
         h->unprofiled_samples = t->local_unprofiled_samples;
         h->unprofiled_calls = t->local_unprofiled_calls;
         h->unprofiled_bytes = t->local_unprofiled_bytes;
+        h->unprofiled_calls_sq = t->local_unprofiled_calls_sq;
         t->totals = &h->totals;
         t->state = MF_THREAD_READY;
         pthread_setspecific(mf_thread_key, t);
@@ -169,9 +200,11 @@ static void mf_thread_setup(struct mf_thread *t)
 
 static void mf_sample(struct mf_thread *t, uint64_t weight, size_t size, uintptr_t ret)
 {
-    uintptr_t pcs[MF_DEPTH_MAX + 8];
-    uint32_t max = mf_opt.max_depth;
-    uint32_t n = mf_unwind(pcs, max + 5, ret), flags = 0;
+    uintptr_t all[MF_DEPTH_MAX + MF_OWN_FRAMES_MAX + 1];
+    uint32_t max = mf_opt.max_depth, own, flags = 0;
+    uint32_t n = mf_unwind(all, max + MF_OWN_FRAMES_MAX + 1, ret, &own);
+    const uintptr_t *pcs = all + own;
+    n -= own;
     if (n > max) {
         n = max;
         flags = MF_ENTRY_TRUNCATED;
@@ -190,7 +223,9 @@ static void mf_sample(struct mf_thread *t, uint64_t weight, size_t size, uintptr
     e->samples++;
     e->calls += weight;
     e->bytes += weight * size;
-    t->table.hdr->last_ns = mf_now_ns();
+    e->calls_sq += weight * weight;
+    if ((++t->samples & 63) == 1) /* the clock costs as much as the rest of an exact sample */
+        t->table.hdr->last_ns = mf_now_ns();
 }
 
 void mf_record_slow(enum mf_fn fn, size_t size)
@@ -229,15 +264,20 @@ void mf_record_slow(enum mf_fn fn, size_t size)
         }
     }
     uint64_t weight = t->weight;
-    int64_t next = mf_next_countdown(t);
     if (t->paused || t->state != MF_THREAD_READY) {
         mf_unprofiled(t, weight, size);
-        t->countdown = next;
+        t->countdown = mf_next_countdown(t);
         return;
     }
     mf_enter(t);
-    mf_sample(t, weight, size, ret);
-    mf_leave(t, next);
+    if (mf_opt.sample_interval) {
+        mf_sample(t, weight, size, ret);
+    } else {
+        uint64_t t0 = mf_mono_ns();
+        mf_sample(t, weight, size, ret);
+        mf_adapt(t, t0, mf_mono_ns());
+    }
+    mf_leave(t, mf_next_countdown(t));
 }
 
 /* ---- process start-up, fork and exit ------------------------------------------------ */
@@ -302,6 +342,7 @@ static void mf_after_fork_child(void)
     memset(&t->table, 0, sizeof t->table);
     memset(&t->local, 0, sizeof t->local);
     t->local_unprofiled_samples = t->local_unprofiled_calls = t->local_unprofiled_bytes = 0;
+    t->local_unprofiled_calls_sq = 0;
     t->totals = &t->local;
     t->state = MF_THREAD_NEW;
     t->weight = 0;
@@ -331,6 +372,7 @@ static void mf_thread_exit(void *arg)
         return;
     }
     if (t->table.hdr && getpid() == mf_pid) {
+        t->table.hdr->last_ns = mf_now_ns();
         t->table.hdr->flags |= MF_THREAD_FINISHED;
         mf_table_unmap(&t->table);
     }

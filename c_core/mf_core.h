@@ -2,6 +2,7 @@
 #ifndef MF_CORE_H
 #define MF_CORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,16 +24,24 @@ struct mf_thread {
     int64_t countdown;        /* calls left until the next sample */
     struct mf_totals *totals; /* the thread file's exact counters, or `local` before it exists */
     uint64_t weight;          /* calls the next sample stands for; 0 = no interval drawn yet */
+    uint64_t drawn;           /* calls the current countdown covers (the rate's denominator) */
     uint64_t exact_left;      /* calls of the process-wide exact budget this thread holds */
     uint32_t state;           /* enum mf_thread_state (mf_internal.h) */
     uint32_t paused;          /* malloc_freq_pause() depth */
     volatile uint32_t busy;   /* inside the slow path: a sample due now is not profiled */
     uint32_t exit_round; /* thread-exit destructor rounds seen */
     uint64_t rng[2];          /* xoroshiro128+ state */
+    uint64_t samples;         /* samples taken by this thread */
+    /* Default mode (mf_adapt): the mean interval the cost budget allows now, and what it
+     * is computed from: the program's time per call and the profiler's time per sample. */
+    uint64_t interval;
+    uint64_t sample_end_ns; /* CLOCK_MONOTONIC when the last sample finished */
+    double call_ns, sample_ns;
     uintptr_t stack_lo, stack_hi; /* the stack mapping the frame-pointer unwinder walks */
     struct mf_table table;
     struct mf_totals local; /* counts made before the thread file exists */
-    uint64_t local_unprofiled_samples, local_unprofiled_calls, local_unprofiled_bytes;
+    uint64_t local_unprofiled_samples, local_unprofiled_calls, local_unprofiled_bytes,
+        local_unprofiled_calls_sq;
 };
 
 extern __thread struct mf_thread mf_tls __attribute__((tls_model("initial-exec")));
@@ -40,16 +49,23 @@ extern __thread struct mf_thread mf_tls __attribute__((tls_model("initial-exec")
 /* Takes the sample, sets up the thread on its first call; out of line and cold. */
 void mf_record_slow(enum mf_fn fn, size_t size) __attribute__((noinline, cold));
 
-/* The hot path: a countdown and two exact counters. No lock, no system call, no allocation. */
-static inline __attribute__((always_inline)) void mf_record(enum mf_fn fn, size_t size)
+/* The hot path: a countdown and two exact counters. No lock, no system call, no allocation.
+ * Returns false when the countdown ran out: the caller must then call mf_record_slow(). */
+static inline __attribute__((always_inline)) bool mf_count(enum mf_fn fn, size_t size)
 {
     struct mf_thread *t = &mf_tls;
     if (MF_LIKELY(--t->countdown > 0)) {
         t->totals->calls[fn]++;
         t->totals->bytes[fn] += size;
-        return;
+        return true;
     }
-    mf_record_slow(fn, size);
+    return false;
+}
+
+static inline __attribute__((always_inline)) void mf_record(enum mf_fn fn, size_t size)
+{
+    if (!mf_count(fn, size))
+        mf_record_slow(fn, size);
 }
 
 /* mf_record() out of line, for front ends that cannot inline it (the Rust crate). */

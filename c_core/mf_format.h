@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#define MF_FORMAT_VERSION 1u
+#define MF_FORMAT_VERSION 2u
 
 #define MF_THREAD_MAGIC "MFREQTHR" /* 8 bytes, no NUL */
 #define MF_PROCESS_MAGIC "MFREQPRC"
@@ -78,6 +78,7 @@ struct mf_thread_header {
     uint64_t nsegments; /* published last, after the segment is initialized */
     uint64_t segment_offset[MF_MAX_SEGMENTS]; /* file offset of each segment */
     uint64_t segment_size[MF_MAX_SEGMENTS];   /* bytes */
+    uint64_t unprofiled_calls_sq; /* the sum of the unprofiled samples' squared weights */
 };
 
 /* A segment: struct mf_segment_header, then `capacity` entries (an open-addressing hash
@@ -103,6 +104,9 @@ struct mf_entry {
     uint64_t samples; /* samples taken at this stack */
     uint64_t calls;   /* estimated calls: the sum of the samples' weights (exact when == samples) */
     uint64_t bytes;   /* estimated bytes: the sum of weight * size */
+    /* The sum of the samples' squared weights: calls_sq - calls estimates the variance of
+     * `calls` (each sample of weight w adds w(w-1)); 0 for exact counts. */
+    uint64_t calls_sq;
 };
 
 /* Process flags. */
@@ -123,10 +127,13 @@ struct mf_process_header {
     uint64_t end_ns;   /* CLOCK_REALTIME at exit; valid when flags & MF_PROCESS_EXITED */
     uint32_t flags;
     uint32_t unwinder;        /* MF_UNWIND_* */
-    uint64_t sample_interval; /* mean calls between samples after the exact stretch; 1 = exact */
-    uint64_t exact_calls;     /* calls recorded exactly at start-up before sampling began */
+    /* Mean calls between samples after the exact stretch: MALLOC_FREQ_SAMPLE; 1 = exact;
+     * 0 = default mode, where each thread sets it so that samples take cost_share_ppm of
+     * its time. */
+    uint64_t sample_interval;
+    uint64_t exact_calls; /* calls of the process recorded exactly before sampling began */
     uint32_t max_depth;
-    uint32_t reserved;
+    uint32_t cost_share_ppm;
     char exe[256]; /* /proc/self/exe, NUL-terminated (truncated if longer) */
 };
 

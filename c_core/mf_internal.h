@@ -13,6 +13,9 @@
 #define MF_DEPTH_DEFAULT 64u
 #define MF_DEPTH_MAX 512u
 #define MF_PATH_MAX 4096
+/* Default mode: samples may take this share of a thread's time, in parts per million.
+ * Chosen from `make bench`; see README "Sampling". */
+#define MF_COST_SHARE_PPM 5000u
 
 enum mf_thread_state {
     MF_THREAD_NEW = 0, /* no table yet */
@@ -23,7 +26,7 @@ enum mf_thread_state {
 
 /* Settings, read once from the environment at start-up (mf_options.c). */
 struct mf_options {
-    uint64_t sample_interval; /* mean calls between samples once sampling; 1 = exact */
+    uint64_t sample_interval; /* MALLOC_FREQ_SAMPLE; 0 = default mode (mf_adapt); 1 = exact */
     uint64_t exact_calls;     /* process-wide calls recorded exactly before sampling starts */
     uint64_t seed;
     bool seed_set;
@@ -58,8 +61,10 @@ void mf_modules_reset(void);
 
 /* Stack capture (mf_unwind.c). */
 void mf_unwind_init(void);
-/* Fills pcs with return addresses, the caller of the slow path first; returns the count. */
-uint32_t mf_unwind(uintptr_t *pcs, uint32_t max, uintptr_t slow_path_return);
+/* Fills pcs with up to max return addresses and returns the count; the first *own of them
+ * are the profiler's frames, then comes the front end's slow path (slow_path_return). */
+#define MF_OWN_FRAMES_MAX 4
+uint32_t mf_unwind(uintptr_t *pcs, uint32_t max, uintptr_t slow_path_return, uint32_t *own);
 
 /* Small system helpers that neither allocate nor lock (mf_sys.c). */
 void mf_warn(const char *a, const char *b, const char *c, const char *d);
@@ -68,7 +73,8 @@ char *mf_append(char *dst, char *end, const char *s);
 char *mf_append_u64(char *dst, char *end, uint64_t v);
 char *mf_append_hex(char *dst, char *end, uint64_t v, int digits);
 const char *mf_strerror(int err);
-uint64_t mf_now_ns(void);
+uint64_t mf_now_ns(void);  /* CLOCK_REALTIME */
+uint64_t mf_mono_ns(void); /* CLOCK_MONOTONIC */
 pid_t mf_gettid(void);
 bool mf_parse_u64(const char *s, uint64_t *out);
 

@@ -6,14 +6,14 @@
 #include "mf_internal.h"
 
 /* Default mode: record every call for the first MF_EXACT_CALLS calls of the process, then
- * 1 in MF_SAMPLE_DEFAULT on average. Chosen from `make bench`; see README "Sampling". */
-#define MF_EXACT_CALLS 100000u
-#define MF_SAMPLE_DEFAULT 1000u
+ * at the interval each thread's cost budget allows (mf_adapt). Chosen from `make bench`;
+ * see README "Sampling". */
+#define MF_EXACT_CALLS 20000u
 /* Above this a "sample interval" is a typo, not a setting: it would leave no samples. */
 #define MF_SAMPLE_MAX 1000000000u
 
 struct mf_options mf_opt = {
-    .sample_interval = MF_SAMPLE_DEFAULT,
+    .sample_interval = 0,
     .exact_calls = MF_EXACT_CALLS,
     .max_depth = MF_DEPTH_DEFAULT,
     .unwinder = MF_UNWIND_LIBUNWIND,
@@ -44,7 +44,7 @@ static bool mf_env_u64(const char *name, uint64_t lo, uint64_t hi, const char *d
 void mf_options_read(void)
 {
     uint64_t v;
-    if (mf_env_u64("MALLOC_FREQ_SAMPLE", 1, MF_SAMPLE_MAX, "exact start, then 1 in 1000", &v)) {
+    if (mf_env_u64("MALLOC_FREQ_SAMPLE", 1, MF_SAMPLE_MAX, "exact start, then adaptive", &v)) {
         mf_opt.sample_interval = v;
         mf_opt.exact_calls = 0;
     }

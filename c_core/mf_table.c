@@ -112,13 +112,25 @@ bool mf_table_create(struct mf_table *tab, uint64_t seq)
     return false;
 }
 
+/* Four lanes, so that the multiplications overlap instead of forming one chain as long as
+ * the stack; a final mix spreads every frame into the low bits that pick the slot. */
 static uint64_t mf_stack_hash(const uintptr_t *pcs, uint32_t depth)
 {
-    uint64_t h = 0x9e3779b97f4a7c15u ^ depth;
-    for (uint32_t i = 0; i < depth; i++) {
-        h = (h ^ pcs[i]) * 0xbf58476d1ce4e5b9u;
-        h ^= h >> 31;
+    const uint64_t k = 0x9e3779b97f4a7c15u;
+    uint64_t a = depth, b = 1, c = 2, d = 3;
+    uint32_t i = 0;
+    for (; i + 4 <= depth; i += 4) {
+        a = (a ^ pcs[i]) * k;
+        b = (b ^ pcs[i + 1]) * k;
+        c = (c ^ pcs[i + 2]) * k;
+        d = (d ^ pcs[i + 3]) * k;
     }
+    for (; i < depth; i++)
+        a = (a ^ pcs[i]) * k;
+    uint64_t h = a ^ ((b << 16) | (b >> 48)) ^ ((c << 32) | (c >> 32)) ^ ((d << 48) | (d >> 16));
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9u;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebu;
+    h ^= h >> 31;
     return h ? h : 1;
 }
 

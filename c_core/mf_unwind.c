@@ -105,15 +105,16 @@ static __attribute__((noinline)) uint32_t mf_unwind_fp(uintptr_t *pcs, uint32_t 
     return n;
 }
 
-uint32_t mf_unwind(uintptr_t *pcs, uint32_t max, uintptr_t slow_path_return)
+uint32_t mf_unwind(uintptr_t *pcs, uint32_t max, uintptr_t slow_path_return, uint32_t *own)
 {
     uint32_t n = mf_unw_backtrace ? (uint32_t)mf_unw_backtrace((void **)pcs, (int)max)
                                   : mf_unwind_fp(pcs, max);
-    /* Drop the profiler's own frames: everything up to the slow path's return address. */
-    for (uint32_t i = 0; i < n && i < 4; i++) {
+    /* The profiler's own frames: everything before the slow path's return address. */
+    *own = 0;
+    for (uint32_t i = 0; i < n && i < MF_OWN_FRAMES_MAX; i++) {
         if (pcs[i] == slow_path_return) {
-            memmove(pcs, pcs + i, (n - i) * sizeof *pcs);
-            return n - i;
+            *own = i;
+            break;
         }
     }
     return n;

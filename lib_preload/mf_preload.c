@@ -1,12 +1,11 @@
-/* The LD_PRELOAD front end: every allocation entry point counts the call, then forwards to
- * the next allocator in line (glibc's, or jemalloc/tcmalloc if they come after us). */
+/* The LD_PRELOAD front end's set-up and slow paths: finding the next allocator in line
+ * (glibc's, or jemalloc/tcmalloc if they come after us), and the out-of-line path an entry
+ * point (mf_entry.c) takes when its countdown runs out. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 
-#include "mf_core.h"
-
-#define MF_EXPORT __attribute__((visibility("default")))
+#include "mf_preload.h"
 
 /* glibc's own entry points, used only until dlsym(RTLD_NEXT) has answered: dlsym itself
  * allocates. Forwarding to them for good would break a different next allocator (DESIGN §6). */
@@ -33,14 +32,14 @@ static void *mf_libc_aligned_alloc(size_t align, size_t size)
     return __libc_memalign(align, size);
 }
 
-static void *(*mf_next_malloc)(size_t) = __libc_malloc;
-static void *(*mf_next_calloc)(size_t, size_t) = __libc_calloc;
-static void *(*mf_next_realloc)(void *, size_t) = __libc_realloc;
-static int (*mf_next_posix_memalign)(void **, size_t, size_t) = mf_libc_posix_memalign;
-static void *(*mf_next_aligned_alloc)(size_t, size_t) = mf_libc_aligned_alloc;
-static void *(*mf_next_memalign)(size_t, size_t) = __libc_memalign;
-static void *(*mf_next_valloc)(size_t) = __libc_valloc;
-static void *(*mf_next_pvalloc)(size_t) = __libc_pvalloc;
+void *(*mf_next_malloc)(size_t) = __libc_malloc;
+void *(*mf_next_calloc)(size_t, size_t) = __libc_calloc;
+void *(*mf_next_realloc)(void *, size_t) = __libc_realloc;
+int (*mf_next_posix_memalign)(void **, size_t, size_t) = mf_libc_posix_memalign;
+void *(*mf_next_aligned_alloc)(size_t, size_t) = mf_libc_aligned_alloc;
+void *(*mf_next_memalign)(size_t, size_t) = __libc_memalign;
+void *(*mf_next_valloc)(size_t) = __libc_valloc;
+void *(*mf_next_pvalloc)(size_t) = __libc_pvalloc;
 
 #define MF_RESOLVE(name)                                                                    \
     do {                                                                                    \
@@ -63,53 +62,52 @@ __attribute__((constructor(101))) static void mf_preload_resolve(void)
     mf_core_init();
 }
 
-MF_EXPORT void *malloc(size_t size)
+/* The slow paths: record the call (it ends a countdown), then allocate. Compiled with frame
+ * pointers: the frame-pointer unwinder reaches the program's frame through theirs. */
+void *mf_slow_malloc(size_t size)
 {
-    mf_record(MF_FN_MALLOC, size);
+    mf_record_slow(MF_FN_MALLOC, size);
     return mf_next_malloc(size);
 }
 
-MF_EXPORT void *calloc(size_t n, size_t size)
+void *mf_slow_calloc(size_t n, size_t size, size_t bytes)
 {
-    size_t bytes;
-    if (__builtin_mul_overflow(n, size, &bytes))
-        bytes = SIZE_MAX;
-    mf_record(MF_FN_CALLOC, bytes);
+    mf_record_slow(MF_FN_CALLOC, bytes);
     return mf_next_calloc(n, size);
 }
 
-MF_EXPORT void *realloc(void *p, size_t size)
+void *mf_slow_realloc(void *p, size_t size)
 {
-    mf_record(MF_FN_REALLOC, size);
+    mf_record_slow(MF_FN_REALLOC, size);
     return mf_next_realloc(p, size);
 }
 
-MF_EXPORT int posix_memalign(void **out, size_t align, size_t size)
+int mf_slow_posix_memalign(void **out, size_t align, size_t size)
 {
-    mf_record(MF_FN_POSIX_MEMALIGN, size);
+    mf_record_slow(MF_FN_POSIX_MEMALIGN, size);
     return mf_next_posix_memalign(out, align, size);
 }
 
-MF_EXPORT void *aligned_alloc(size_t align, size_t size)
+void *mf_slow_aligned_alloc(size_t align, size_t size)
 {
-    mf_record(MF_FN_ALIGNED_ALLOC, size);
+    mf_record_slow(MF_FN_ALIGNED_ALLOC, size);
     return mf_next_aligned_alloc(align, size);
 }
 
-MF_EXPORT void *memalign(size_t align, size_t size)
+void *mf_slow_memalign(size_t align, size_t size)
 {
-    mf_record(MF_FN_MEMALIGN, size);
+    mf_record_slow(MF_FN_MEMALIGN, size);
     return mf_next_memalign(align, size);
 }
 
-MF_EXPORT void *valloc(size_t size)
+void *mf_slow_valloc(size_t size)
 {
-    mf_record(MF_FN_VALLOC, size);
+    mf_record_slow(MF_FN_VALLOC, size);
     return mf_next_valloc(size);
 }
 
-MF_EXPORT void *pvalloc(size_t size)
+void *mf_slow_pvalloc(size_t size)
 {
-    mf_record(MF_FN_PVALLOC, size);
+    mf_record_slow(MF_FN_PVALLOC, size);
     return mf_next_pvalloc(size);
 }

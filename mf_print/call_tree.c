@@ -63,18 +63,20 @@ static bool mf_is_plumbing(const struct mf_frame *f)
 }
 
 static void mf_insert(struct mf_tree *t, const struct mf_frame *f, uint32_t n, uint64_t samples,
-                      uint64_t calls, uint64_t bytes, bool estimated)
+                      uint64_t calls, uint64_t bytes, uint64_t var, bool estimated)
 {
     uint32_t node = 0;
     t->nodes[0].calls += calls;
     t->nodes[0].bytes += bytes;
     t->nodes[0].samples += samples;
+    t->nodes[0].var += var;
     for (uint32_t i = 0; i < n; i++) {
         node = mf_child(t, node, f[i].name);
         struct mf_node *x = &t->nodes[node];
         x->calls += calls;
         x->bytes += bytes;
         x->samples += samples;
+        x->var += var;
         x->estimated |= estimated;
         mf_add_loc(x, f[i].file, f[i].line, calls);
     }
@@ -121,7 +123,7 @@ void mf_tree_build(struct mf_tree *t, struct mf_profile *p, bool trim)
         }
         /* A weight > 1 makes an estimate; so does a process past its exact stretch. */
         bool est = rs->calls != rs->samples || p->procs[rs->process].sampled;
-        mf_insert(t, fr.v + first, fr.n - first, rs->samples, rs->calls, rs->bytes, est);
+        mf_insert(t, fr.v + first, fr.n - first, rs->samples, rs->calls, rs->bytes, rs->var, est);
     }
     free(fr.v);
     t->raw_stacks = p->nstacks;
@@ -131,14 +133,16 @@ void mf_tree_build(struct mf_tree *t, struct mf_profile *p, bool trim)
         if (!p->procs[i].sampled)
             continue;
         any_sampled = true;
-        if (p->procs[i].sample_interval > t->sample_interval)
-            t->sample_interval = p->procs[i].sample_interval;
+        uint64_t n = p->procs[i].sample_interval > 1 ? p->procs[i].sample_interval
+                                                     : p->procs[i].max_weight;
+        if (n > t->sample_interval)
+            t->sample_interval = n;
     }
     if (p->unprofiled_calls || p->unprofiled_samples) {
         struct mf_frame f = {mf_intern(MF_NAME_NOT_PROFILED), 0, 0, false};
         uint32_t merged = t->merged_stacks; /* not a stack */
         mf_insert(t, &f, 1, p->unprofiled_samples, p->unprofiled_calls, p->unprofiled_bytes,
-                  p->unprofiled_calls != p->unprofiled_samples || any_sampled);
+                  p->unprofiled_var, p->unprofiled_calls != p->unprofiled_samples || any_sampled);
         t->merged_stacks = merged;
     }
     mf_sort_tree = t;

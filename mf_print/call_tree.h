@@ -26,6 +26,7 @@ struct mf_node {
     uint32_t *children; /* sorted by calls, descending, once built */
     uint32_t nchildren, children_cap;
     uint64_t calls, bytes, samples;             /* every stack through this node */
+    uint64_t var;                               /* the variance of calls, estimated */
     uint64_t end_calls, end_bytes, end_samples; /* stacks with no frame further out */
     bool estimated;     /* some stack through it is an estimate */
     bool end_estimated; /* some stack ending at it is */
@@ -39,7 +40,9 @@ struct mf_tree {
     uint32_t raw_stacks; /* distinct stacks read (per process image) */
     uint32_t merged_stacks; /* distinct stacks after symbolizing, trimming and merging */
     bool estimated; /* some count in it is an estimate */
-    uint64_t sample_interval; /* the largest of the sampled processes, 1 if none */
+    /* The largest interval of the sampled processes (default mode: their largest weight),
+     * 1 if none */
+    uint64_t sample_interval;
 };
 
 void mf_tree_build(struct mf_tree *t, struct mf_profile *p, bool trim);

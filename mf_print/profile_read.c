@@ -145,6 +145,7 @@ static void mf_read_process(struct mf_profile *p, const char *dir, const char *n
     pr->end_ns = h.end_ns;
     pr->sample_interval = h.sample_interval;
     pr->exact_calls = h.exact_calls;
+    pr->cost_share_ppm = h.cost_share_ppm;
     memcpy(pr->exe, h.exe, sizeof pr->exe);
     pr->exe[sizeof pr->exe - 1] = '\0';
     p->nfiles_read++;
@@ -301,6 +302,11 @@ static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf
     s->samples += e->samples;
     s->calls += e->calls;
     s->bytes += e->bytes;
+    s->var += e->calls_sq > e->calls ? e->calls_sq - e->calls : 0;
+    if (e->calls != e->samples)
+        p->procs[process].weighted = true;
+    if (e->calls && e->calls_sq / e->calls > p->procs[process].max_weight)
+        p->procs[process].max_weight = e->calls_sq / e->calls;
 }
 
 static void mf_read_thread(struct mf_profile *p, const char *dir, const char *name)
@@ -335,6 +341,10 @@ static void mf_read_thread(struct mf_profile *p, const char *dir, const char *na
     p->unprofiled_samples += h->unprofiled_samples;
     p->unprofiled_calls += h->unprofiled_calls;
     p->unprofiled_bytes += h->unprofiled_bytes;
+    if (h->unprofiled_calls_sq > h->unprofiled_calls)
+        p->unprofiled_var += h->unprofiled_calls_sq - h->unprofiled_calls;
+    if (h->unprofiled_calls != h->unprofiled_samples)
+        pr->weighted = true;
     for (uint32_t k = 0; k < h->nsegments; k++) {
         const struct mf_segment_header *seg = mf_segment(buf, h, k);
         const struct mf_entry *e = mf_entries(seg);
@@ -440,7 +450,9 @@ void mf_profile_finish(struct mf_profile *p)
 {
     for (uint32_t i = 0; i < p->nprocs; i++) {
         struct mf_process *pr = &p->procs[i];
-        pr->sampled = pr->has_file && pr->sample_interval > 1 && pr->calls > pr->exact_calls;
+        /* Default mode (interval 0) samples only where calls come fast: the weights say. */
+        pr->sampled = pr->has_file && (pr->sample_interval > 1 ? pr->calls > pr->exact_calls
+                                                                : pr->sample_interval == 0 && pr->weighted);
         if (!pr->has_file)
             mf_error("%s: no process file for process image %016llx: its frames stay unsymbolized",
                      mf_basename(pr->dir), (unsigned long long)pr->stamp);

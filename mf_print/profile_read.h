@@ -24,6 +24,7 @@ struct mf_process {
     bool has_file; /* its process file was read: the fields below it are valid */
     uint32_t flags;
     uint64_t start_ns, end_ns, sample_interval, exact_calls;
+    uint32_t cost_share_ppm; /* default mode (sample_interval 0): the cost budget */
     char exe[256];
     struct mf_module *modules; /* sorted by lo */
     uint32_t nmodules;
@@ -33,6 +34,8 @@ struct mf_process {
     /* It ran past its exact stretch: any count of it may be an estimate, even one whose
      * samples all had weight 1 (calls after the stretch may have gone unsampled). */
     bool sampled;
+    bool weighted; /* some sample of it had a weight > 1 */
+    uint64_t max_weight; /* the largest sum w^2 / sum w of its stacks: about its interval */
 };
 
 /* One distinct stack of one process image (identical stacks of its threads merged). */
@@ -42,6 +45,7 @@ struct mf_raw_stack {
     uint32_t flags; /* MF_ENTRY_* */
     uint64_t *frames; /* return addresses, innermost first */
     uint64_t samples, calls, bytes;
+    uint64_t var; /* the estimated variance of calls: the sum of w(w-1) over the samples */
 };
 
 struct mf_profile {
@@ -50,7 +54,7 @@ struct mf_profile {
     struct mf_raw_stack *stacks;
     uint32_t nstacks, stacks_cap;
     struct mf_totals totals; /* exact, summed over all threads */
-    uint64_t unprofiled_samples, unprofiled_calls, unprofiled_bytes;
+    uint64_t unprofiled_samples, unprofiled_calls, unprofiled_bytes, unprofiled_var;
     uint32_t nthreads;
     uint32_t nfiles_read; /* valid thread and process files */
     uint32_t nfiles_skipped;

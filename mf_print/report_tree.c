@@ -24,21 +24,19 @@ static double mf_sqrt(double x)
     return x > 0 ? r : 0;
 }
 
-/* The relative standard error of an estimate, in percent. Samples of weight 1 (the exact
- * stretch) add no variance; each of the s samples of weight N adds N(N-1), and
- * s = (calls - samples) / (N - 1), so the variance is (calls - samples) * N. With no
- * weighted sample yet, calls after the stretch may still have been missed: count it as one.
- * For a purely sampled run this is 100/sqrt(samples), as DESIGN §2 says. */
-static double mf_rel_error_pct(uint64_t calls, uint64_t samples, uint64_t interval)
+/* The relative standard error of an estimate, in percent. A sample of weight w adds w(w-1)
+ * to the variance (the writer keeps the sum of w^2 per stack: var = sum w^2 - calls), so
+ * samples of weight 1 (the exact stretch) add none; for a run sampled 1 in N throughout
+ * this is 100/sqrt(samples), as DESIGN §2 says. With no weighted sample yet, calls after
+ * the exact stretch may still have been missed: count one sample at the interval. */
+static double mf_rel_error_pct(uint64_t calls, uint64_t var, uint64_t interval)
 {
     if (!calls)
         return 0;
-    if (interval <= 1) /* weights > 1 without a process file telling N */
-        return samples ? 100.0 / mf_sqrt((double)samples) : 100.0;
-    double n = (double)interval, weighted = calls > samples ? (double)(calls - samples) : 0;
-    if (weighted < n - 1)
-        weighted = n - 1;
-    return 100.0 * mf_sqrt(weighted * n) / (double)calls;
+    double v = (double)var, n = (double)interval;
+    if (interval > 1 && v < n * (n - 1))
+        v = n * (n - 1);
+    return 100.0 * mf_sqrt(v) / (double)calls;
 }
 
 struct mf_tree_ctx {
@@ -68,13 +66,13 @@ static void mf_pad(FILE *out, int n)
         fputc(' ', out);
 }
 
-static void mf_line(struct mf_tree_ctx *c, uint64_t calls, uint64_t samples, uint64_t bytes,
+static void mf_line(struct mf_tree_ctx *c, uint64_t calls, uint64_t var, uint64_t bytes,
                     bool estimated, const char *glyph, const char *text, const struct mf_loc *loc)
 {
     char num[40], calls_s[48], err[32] = "", bytes_s[32], pct[32];
     snprintf(calls_s, sizeof calls_s, "%s%s", estimated ? "~" : "", mf_fmt_count(num, calls));
     if (estimated) {
-        double e = mf_rel_error_pct(calls, samples, c->interval);
+        double e = mf_rel_error_pct(calls, var, c->interval);
         if (e < 999.5)
             snprintf(err, sizeof err, "±%.*f%%", e < 9.95 ? 1 : 0, e);
         else
@@ -117,7 +115,7 @@ static void mf_children(struct mf_tree_ctx *c, uint32_t node)
 {
     const struct mf_node *n = &c->t->nodes[node];
     uint32_t shown = 0, folded = 0;
-    uint64_t f_calls = 0, f_bytes = 0, f_samples = 0;
+    uint64_t f_calls = 0, f_bytes = 0, f_var = 0;
     bool f_est = false;
     for (uint32_t i = 0; i < n->nchildren; i++) { /* sorted: the small ones are at the end */
         const struct mf_node *x = &c->t->nodes[n->children[i]];
@@ -128,7 +126,7 @@ static void mf_children(struct mf_tree_ctx *c, uint32_t node)
         folded++;
         f_calls += x->calls;
         f_bytes += x->bytes;
-        f_samples += x->samples;
+        f_var += x->var;
         f_est |= x->estimated;
     }
     bool top = node == 0;
@@ -139,7 +137,7 @@ static void mf_children(struct mf_tree_ctx *c, uint32_t node)
             continue;
         bool last = --lines == 0;
         /* This recursion is as deep as the deepest stack: keep its frame small. */
-        mf_line(c, x->calls, x->samples, x->bytes, x->estimated,
+        mf_line(c, x->calls, x->var, x->bytes, x->estimated,
                 top ? "" : last ? "└─ " : "├─ ", mf_str(x->name), mf_node_loc(x));
         size_t saved = c->prefix_len;
         if (!top)
@@ -151,7 +149,7 @@ static void mf_children(struct mf_tree_ctx *c, uint32_t node)
         char text[64];
         snprintf(text, sizeof text, "… %u %s below %g%%", folded, top ? "more entries" : "more",
                  c->threshold);
-        mf_line(c, f_calls, f_samples, f_bytes, f_est, top ? "" : "└─ ", text, NULL);
+        mf_line(c, f_calls, f_var, f_bytes, f_est, top ? "" : "└─ ", text, NULL);
     }
 }
 
@@ -167,10 +165,11 @@ static void mf_fmt_duration(char *buf, size_t size, uint64_t ns)
         snprintf(buf, size, "%.1f ms", (double)ns / 1e6);
 }
 
-/* "exact: every call recorded" or "first 100,000 calls exact, then 1 in 1,000 sampled". */
+/* "exact: every call recorded", "first 20,000 calls exact, then 1 in 1,000 sampled", or for
+ * the default mode "first 20,000 calls exact, then adaptive (samples take <= 0.5% of time)". */
 static void mf_print_sampling(FILE *out, const struct mf_profile *p, const struct mf_tree *t)
 {
-    uint64_t seen[8][2];
+    uint64_t seen[8][3];
     int nseen = 0;
     bool any_file = false;
     for (uint32_t i = 0; i < p->nprocs; i++) {
@@ -178,14 +177,16 @@ static void mf_print_sampling(FILE *out, const struct mf_profile *p, const struc
         if (!pr->has_file)
             continue;
         any_file = true;
-        uint64_t iv = pr->sample_interval <= 1 ? 1 : pr->sample_interval;
+        uint64_t iv = pr->sample_interval == 1 ? 1 : pr->sample_interval;
         uint64_t ex = iv == 1 ? 0 : pr->exact_calls;
+        uint64_t ppm = iv == 0 ? pr->cost_share_ppm : 0;
         int k = 0;
-        while (k < nseen && !(seen[k][0] == iv && seen[k][1] == ex))
+        while (k < nseen && !(seen[k][0] == iv && seen[k][1] == ex && seen[k][2] == ppm))
             k++;
         if (k == nseen && nseen < 8) {
             seen[nseen][0] = iv;
-            seen[nseen++][1] = ex;
+            seen[nseen][1] = ex;
+            seen[nseen++][2] = ppm;
         }
     }
     fputs("  sampling   ", out);
@@ -197,6 +198,9 @@ static void mf_print_sampling(FILE *out, const struct mf_profile *p, const struc
             fputs("; ", out);
         if (seen[k][0] == 1)
             fputs("exact: every call recorded", out);
+        else if (seen[k][0] == 0)
+            fprintf(out, "first %s calls exact, then adaptive (samples take <= %g%% of time)",
+                    mf_fmt_count(a, seen[k][1]), (double)seen[k][2] / 1e4);
         else if (seen[k][1])
             fprintf(out, "first %s calls exact, then 1 in %s sampled", mf_fmt_count(a, seen[k][1]),
                     mf_fmt_count(b, seen[k][0]));
@@ -206,7 +210,7 @@ static void mf_print_sampling(FILE *out, const struct mf_profile *p, const struc
     if (t->estimated)
         fputs("\n             ~ marks estimates, ± their relative standard error", out);
     else if (nseen > 1 || (nseen == 1 && seen[0][0] != 1))
-        fputs("\n             every count below is exact (the run stayed within the exact stretch)",
+        fputs("\n             every count below is exact (every call was recorded)",
               out);
     fputc('\n', out);
 }

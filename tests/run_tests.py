@@ -769,22 +769,64 @@ def sample_interval(profile):
         return struct.unpack_from("<Q", f.read(64), 56)[0]
 
 
+# struct mf_thread_header / mf_segment_header / mf_entry (c_core/mf_format.h)
+HDR_NSEGMENTS, HDR_SEGMENT_OFFSET = 344, 352
+SEGMENT_ENTRIES_OFFSET = 64
+ENTRY = struct.Struct("<QIIQQQQQ")  # hash, depth, flags, frames, samples, calls, bytes, calls_sq
+
+
+def file_entries(profile):
+    """(calls, samples, calls_sq) of every stack entry in the profile's thread files."""
+    out = []
+    for path in thread_files(profile):
+        with open(path, "rb") as f:
+            data = f.read()
+        for k in range(struct.unpack_from("<Q", data, HDR_NSEGMENTS)[0]):
+            off = struct.unpack_from("<Q", data, HDR_SEGMENT_OFFSET + 8 * k)[0]
+            cap = struct.unpack_from("<I", data, off)[0]
+            start = off + SEGMENT_ENTRIES_OFFSET
+            for e in ENTRY.iter_unpack(data[start:start + cap * ENTRY.size]):
+                if e[0]:
+                    out.append((e[5], e[4], e[7]))
+    return out
+
+
 @test
 def test_default_mode_agrees_with_exact():
-    """The default mode records the first calls exactly (weight 1), then samples 1 in N
-    (weight N). A site's samples mix both, so 1/sqrt(samples) understates its error; the
-    sampled part is s = (calls - samples) / (N - 1) samples, whose estimate has
-    Var = s * N * (N - 1)."""
+    """The default mode records the first calls exactly (weight 1), then samples at the
+    interval each thread's cost budget allows (weight = that interval). A sample of weight w
+    adds w(w-1) to an estimate's variance; the files keep sum w^2 per stack."""
     exact = exact_sampled_run()
     r = run_ok([c_program("sampled_sites")], sample=None, extra_env={"MALLOC_FREQ_SEED": "42"})
-    n = sample_interval(r.profile)
-    expect(n > 1, f"the default mode's sample interval is {n}")
+    expect_eq(sample_interval(r.profile), 0, "the default mode's interval in the process file")
     rows = csv_rows(r.profile)
+    entries = file_entries(r.profile)
+    # Every site is one stack: find its entry by (calls, samples).
+    sq_of = {}
+    for site in SAMPLED_SITES:
+        calls, _, samples = site_totals(rows, site)
+        sq = [e[2] for e in entries if e[:2] == (calls, samples)]
+        expect(len(sq) == 1, f"{site}: {len(sq)} file entries with {calls} calls, {samples} samples")
+        sq_of[site] = sq[0]
+    # One sample at the largest weight: the error of a site no weighted sample has hit yet.
+    w = max(e[2] // e[0] for e in entries if e[0])
+    expect(w > 1, f"the default mode sampled nothing (largest weight {w}) on "
+                  f"{exact['total']} malloc-bound calls")
 
-    def se(known, calls, samples):
-        sampled = max((calls - samples) / (n - 1), 1.0)
-        return math.sqrt(sampled * n * (n - 1))
-    expect_estimates(rows, se, "default mode")
+    def var(site, calls):
+        return max(sq_of[site] - calls, w * (w - 1))
+    hot = site_totals(rows, "site_hot")
+    expect(hot[2] < hot[0] // 100, f"site_hot: {hot[2]} samples for {hot[0]} calls")
+    bad = []
+    for site, (known, size) in SAMPLED_SITES.items():
+        calls, nbytes, samples = site_totals(rows, site)
+        se = math.sqrt(var(site, calls))
+        if abs(calls - known) > 4 * se:
+            bad.append(f"{site}: estimate {calls} ({samples} samples), known {known}, "
+                       f"off by {abs(calls - known) / se:.1f} SE (SE {se:.0f})")
+        if nbytes != calls * size:
+            bad.append(f"{site}: {nbytes} bytes for {calls} calls of {size} bytes")
+    expect(not bad, "default mode: " + "; ".join(bad))
     tree = tree_text(r.profile, threshold=0)
     expect_eq(exact_total_calls(r.profile), exact["total"], "exact total vs the N=1 run")
     expect_eq(tree_header_total(tree), exact["tree_total"], "tree header total vs the N=1 run")
@@ -792,14 +834,12 @@ def test_default_mode_agrees_with_exact():
     shown = {e.name: e for e in tree_lines(tree) if e.top}
     for site in SAMPLED_SITES:
         calls, _, samples = site_totals(rows, site)
-        rel = 100.0 * se(0, calls, samples) / calls
+        rel = 100.0 * math.sqrt(var(site, calls)) / calls
         want = f"{rel:.1f}%" if rel < 9.95 else f"{rel:.0f}%"
         expect(site in shown, f"{site} is not a top-level entry of the tree")
         expect_eq(shown[site].error, want, f"{site}'s ± in the tree ({calls} calls, "
-                                           f"{samples} samples, 1 in {n})")
+                                           f"{samples} samples, largest weight {w})")
 
-
-# ---- the Rust quickstart ------------------------------------------------------------------
 
 def cargo_command():
     """`cargo` with the Makefile's CARGO flags: Debian's crates when they are installed."""
