@@ -1,0 +1,537 @@
+#!/usr/bin/env python3
+"""`make bench`: what malloc_freq costs, against the same programs run without it.
+
+Workloads: a malloc-bound C microbenchmark (bench/micro.c; 1 and 4 threads), a Rust program
+using ProfAllocator (bench/rust/; its baseline is the same program on the System allocator),
+and two real programs: a Python script (bench/alloc_heavy.py, PYTHONMALLOC=malloc so that its
+small objects reach malloc instead of Python's own arenas) and `gcc -O2 -c` of a generated C
+file (gcc's cc1 and as are profiled too: children inherit LD_PRELOAD).
+
+Variants run interleaved, round after round (base, default, N=100, ... base, default, ...),
+each at one of two sizes: the cheap ones at full size, the ones that record every call (N=1,
+heaptrack) at a tenth (micro) or a quarter (the others) of it, against a baseline of that
+size. Each run profiles into a fresh temporary MALLOC_FREQ_DIR. Reported per variant: the
+median over rounds of CPU time (user+sys of the process and all its children) and wall time
+divided by the baseline's in the same round, and the peak RSS it adds; per workload the
+calls, samples and distinct stacks read from the profile files. Results go to stdout and
+bench/RESULTS.md; the exit status is 1 if any run failed or changed the program's output.
+
+Environment: BENCH_ROUNDS (default 5), BENCH_QUICK=1 (1 round, a fifth of the sizes, results
+to build/bench/RESULTS-quick.md), BENCH_LIB (preload library, default build/libmalloc_freq.so),
+BENCH_RESULTS (output file), BENCH_ONLY (comma-separated workload names)."""
+
+import datetime
+import os
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, "bench")
+WORK = os.path.join(ROOT, "build", "bench")
+LIB = os.path.abspath(os.environ.get("BENCH_LIB") or os.path.join(ROOT, "build", "libmalloc_freq.so"))
+QUICK = os.environ.get("BENCH_QUICK") == "1"
+SHRINK = 5 if QUICK else 1  # BENCH_QUICK: every size divided by this
+DEBIAN_CRATES = "/usr/share/cargo/registry"
+
+# Thread file layout (c_core/mf_format.h): offsets in struct mf_thread_header.
+HDR_TOTAL_CALLS, HDR_NSEGMENTS, HDR_SEG_OFFSET = 64, 344, 352
+PROC_SAMPLE_INTERVAL = 56  # struct mf_process_header: sample_interval, exact_calls, ...
+PROC_COST_SHARE = 76  # ... max_depth, cost_share_ppm
+SEG_ENTRIES_OFFSET = 64  # entries start this far into a segment (MF_SEGMENT_ENTRIES_OFFSET)
+ENTRY = struct.Struct("<QIIQQQQQ")  # hash, depth, flags, frames, samples, calls, bytes, calls_sq
+
+
+def die(msg):
+    sys.exit("run_bench: " + msg)
+
+
+def env_int(name, default, lo):
+    text = os.environ.get(name, "")
+    if not text:
+        return default
+    if not text.isdigit() or int(text) < lo:
+        die("%s=%s is not a whole number >= %d" % (name, text, lo))
+    return int(text)
+
+
+ROUNDS = env_int("BENCH_ROUNDS", 1 if QUICK else 5, 1)
+
+
+# ---- building the workloads ---------------------------------------------------------------
+
+def build_c(name, *libs):
+    exe = os.path.join(WORK, name)
+    subprocess.run(["gcc", "-O2", "-g", "-fno-omit-frame-pointer", "-Wall", "-Wextra", "-Werror",
+                    "-o", exe, os.path.join(BENCH, name + ".c")] + list(libs), check=True)
+    return exe
+
+
+def build_rust():
+    """Both Rust binaries, or None (with the reason printed) when cargo cannot build them."""
+    cargo = shutil.which("cargo")
+    if not cargo:
+        print("run_bench: cargo not found: skipping the Rust workload")
+        return None
+    cmd = [cargo]
+    if os.path.isdir(DEBIAN_CRATES) and any(n.startswith("cc-") for n in os.listdir(DEBIAN_CRATES)):
+        cmd += ["--config", 'source.crates-io.replace-with="debian"',
+                "--config", 'source.debian.directory="%s"' % DEBIAN_CRATES, "--offline"]
+    target = os.path.join(WORK, "rust-target")
+    cmd += ["build", "--release", "--quiet", "--manifest-path", os.path.join(BENCH, "rust", "Cargo.toml"),
+            "--target-dir", target]
+    if subprocess.run(cmd).returncode != 0:
+        print("run_bench: the Rust workload did not build: skipping it")
+        return None
+    rel = os.path.join(target, "release")
+    return os.path.join(rel, "bench_system"), os.path.join(rel, "bench_prof")
+
+
+def gcc_input(functions):
+    """A C file of `functions` small functions (loops, switches, calls): cc1 allocates a lot
+    per function at -O2. Deterministic, so every run compiles the same thing."""
+    path = os.path.join(WORK, "gcc_input_%d.c" % functions)
+    out = ["#include <stdio.h>", "#include <string.h>",
+           "struct rec { int id; double v; char name[32]; struct rec *next; };"]
+    for i in range(functions):
+        out.append("""
+static int helper_%(i)d(struct rec *r, int k)
+{
+    int acc = %(i)d;
+    for (int j = 0; j < k; j++) {
+        switch ((j + acc) %% 5) {
+        case 0: acc += r->id * %(a)d; break;
+        case 1: acc ^= (int)(r->v * %(b)d); break;
+        case 2: acc -= (int)strlen(r->name) + %(c)d; break;
+        case 3: if (r->next) acc += r->next->id; break;
+        default: acc = acc * 3 + j;
+        }
+    }
+    return acc;
+}
+int func_%(i)d(struct rec *r, int k)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "f%(i)d-%%d-%%s", k, r->name);
+    double t = r->v;
+    for (int j = 0; j < k; j++)
+        t = t * 0.5 + helper_%(i)d(r, j & 7) + (double)buf[j %% 8];
+    return (int)t + helper_%(i)d(r, k) + (int)strlen(buf);
+}""" % {"i": i, "a": i % 17 + 1, "b": i % 13 + 2, "c": i % 11})
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+    return path
+
+
+def real_python():
+    """The interpreter binary itself: a pyenv shim is a bash script that forks."""
+    for cand in ("/usr/bin/python3", shutil.which("python3") or "", sys.executable):
+        real = os.path.realpath(cand) if cand else ""
+        if real and os.access(real, os.X_OK):
+            with open(real, "rb") as f:
+                if f.read(4) == b"\x7fELF":
+                    return real
+    die("no python3 interpreter binary found")
+
+
+class Workload:
+    """One program at two sizes: full, and 1/short_div of it for the variants that record every
+    call. argv(size, tmp) gives the command line; prof_argv, if set, the one to profile
+    without LD_PRELOAD (the Rust binary with ProfAllocator)."""
+
+    def __init__(self, name, desc, full, short_div, argv, prof_argv=None, heaptrack_argv=None, env=None):
+        self.name, self.desc, self.argv = name, desc, argv
+        self.sizes = {"full": full, "short": max(1, full // short_div)}
+        self.labels = {"full": "full", "short": "1/%d" % short_div}
+        self.prof_argv, self.heaptrack_argv, self.env = prof_argv, heaptrack_argv, env or {}
+
+
+def workloads():
+    micro = build_c("micro", "-lpthread")
+    rust = build_rust()
+    python = real_python()
+    gcc = shutil.which("gcc")
+    pairs = 70_000_000 // SHRINK
+    ws = []
+    for threads in (1, 4):
+        ws.append(Workload(
+            "micro-%dt" % threads,
+            "bench/micro.c, %d thread%s: %s malloc/free pairs in all, 8 sites, ~20 frames deep"
+            % (threads, "s" if threads > 1 else "", "{:,}".format(pairs)),
+            pairs, 10,
+            lambda n, tmp, t=threads: [micro, str(t), str(n // t)]))
+    if rust:
+        ws.append(Workload(
+            "rust", "bench/rust (ProfAllocator; baseline: same program on System)",
+            100 // SHRINK, 4,
+            lambda n, tmp: [rust[0], str(n)], prof_argv=lambda n, tmp: [rust[1], str(n)]))
+    ws.append(Workload(
+        "python", "%s bench/alloc_heavy.py (JSON, dicts, strings), PYTHONMALLOC=malloc" % python,
+        30 // SHRINK, 4,
+        lambda n, tmp: [python, os.path.join(BENCH, "alloc_heavy.py"), str(n)],
+        env={"PYTHONMALLOC": "malloc", "PYTHONHASHSEED": "0"}))  # same calls every run
+    if gcc:
+        full = 150 // SHRINK
+        files = {n: gcc_input(n) for n in (full, max(1, full // 4))}
+        ws.append(Workload(
+            "gcc", "gcc -O2 -c of a generated C file (%d functions at full size; cc1 and as"
+            " included, heaptrack put in front of them with gcc -wrapper)" % full,
+            full, 4, lambda n, tmp: [gcc, "-O2", "-c", files[n], "-o", os.path.join(tmp, "out.o")],
+            # heaptrack does not follow children: put it in front of cc1 and as instead
+            heaptrack_argv=lambda n, tmp: [gcc, "-wrapper", "heaptrack", "-O2", "-c", files[n],
+                                           "-o", os.path.join(tmp, "out.o")]))
+    only = [s for s in os.environ.get("BENCH_ONLY", "").split(",") if s]
+    if only:
+        unknown = set(only) - {w.name for w in ws}
+        if unknown:
+            die("BENCH_ONLY: no workload named %s (have: %s)"
+                % (", ".join(sorted(unknown)), ", ".join(w.name for w in ws)))
+        ws = [w for w in ws if w.name in only]
+    return ws
+
+
+# ---- the variants -------------------------------------------------------------------------
+
+class Variant:
+    def __init__(self, name, size, kind, env=None):
+        self.name, self.size, self.kind, self.env = name, size, kind, env or {}
+
+    @property
+    def key(self):
+        return (self.name, self.size)
+
+
+HEAPTRACK = shutil.which("heaptrack")
+MEASURE = None  # bench/measure.c, built by main()
+VARIANTS = [
+    Variant("base", "full", "base"),
+    Variant("default", "full", "mf"),
+    Variant("N=100", "full", "mf", {"MALLOC_FREQ_SAMPLE": "100"}),
+    Variant("N=10000", "full", "mf", {"MALLOC_FREQ_SAMPLE": "10000"}),
+    Variant("fp", "full", "mf", {"MALLOC_FREQ_UNWIND": "fp"}),
+    Variant("base", "short", "base"),
+    Variant("default", "short", "mf"),  # with the full-size one: memory follows stacks, not calls
+    Variant("N=1", "short", "mf", {"MALLOC_FREQ_SAMPLE": "1"}),
+    Variant("N=1 fp", "short", "mf", {"MALLOC_FREQ_SAMPLE": "1", "MALLOC_FREQ_UNWIND": "fp"}),
+] + ([Variant("heaptrack", "short", "heaptrack")] if HEAPTRACK else [])
+
+
+def clean_env():
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith("MALLOC_FREQ_") or k in ("LD_PRELOAD", "MEASURE_LD_PRELOAD", "PYTHONMALLOC",
+                                                 "PYTHONHASHSEED"):
+            del env[k]
+    return env
+
+
+# ---- running and measuring ----------------------------------------------------------------
+
+class Run:
+    def __init__(self, cpu, wall, rss_kib, output, profile):
+        self.cpu, self.wall, self.rss_kib, self.output, self.profile = cpu, wall, rss_kib, output, profile
+
+
+def read_profile(top):
+    """Exact calls (thread totals), samples, distinct stacks (per process image) and file
+    bytes of every malloc_freq.<pid> directory under top, and the sampling settings used."""
+    calls = samples = stacks = nbytes = 0
+    modes = set()  # (sample interval, exact calls at start-up, cost share) per process image
+    for sub in os.listdir(top):
+        d = os.path.join(top, sub)
+        if not sub.startswith("malloc_freq.") or not os.path.isdir(d):
+            continue
+        seen = {}  # process stamp -> set of stacks
+        for name in os.listdir(d):
+            path = os.path.join(d, name)
+            with open(path, "rb") as f:
+                data = f.read()
+            nbytes += len(data)
+            if name.startswith("process."):
+                modes.add(struct.unpack_from("<QQ", data, PROC_SAMPLE_INTERVAL)
+                          + struct.unpack_from("<I", data, PROC_COST_SHARE))
+            if not name.startswith("thread."):
+                continue
+            uniq = seen.setdefault(name.split(".")[1], set())
+            calls += sum(struct.unpack_from("<16Q", data, HDR_TOTAL_CALLS))
+            nseg = struct.unpack_from("<Q", data, HDR_NSEGMENTS)[0]
+            for k in range(nseg):
+                off = struct.unpack_from("<Q", data, HDR_SEG_OFFSET + 8 * k)[0]
+                cap = struct.unpack_from("<I", data, off)[0]
+                start = off + SEG_ENTRIES_OFFSET
+                frames = start + cap * ENTRY.size
+                for h, depth, _fl, first, s, _c, _b, _sq in ENTRY.iter_unpack(data[start:frames]):
+                    if h:
+                        samples += s
+                        uniq.add(data[frames + 8 * first:frames + 8 * (first + depth)])
+        stacks += sum(len(s) for s in seen.values())
+    return {"calls": calls, "samples": samples, "stacks": stacks, "bytes": nbytes, "modes": modes}
+
+
+def run_once(w, v, want_profile):
+    n = w.sizes[v.size]
+    tmp = tempfile.mkdtemp(prefix="mf_bench.")
+    try:
+        env = clean_env()
+        env.update(w.env)
+        cwd = None
+        if v.kind == "heaptrack":
+            argv = (w.heaptrack_argv(n, tmp) if w.heaptrack_argv
+                    else [HEAPTRACK, "-o", os.path.join(tmp, "heaptrack")] + w.argv(n, tmp))
+            cwd = tmp  # heaptrack -wrapper writes heaptrack.<prog>.<pid>.zst here
+        elif v.kind == "mf":
+            env.update(v.env)
+            env["MALLOC_FREQ_DIR"] = tmp
+            if w.prof_argv:
+                argv = w.prof_argv(n, tmp)
+            else:
+                argv = w.argv(n, tmp)
+                env["MEASURE_LD_PRELOAD"] = LIB  # the program's, not the launcher's
+        else:
+            argv = w.argv(n, tmp)
+        result = os.path.join(tmp, "measure.out")
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            p = subprocess.run([MEASURE, result] + argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                               stdout=out, stderr=err)
+            out.seek(0)
+            err.seek(0)
+            output, errors = out.read(), err.read()
+        if p.returncode != 0:
+            raise RuntimeError("bench/measure failed: " + errors.decode(errors="replace")[-500:])
+        with open(result) as f:
+            user, system, wall, rss_kib, status = f.read().split()
+        if status != "0":
+            code = int(status)
+            raise RuntimeError("%s %s (%s): %s: %s\n%s" % (
+                w.name, v.name, v.size, "killed by signal %d" % (code - 128) if code > 128
+                else "exit status %d" % code, " ".join(argv), errors.decode(errors="replace")[-2000:]))
+        if v.kind != "heaptrack" and errors.strip():
+            print("run_bench: %s %s wrote to stderr: %s" % (w.name, v.name,
+                  errors.decode(errors="replace")[-500:].strip()))
+        obj = os.path.join(tmp, "out.o")
+        if v.kind != "heaptrack" and os.path.exists(obj):
+            with open(obj, "rb") as f:
+                output = f.read()  # gcc: the object file must not change under the profiler
+        profile = read_profile(tmp) if v.kind == "mf" and want_profile else None
+        return Run(float(user) + float(system), float(wall), int(rss_kib), output, profile)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def fmt_ratio(x):
+    return "%.3fx" % x if x == x else "-"
+
+
+# ---- the report ---------------------------------------------------------------------------
+
+def machine():
+    model = "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return "%d CPUs, %s" % (os.cpu_count() or 0, model)
+
+
+def report(ws, runs, failures, elapsed):
+    """runs[(workload, variant key)] = [Run per round, in round order; None if it failed]."""
+    lines = []
+    say = lines.append
+    say("# malloc_freq overhead (`make bench`)")
+    say("")
+    say("%s; machine: %s; %d round%s, variants interleaved; total %.0f s%s." % (
+        datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), machine(), ROUNDS,
+        "s" if ROUNDS > 1 else "", elapsed, "; BENCH_QUICK (sizes / %d)" % SHRINK if QUICK else ""))
+    say("Ratios are medians over rounds of variant / uninstrumented baseline of the same size in the"
+        " same round; CPU = user+sys of the program and all its children. N=1 and heaptrack record"
+        " every call and run at the smaller size (1/10 or 1/4 of the full one).")
+    say("")
+    say("| workload | size | variant | CPU ratio | wall ratio | peak RSS added |")
+    say("|---|---|---|---|---|---|")
+
+    def series(w, key):
+        return runs.get((w.name, key), [])
+
+    def ratios(w, v, attr):
+        base = series(w, ("base", v.size))
+        got = series(w, v.key)
+        return [getattr(a, attr) / getattr(b, attr) for a, b in zip(got, base)
+                if a and b and getattr(b, attr) > 0]
+
+    def rss_added(w, v):
+        base = [r.rss_kib for r in series(w, ("base", v.size)) if r]
+        got = [r.rss_kib for r in series(w, v.key) if r]
+        return (median(got) - median(base)) / 1024.0 if base and got else float("nan")
+
+    cpu_ratio = {}
+    for w in ws:
+        for v in VARIANTS:
+            size = w.labels[v.size]
+            if v.kind == "base":
+                cpus = [r.cpu for r in series(w, v.key) if r]
+                walls = [r.wall for r in series(w, v.key) if r]
+                say("| %s | %s | %s | %.3f s | %.3f s | %.1f MiB peak |" % (
+                    w.name, size, "uninstrumented", median(cpus), median(walls),
+                    median([r.rss_kib for r in series(w, v.key) if r]) / 1024.0))
+                continue
+            c, wl = median(ratios(w, v, "cpu")), median(ratios(w, v, "wall"))
+            cpu_ratio[(w.name, v.key)] = c
+            failed = any(r is None for r in series(w, v.key))
+            say("| %s | %s | %s | %s | %s | %s |" % (
+                w.name, size, v.name, fmt_ratio(c) + (" (FAILED run)" if failed else ""),
+                fmt_ratio(wl), "%+.1f MiB" % rss_added(w, v)))
+    say("")
+
+    # What each workload does, and what the profile holds: calls, stacks, bytes on disk.
+    say("| workload | size | calls | variant | samples | distinct stacks | profile files |")
+    say("|---|---|---|---|---|---|---|")
+    for w in ws:
+        for v in VARIANTS:
+            if v.kind != "mf" or v.name not in ("default", "N=1"):
+                continue
+            r0 = next((r for r in series(w, v.key) if r and r.profile), None)
+            if not r0:
+                continue
+            p = r0.profile
+            say("| %s | %s | %s | %s | %s | %d | %.0f KiB |" % (
+                w.name, w.labels[v.size], "{:,}".format(p["calls"]),
+                v.name, "{:,}".format(p["samples"]), p["stacks"], p["bytes"] / 1024.0))
+    say("")
+    for w in ws:
+        say("- %s: %s" % (w.name, w.desc))
+    say("")
+
+    # Cost per recorded call, from N=1 (every call unwound) against the baseline.
+    say("Cost per recorded call (N=1: (CPU - baseline CPU) / calls, median over rounds) and of the"
+        " hook alone (N=10000, full size):")
+    say("")
+    per_call_ns = []  # (workload, libunwind ns per recorded call)
+    for w in ws:
+        parts = []
+        calls = next((r.profile["calls"] for r in series(w, ("N=1", "short")) if r and r.profile), None)
+        for name, label in (("N=1", "libunwind"), ("N=1 fp", "fp")):
+            got, base = series(w, (name, "short")), series(w, ("base", "short"))
+            ns = (median([(a.cpu - b.cpu) / calls * 1e9 for a, b in zip(got, base) if a and b])
+                  if calls else float("nan"))
+            parts.append("%s %.0f ns" % (label, ns))
+            if name == "N=1":
+                per_call_ns.append((w, ns))
+        got, base = series(w, ("N=10000", "full")), series(w, ("base", "full"))
+        calls = next((r.profile["calls"] for r in series(w, ("default", "full")) if r and r.profile), None)
+        if calls:
+            ns = median([(a.cpu - b.cpu) / calls * 1e9 for a, b in zip(got, base) if a and b])
+            parts.append("hook %.1f ns/call" % ns)
+        say("- %s: %s" % (w.name, ", ".join(parts)))
+    say("")
+    modes = set()
+    for w in ws:
+        for r in series(w, ("default", "full")):
+            if r and r.profile:
+                modes |= r.profile["modes"]
+    for interval, exact, ppm in sorted(modes):
+        say("Default mode in this build: every call recorded for the first %s calls of each process,"
+            " then %s; at the costs above the exact stretch alone costs %s."
+            % ("{:,}".format(exact), "each thread's interval set so that samples take about %g%% of"
+               " its time" % (ppm / 1e4) if interval == 0 else "1 in %s" % "{:,}".format(interval),
+               ", ".join("%s %.0f ms" % (w.name, exact * ns / 1e6) for w, ns in per_call_ns if ns == ns)))
+        say("")
+
+    say("## Targets")
+    say("")
+
+    def verdict(ok):
+        return "met" if ok else "**NOT met**"
+
+    for w in ws:
+        c = cpu_ratio.get((w.name, ("default", "full")))
+        if c is None:
+            continue
+        limit = 1.10 if w.name.startswith("micro") else 1.03 if w.name in ("python", "gcc") else None
+        if limit:
+            say("- default CPU <= %.2fx on %s: %.3fx: %s" % (limit, w.name, c, verdict(c <= limit)))
+    for w in ws:
+        n1 = cpu_ratio.get((w.name, ("N=1", "short")))
+        ht = cpu_ratio.get((w.name, ("heaptrack", "short")))
+        if n1 is not None and ht is not None:
+            say("- N=1 CPU <= half of heaptrack's on %s: N=1 %.2fx, heaptrack %.2fx (half: %.2fx): %s" % (
+                w.name, n1, ht, ht / 2, verdict(n1 <= ht / 2)))
+    # Memory follows distinct stacks, not calls: the same program at 10x the calls.
+    for w in ws:
+        short = next((r for r in series(w, ("default", "short")) if r and r.profile), None)
+        full = next((r for r in series(w, ("default", "full")) if r and r.profile), None)
+        if not short or not full:
+            continue
+        a = rss_added(w, Variant("default", "short", "mf"))
+        b = rss_added(w, Variant("default", "full", "mf"))
+        ps, pf = short.profile, full.profile
+        ok = pf["bytes"] <= ps["bytes"] * 1.25 + 65536 and b <= a + 1.0
+        say("- memory bounded by stacks on %s (default): %s calls -> %s stacks, %.0f KiB files,"
+            " %+.1f MiB RSS;"
+            " %s calls -> %s stacks, %.0f KiB files, %+.1f MiB RSS: %s" % (
+                w.name, "{:,}".format(ps["calls"]), ps["stacks"], ps["bytes"] / 1024.0, a,
+                "{:,}".format(pf["calls"]), pf["stacks"], pf["bytes"] / 1024.0, b,
+                verdict(ok) if w.name.startswith("micro")
+                else "(informational: more calls can reach more stacks)"))
+    if failures:
+        say("")
+        say("## Failures")
+        say("")
+        for f in failures:
+            say("- " + f.replace("\n", " / ")[:600])
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    if not os.path.exists(LIB):
+        die("%s is missing: run `make` first" % LIB)
+    started = time.perf_counter()
+    global MEASURE
+    os.makedirs(WORK, exist_ok=True)
+    MEASURE = build_c("measure")
+    ws = workloads()
+    print("run_bench: %d round%s of %d workloads x %d variants%s" % (
+        ROUNDS, "s" if ROUNDS > 1 else "", len(ws), len(VARIANTS),
+        "" if HEAPTRACK else " (heaptrack not installed)"), flush=True)
+    runs, failures, reference = {}, [], {}
+    for rnd in range(ROUNDS):
+        t0 = time.perf_counter()
+        for w in ws:
+            for v in VARIANTS:
+                try:
+                    r = run_once(w, v, want_profile=(rnd == 0))
+                    ref = reference.setdefault((w.name, v.size), r.output if v.kind == "base" else None)
+                    if v.kind != "heaptrack" and ref is not None and r.output != ref:
+                        raise RuntimeError("%s %s (%s): output differs from the uninstrumented run's"
+                                           % (w.name, v.name, v.size))
+                except (RuntimeError, OSError) as e:
+                    failures.append(str(e))
+                    print("run_bench: FAILED: %s" % e, flush=True)
+                    r = None
+                runs.setdefault((w.name, v.key), []).append(r)
+        print("run_bench: round %d/%d done in %.0f s" % (rnd + 1, ROUNDS, time.perf_counter() - t0),
+              flush=True)
+    text = report(ws, runs, failures, time.perf_counter() - started)
+    out = os.environ.get("BENCH_RESULTS") or (
+        os.path.join(WORK, "RESULTS-quick.md") if QUICK else os.path.join(BENCH, "RESULTS.md"))
+    with open(out, "w") as f:
+        f.write(text)
+    print()
+    print(text, end="")
+    print("run_bench: written to %s" % os.path.relpath(out, ROOT))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
