@@ -7,12 +7,13 @@ and two real programs: a Python script (bench/alloc_heavy.py, PYTHONMALLOC=mallo
 small objects reach malloc instead of Python's own arenas) and `gcc -O2 -c` of a generated C
 file (gcc's cc1 and as are profiled too: children inherit LD_PRELOAD).
 
-Variants run interleaved, round after round (base, default, N=100, ... base, default, ...),
-each at one of two sizes: the cheap ones at full size, the ones that record every call (N=1,
+Variants run interleaved, round after round, each next to a baseline run of its own (base,
+default, base, N=100, ... then in the next round default, base, N=100, base, ...), each at
+one of two sizes: the cheap ones at full size, the ones that record every call (N=1,
 heaptrack) at a tenth (micro) or a quarter (the others) of it, against a baseline of that
 size. Each run profiles into a fresh temporary MALLOC_FREQ_DIR. Reported per variant: the
 median over rounds of CPU time (user+sys of the process and all its children) and wall time
-divided by the baseline's in the same round, and the peak RSS it adds; per workload the
+divided by that of the baseline run next to it, and the peak RSS it adds; per workload the
 calls, samples and distinct stacks read from the profile files. Results go to stdout and
 bench/RESULTS.md; the exit status is 1 if any run failed or changed the program's output.
 
@@ -218,6 +219,7 @@ VARIANTS = [
     Variant("N=1", "short", "mf", {"MALLOC_FREQ_SAMPLE": "1"}),
     Variant("N=1 fp", "short", "mf", {"MALLOC_FREQ_SAMPLE": "1", "MALLOC_FREQ_UNWIND": "fp"}),
 ] + ([Variant("heaptrack", "short", "heaptrack")] if HEAPTRACK else [])
+BASE = {v.size: v for v in VARIANTS if v.kind == "base"}
 
 
 def clean_env():
@@ -354,8 +356,8 @@ def report(ws, runs, failures, elapsed):
     say("%s; machine: %s; %d round%s, variants interleaved; total %.0f s%s." % (
         datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), machine(), ROUNDS,
         "s" if ROUNDS > 1 else "", elapsed, "; BENCH_QUICK (sizes / %d)" % SHRINK if QUICK else ""))
-    say("Ratios are medians over rounds of variant / uninstrumented baseline of the same size in the"
-        " same round; CPU = user+sys of the program and all its children. N=1 and heaptrack record"
+    say("Ratios are medians over rounds of variant / the uninstrumented run of the same size made"
+        " right before or after it; CPU = user+sys of the program and all its children. N=1 and heaptrack record"
         " every call and run at the smaller size (1/10 or 1/4 of the full one).")
     say("")
     say("| workload | size | variant | CPU ratio | wall ratio | peak RSS added |")
@@ -365,7 +367,7 @@ def report(ws, runs, failures, elapsed):
         return runs.get((w.name, key), [])
 
     def ratios(w, v, attr):
-        base = series(w, ("base", v.size))
+        base = series(w, ("pair",) + v.key)
         got = series(w, v.key)
         return [getattr(a, attr) / getattr(b, attr) for a, b in zip(got, base)
                 if a and b and getattr(b, attr) > 0]
@@ -422,18 +424,30 @@ def report(ws, runs, failures, elapsed):
         parts = []
         calls = next((r.profile["calls"] for r in series(w, ("N=1", "short")) if r and r.profile), None)
         for name, label in (("N=1", "libunwind"), ("N=1 fp", "fp")):
-            got, base = series(w, (name, "short")), series(w, ("base", "short"))
+            got, base = series(w, (name, "short")), series(w, ("pair", name, "short"))
             ns = (median([(a.cpu - b.cpu) / calls * 1e9 for a, b in zip(got, base) if a and b])
                   if calls else float("nan"))
             parts.append("%s %.0f ns" % (label, ns))
             if name == "N=1":
                 per_call_ns.append((w, ns))
-        got, base = series(w, ("N=10000", "full")), series(w, ("base", "full"))
+        got, base = series(w, ("N=10000", "full")), series(w, ("pair", "N=10000", "full"))
         calls = next((r.profile["calls"] for r in series(w, ("default", "full")) if r and r.profile), None)
         if calls:
             ns = median([(a.cpu - b.cpu) / calls * 1e9 for a, b in zip(got, base) if a and b])
             parts.append("hook %.1f ns/call" % ns)
         say("- %s: %s" % (w.name, ", ".join(parts)))
+    say("")
+    # The same, free of this machine's drift: samples times the cost of one, over the baseline.
+    say("Time the default mode's samples take (samples x libunwind cost per recorded call above,"
+        " over the uninstrumented CPU time; the hook's ~1 ns a call comes on top):")
+    say("")
+    for w, ns in per_call_ns:
+        p = next((r.profile for r in series(w, ("default", "full")) if r and r.profile), None)
+        base = median([r.cpu for r in series(w, ("base", "full")) if r])
+        if p and ns == ns and base == base:
+            say("- %s: %s samples x %.0f ns = %.1f ms of %.2f s: %.2f%%" % (
+                w.name, "{:,}".format(p["samples"]), ns, p["samples"] * ns / 1e6, base,
+                100.0 * p["samples"] * ns / 1e9 / base))
     say("")
     modes = set()
     for w in ws:
@@ -509,17 +523,26 @@ def main():
         t0 = time.perf_counter()
         for w in ws:
             for v in VARIANTS:
-                try:
-                    r = run_once(w, v, want_profile=(rnd == 0))
-                    ref = reference.setdefault((w.name, v.size), r.output if v.kind == "base" else None)
-                    if v.kind != "heaptrack" and ref is not None and r.output != ref:
-                        raise RuntimeError("%s %s (%s): output differs from the uninstrumented run's"
-                                           % (w.name, v.name, v.size))
-                except (RuntimeError, OSError) as e:
-                    failures.append(str(e))
-                    print("run_bench: FAILED: %s" % e, flush=True)
-                    r = None
-                runs.setdefault((w.name, v.key), []).append(r)
+                # Each variant is paired with a baseline run right next to it (in alternating
+                # order): this machine's speed drifts by up to 1.7x over seconds, and a ratio
+                # of two runs seconds apart measured the drift, not the profiler.
+                todo = [(v, v.key)]
+                if v.kind != "base":
+                    pair = (BASE[v.size], ("pair",) + v.key)
+                    todo = [pair] + todo if rnd % 2 == 0 else todo + [pair]
+                for run_v, key in todo:
+                    try:
+                        r = run_once(w, run_v, want_profile=(rnd == 0 and key == run_v.key))
+                        ref = reference.setdefault((w.name, run_v.size),
+                                                   r.output if run_v.kind == "base" else None)
+                        if run_v.kind != "heaptrack" and ref is not None and r.output != ref:
+                            raise RuntimeError("%s %s (%s): output differs from the uninstrumented"
+                                               " run's" % (w.name, run_v.name, run_v.size))
+                    except (RuntimeError, OSError) as e:
+                        failures.append(str(e))
+                        print("run_bench: FAILED: %s" % e, flush=True)
+                        r = None
+                    runs.setdefault((w.name, key), []).append(r)
         print("run_bench: round %d/%d done in %.0f s" % (rnd + 1, ROUNDS, time.perf_counter() - t0),
               flush=True)
     text = report(ws, runs, failures, time.perf_counter() - started)

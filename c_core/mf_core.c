@@ -104,16 +104,27 @@ static int64_t mf_next_countdown(struct mf_thread *t)
  * rarely is recorded exactly (interval 1) and a malloc-bound one sparsely. The program's
  * time per call is measured between samples, the profiler's own time left out; a faster
  * rate is followed at once, a slower one gradually, so that a burst of calls after a quiet
- * spell never runs at the quiet spell's interval. */
-static void mf_adapt(struct mf_thread *t, uint64_t t0, uint64_t t1)
+ * spell never runs at the quiet spell's interval.
+ * The cost of a sample is learnt from samples of stacks seen before: a new stack's first
+ * sample pays once for the table insert (and a thread's first, for libunwind's set-up),
+ * up to 100 us, and an interval sized from it would starve the thread of the samples that
+ * correct it. For the same reason one measurement may at most double the estimate (the
+ * thread may have been preempted), and the interval at most double from one sample on. */
+static void mf_adapt(struct mf_thread *t, uint64_t t0, uint64_t t1, bool new_stack)
 {
     double cost = (double)(t1 - t0);
-    t->sample_ns = t->sample_ns > 0 ? (3 * t->sample_ns + cost) / 4 : cost;
-    if (t->sample_end_ns && t0 > t->sample_end_ns) {
+    if (!new_stack) {
+        if (t->sample_ns > 0 && cost > 2 * t->sample_ns)
+            cost = 2 * t->sample_ns;
+        t->sample_ns = t->sample_ns > 0 ? (3 * t->sample_ns + cost) / 4 : cost;
+    }
+    if (t->sample_end_ns && t0 > t->sample_end_ns && t->sample_ns > 0) {
         double per_call = (double)(t0 - t->sample_end_ns) / (double)t->drawn;
         t->call_ns = t->call_ns <= 0 || per_call < t->call_ns ? per_call
                                                                : (3 * t->call_ns + per_call) / 4;
         double n = t->sample_ns / (MF_COST_SHARE * t->call_ns);
+        double most = t->interval ? 2.0 * (double)t->interval : 2.0;
+        n = n > most ? most : n;
         t->interval = n < 1 ? 1 : n > MF_INTERVAL_MAX ? MF_INTERVAL_MAX : (uint64_t)n;
     }
     t->sample_end_ns = t1;
@@ -198,7 +209,8 @@ static void mf_thread_setup(struct mf_thread *t)
     mf_leave(t, saved);
 }
 
-static void mf_sample(struct mf_thread *t, uint64_t weight, size_t size, uintptr_t ret)
+/* Returns true if the stack was new to this thread's table. */
+static bool mf_sample(struct mf_thread *t, uint64_t weight, size_t size, uintptr_t ret)
 {
     uintptr_t all[MF_DEPTH_MAX + MF_OWN_FRAMES_MAX + 1];
     uint32_t max = mf_opt.max_depth, own, flags = 0;
@@ -212,11 +224,12 @@ static void mf_sample(struct mf_thread *t, uint64_t weight, size_t size, uintptr
     struct mf_entry *e = mf_table_upsert(&t->table, pcs, n, flags);
     if (!e) {
         mf_unprofiled(t, weight, size);
-        return;
+        return false;
     }
-    if (e->samples == 0) { /* a new stack: from a fork that skipped our handler? a new library? */
+    bool new_stack = e->samples == 0;
+    if (new_stack) { /* from a fork that skipped our handler? a new library? */
         if (!mf_check_pid())
-            return;
+            return true;
         if (!mf_modules_cover(pcs, n))
             mf_modules_refresh();
     }
@@ -226,6 +239,7 @@ static void mf_sample(struct mf_thread *t, uint64_t weight, size_t size, uintptr
     e->calls_sq += weight * weight;
     if ((++t->samples & 63) == 1) /* the clock costs as much as the rest of an exact sample */
         t->table.hdr->last_ns = mf_now_ns();
+    return new_stack;
 }
 
 void mf_record_slow(enum mf_fn fn, size_t size)
@@ -274,8 +288,8 @@ void mf_record_slow(enum mf_fn fn, size_t size)
         mf_sample(t, weight, size, ret);
     } else {
         uint64_t t0 = mf_mono_ns();
-        mf_sample(t, weight, size, ret);
-        mf_adapt(t, t0, mf_mono_ns());
+        bool new_stack = mf_sample(t, weight, size, ret);
+        mf_adapt(t, t0, mf_mono_ns(), new_stack);
     }
     mf_leave(t, mf_next_countdown(t));
 }
