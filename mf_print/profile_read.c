@@ -104,17 +104,26 @@ static int mf_module_cmp(const void *a, const void *b)
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
-static void mf_read_process(struct mf_profile *p, const char *dir, const char *name)
+/* Reads dir/name whole; a file that cannot be read is named and skipped (returns true). */
+static bool mf_load(struct mf_profile *p, const char *dir, const char *name, uint8_t **buf,
+                    size_t *size)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
+    const char *why;
+    if (mf_read_file(path, buf, size, &why)) {
+        mf_skip(p, dir, name, why);
+        return true;
+    }
+    return false;
+}
+
+static void mf_read_process(struct mf_profile *p, const char *dir, const char *name)
+{
     uint8_t *buf;
     size_t size;
-    const char *why;
-    if (mf_read_file(path, &buf, &size, &why)) {
-        mf_skip(p, dir, name, why);
+    if (mf_load(p, dir, name, &buf, &size))
         return;
-    }
     struct mf_process_header h;
     if (size < sizeof h) {
         mf_skip(p, dir, name, "truncated header");
@@ -311,15 +320,11 @@ static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf
 
 static void mf_read_thread(struct mf_profile *p, const char *dir, const char *name)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
     uint8_t *buf;
     size_t size;
     const char *why;
-    if (mf_read_file(path, &buf, &size, &why)) {
-        mf_skip(p, dir, name, why);
+    if (mf_load(p, dir, name, &buf, &size))
         return;
-    }
     if ((why = mf_check_thread(buf, size))) {
         mf_skip(p, dir, name, why);
         free(buf);

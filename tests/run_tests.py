@@ -332,16 +332,8 @@ EXACT_DESCEND = {"site_malloc": 1, "site_calloc": 3, "site_realloc": 5,
 
 @test
 def test_exact_counts_per_site():
-    r = run_ok([c_program("exact_sites")])
-    expect_eq(r.stdout, "exact_sites done\n", "program output")
-    rows = csv_rows(r.profile)
-    expect_sites(rows, EXACT_SITES)
     # The stacks are whole: every level of recursion is there, down to main.
-    for site, levels in EXACT_DESCEND.items():
-        for row in site_rows(rows, site):
-            names = [function_name(f) for f in row.stack]
-            expect_eq(names.count("descend"), levels, f"descend frames above {site}")
-            expect("main" in names, f"{site}'s stack does not reach main: {row.stack}")
+    r, rows = expect_exact_sites_with({}, reach_main=True)
     # Each worker thread k recursed 5k levels: four distinct stacks, one per thread.
     work = sorted((r.calls, [function_name(f) for f in r.stack].count("descend"))
                   for r in site_rows(rows, "site_thread_work"))
@@ -364,7 +356,9 @@ def test_exact_counts_per_site():
     expect_eq(flags, [0, 0, 1, 1, 1, 1], "MF_THREAD_FINISHED flags of the six thread files")
 
 
-def expect_exact_sites_with(extra_env):
+def expect_exact_sites_with(extra_env, reach_main=False):
+    """Runs exact_sites: every site's counts exact, every level of `descend` in its stacks
+    (and main below them, if reach_main). Returns the run and its CSV rows."""
     r = run_ok([c_program("exact_sites")], extra_env=extra_env)
     expect_eq(r.stdout, "exact_sites done\n", "program output")
     rows = csv_rows(r.profile)
@@ -373,12 +367,14 @@ def expect_exact_sites_with(extra_env):
         for row in site_rows(rows, site):
             names = [function_name(f) for f in row.stack]
             expect_eq(names.count("descend"), levels, f"descend frames above {site}")
-    return r
+            if reach_main:
+                expect("main" in names, f"{site}'s stack does not reach main: {row.stack}")
+    return r, rows
 
 
 @test
 def test_fp_unwinder_exact_on_frame_pointer_code():
-    r = expect_exact_sites_with({"MALLOC_FREQ_UNWIND": "fp"})
+    r, _ = expect_exact_sites_with({"MALLOC_FREQ_UNWIND": "fp"})
     expect_eq(r.stderr, "", "stderr")
 
 
@@ -405,7 +401,7 @@ def test_hostile_frame_pointers():
 
 @test
 def test_missing_libunwind_warns_once_and_falls_back_to_fp():
-    r = expect_exact_sites_with({"MALLOC_FREQ_LIBUNWIND": "/nonexistent/libunwind.so.8"})
+    r, _ = expect_exact_sites_with({"MALLOC_FREQ_LIBUNWIND": "/nonexistent/libunwind.so.8"})
     lines = r.stderr.splitlines()
     expect_eq(len(lines), 1, f"stderr lines ({r.stderr!r})")
     expect("/nonexistent/libunwind.so.8" in lines[0] and "frame-pointer" in lines[0],
