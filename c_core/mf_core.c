@@ -209,8 +209,8 @@ static void mf_thread_setup(struct mf_thread *t)
     mf_leave(t, saved);
 }
 
-/* Returns true if the stack was new to this thread's table. */
-static bool mf_sample(struct mf_thread *t, uint64_t weight, size_t size, uintptr_t ret)
+/* Returns true if the stack was new to this thread's table. Inline: one frame fewer to unwind. */
+static inline __attribute__((always_inline)) bool mf_sample(struct mf_thread *t, uint64_t weight, size_t size, uintptr_t ret)
 {
     uintptr_t all[MF_DEPTH_MAX + MF_OWN_FRAMES_MAX + 1];
     uint32_t max = mf_opt.max_depth, own, flags = 0;
@@ -284,13 +284,11 @@ void mf_record_slow(enum mf_fn fn, size_t size)
         return;
     }
     mf_enter(t);
-    if (mf_opt.sample_interval) {
-        mf_sample(t, weight, size, ret);
-    } else {
-        uint64_t t0 = mf_mono_ns();
-        bool new_stack = mf_sample(t, weight, size, ret);
+    bool adaptive = !mf_opt.sample_interval;
+    uint64_t t0 = adaptive ? mf_mono_ns() : 0;
+    bool new_stack = mf_sample(t, weight, size, ret);
+    if (adaptive)
         mf_adapt(t, t0, mf_mono_ns(), new_stack);
-    }
     mf_leave(t, mf_next_countdown(t));
 }
 

@@ -61,10 +61,28 @@ void mf_modules_reset(void);
 
 /* Stack capture (mf_unwind.c). */
 void mf_unwind_init(void);
+extern int (*mf_unw_backtrace)(void **, int); /* NULL: the frame-pointer walk */
+uint32_t mf_unwind_fp(uintptr_t *pcs, uint32_t max) __attribute__((noinline));
 /* Fills pcs with up to max return addresses and returns the count; the first *own of them
- * are the profiler's frames, then comes the front end's slow path (slow_path_return). */
+ * are the profiler's frames, then comes the front end's slow path (slow_path_return).
+ * Inline, like the slow path's sampling step, so that the profiler's frames are few: each
+ * is another ~10 ns for libunwind to walk on every sample. */
 #define MF_OWN_FRAMES_MAX 4
-uint32_t mf_unwind(uintptr_t *pcs, uint32_t max, uintptr_t slow_path_return, uint32_t *own);
+static inline __attribute__((always_inline)) uint32_t mf_unwind(uintptr_t *pcs, uint32_t max,
+                                                                uintptr_t slow_path_return,
+                                                                uint32_t *own)
+{
+    uint32_t n = mf_unw_backtrace ? (uint32_t)mf_unw_backtrace((void **)pcs, (int)max)
+                                  : mf_unwind_fp(pcs, max);
+    *own = 0;
+    for (uint32_t i = 0; i < n && i < MF_OWN_FRAMES_MAX; i++) {
+        if (pcs[i] == slow_path_return) {
+            *own = i;
+            break;
+        }
+    }
+    return n;
+}
 
 /* Small system helpers that neither allocate nor lock (mf_sys.c). */
 void mf_warn(const char *a, const char *b, const char *c, const char *d);

@@ -18,7 +18,7 @@
 #endif
 #define MF_UNW_CACHE_PER_THREAD 2 /* enum unw_caching_policy_t */
 
-static int (*mf_unw_backtrace)(void **, int);
+int (*mf_unw_backtrace)(void **, int);
 
 void mf_unwind_init(void)
 {
@@ -78,7 +78,7 @@ static void mf_stack_bounds(struct mf_thread *t, uintptr_t here)
     close(fd);
 }
 
-static __attribute__((noinline)) uint32_t mf_unwind_fp(uintptr_t *pcs, uint32_t max)
+__attribute__((noinline)) uint32_t mf_unwind_fp(uintptr_t *pcs, uint32_t max)
 {
     struct mf_thread *t = &mf_tls;
     uintptr_t *fp = __builtin_frame_address(0);
@@ -101,21 +101,6 @@ static __attribute__((noinline)) uint32_t mf_unwind_fp(uintptr_t *pcs, uint32_t 
         if (next <= fp)
             break;
         fp = next;
-    }
-    return n;
-}
-
-uint32_t mf_unwind(uintptr_t *pcs, uint32_t max, uintptr_t slow_path_return, uint32_t *own)
-{
-    uint32_t n = mf_unw_backtrace ? (uint32_t)mf_unw_backtrace((void **)pcs, (int)max)
-                                  : mf_unwind_fp(pcs, max);
-    /* The profiler's own frames: everything before the slow path's return address. */
-    *own = 0;
-    for (uint32_t i = 0; i < n && i < MF_OWN_FRAMES_MAX; i++) {
-        if (pcs[i] == slow_path_return) {
-            *own = i;
-            break;
-        }
     }
     return n;
 }
