@@ -21,10 +21,11 @@ pid_t mf_pid;
 uint64_t mf_stamp;
 char mf_dir[MF_PATH_MAX];
 uint64_t mf_thread_seq;
-static int64_t mf_exact_budget;
+static int64_t mf_exact_budget;  /* calls still to record exactly, process-wide */
+static int64_t mf_exact_ns_left; /* time the exact stretch may still take, process-wide */
 /* A MADV_WIPEONFORK page: it reads 0 in any child, also one made by _Fork() or clone(),
  * which run no atfork handler. A load, where asking getpid() would be a system call. */
-static volatile uint64_t *mf_fork_canary; /* calls still to record exactly, process-wide */
+static volatile uint64_t *mf_fork_canary;
 static pthread_key_t mf_thread_key;
 
 #define MF_EXACT_CHUNK 64 /* a thread takes the exact budget in chunks: less contention */
@@ -59,10 +60,20 @@ static uint64_t mf_rng_next(struct mf_thread *t)
     return r;
 }
 
+/* The exact stretch ends after mf_opt.exact_calls calls or MF_EXACT_NS_MAX of recording,
+ * whichever comes first: deep stacks (gcc's cc1 at ~1 us a sample) and processes that
+ * live a few milliseconds each (a build's cc1 and as) would otherwise pay up to 20 ms
+ * each. A thread settles its exact samples' time when it takes the next chunk. */
 static bool mf_take_exact(struct mf_thread *t)
 {
     if (t->exact_left)
         return true;
+    if (t->exact_ns) {
+        int64_t ns = __atomic_sub_fetch(&mf_exact_ns_left, (int64_t)t->exact_ns, __ATOMIC_RELAXED);
+        t->exact_ns = 0;
+        if (ns <= 0)
+            __atomic_store_n(&mf_exact_budget, 0, __ATOMIC_RELAXED);
+    }
     int64_t left = __atomic_load_n(&mf_exact_budget, __ATOMIC_RELAXED);
     while (left > 0) {
         int64_t take = left < MF_EXACT_CHUNK ? left : MF_EXACT_CHUNK;
@@ -81,8 +92,10 @@ static bool mf_take_exact(struct mf_thread *t)
 static int64_t mf_next_countdown(struct mf_thread *t)
 {
     uint64_t n = mf_opt.sample_interval ? mf_opt.sample_interval : t->interval;
+    t->exact = false;
     if (n > 1 && mf_take_exact(t)) {
         t->exact_left--;
+        t->exact = true;
         n = 1;
     }
     if (n <= 1) {
@@ -287,8 +300,12 @@ void mf_record_slow(enum mf_fn fn, size_t size)
     bool adaptive = !mf_opt.sample_interval;
     uint64_t t0 = adaptive ? mf_mono_ns() : 0;
     bool new_stack = mf_sample(t, weight, size, ret);
-    if (adaptive)
-        mf_adapt(t, t0, mf_mono_ns(), new_stack);
+    if (adaptive) {
+        uint64_t t1 = mf_mono_ns();
+        if (t->exact)
+            t->exact_ns += t1 - t0;
+        mf_adapt(t, t0, t1, new_stack);
+    }
     mf_leave(t, mf_next_countdown(t));
 }
 
@@ -335,6 +352,7 @@ static void mf_process_start(void)
     mf_stamp = mf_new_stamp();
     __atomic_store_n(&mf_thread_seq, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&mf_exact_budget, (int64_t)mf_opt.exact_calls, __ATOMIC_RELAXED);
+    __atomic_store_n(&mf_exact_ns_left, (int64_t)MF_EXACT_NS_MAX, __ATOMIC_RELAXED);
     mf_modules_reset();
     if (mf_dir_create() || mf_process_file_create()) {
         mf_dir[0] = '\0';
@@ -358,7 +376,8 @@ static void mf_after_fork_child(void)
     t->totals = &t->local;
     t->state = MF_THREAD_NEW;
     t->weight = 0;
-    t->exact_left = 0;
+    t->exact_left = t->exact_ns = 0;
+    t->exact = false;
     t->exit_round = 0;
     t->countdown = 0;
     mf_process_start();

@@ -26,10 +26,12 @@ struct mf_thread {
     uint64_t weight;          /* calls the next sample stands for; 0 = no interval drawn yet */
     uint64_t drawn;           /* calls the current countdown covers (the rate's denominator) */
     uint64_t exact_left;      /* calls of the process-wide exact budget this thread holds */
+    uint64_t exact_ns;        /* time its exact samples took, not yet taken off the budget */
     uint32_t state;           /* enum mf_thread_state (mf_internal.h) */
     uint32_t paused;          /* malloc_freq_pause() depth */
     volatile uint32_t busy;   /* inside the slow path: a sample due now is not profiled */
-    uint32_t exit_round; /* thread-exit destructor rounds seen */
+    uint32_t exit_round;      /* thread-exit destructor rounds seen */
+    bool exact;               /* the sample now due belongs to the exact stretch */
     uint64_t rng[2];          /* xoroshiro128+ state */
     uint64_t samples;         /* samples taken by this thread */
     /* Default mode (mf_adapt): the mean interval the cost budget allows now, and what it

@@ -112,6 +112,7 @@ struct mf_entry {
 /* Process flags. */
 #define MF_PROCESS_EXITED 1u /* end_ns is valid: the process ran its exit handlers */
 
+#define MF_EXACT_NS_MAX 5000000u /* 5 ms; see exact_calls */
 #define MF_UNWIND_LIBUNWIND 0u
 #define MF_UNWIND_FP 1u
 
@@ -131,7 +132,9 @@ struct mf_process_header {
      * 0 = default mode, where each thread sets it so that samples take cost_share_ppm of
      * its time. */
     uint64_t sample_interval;
-    uint64_t exact_calls; /* calls of the process recorded exactly before sampling began */
+    /* The exact stretch: the process's first exact_calls calls are recorded exactly, or as
+     * many as MF_EXACT_NS_MAX of recording time allows if fewer. */
+    uint64_t exact_calls;
     uint32_t max_depth;
     uint32_t cost_share_ppm;
     char exe[256]; /* /proc/self/exe, NUL-terminated (truncated if longer) */

@@ -166,7 +166,8 @@ static void mf_fmt_duration(char *buf, size_t size, uint64_t ns)
 }
 
 /* "exact: every call recorded", "first 20,000 calls exact, then 1 in 1,000 sampled", or for
- * the default mode "first 20,000 calls exact, then adaptive (samples take <= 0.5% of time)". */
+ * the default mode "first 20,000 calls exact (5 ms at most), then adaptive (samples take
+ * <= 0.5% of time)". */
 static void mf_print_sampling(FILE *out, const struct mf_profile *p, const struct mf_tree *t)
 {
     uint64_t seen[8][3];
@@ -199,8 +200,9 @@ static void mf_print_sampling(FILE *out, const struct mf_profile *p, const struc
         if (seen[k][0] == 1)
             fputs("exact: every call recorded", out);
         else if (seen[k][0] == 0)
-            fprintf(out, "first %s calls exact, then adaptive (samples take <= %g%% of time)",
-                    mf_fmt_count(a, seen[k][1]), (double)seen[k][2] / 1e4);
+            fprintf(out, "first %s calls exact (%g ms at most), then adaptive (samples take"
+                    " <= %g%% of time)", mf_fmt_count(a, seen[k][1]), MF_EXACT_NS_MAX / 1e6,
+                    (double)seen[k][2] / 1e4);
         else if (seen[k][1])
             fprintf(out, "first %s calls exact, then 1 in %s sampled", mf_fmt_count(a, seen[k][1]),
                     mf_fmt_count(b, seen[k][0]));

@@ -837,6 +837,22 @@ def test_default_mode_agrees_with_exact():
                                            f"{samples} samples, largest weight {w})")
 
 
+@test
+def test_exact_stretch_is_capped_in_time():
+    """The exact stretch ends after 20,000 calls or 5 ms of recording, whichever comes
+    first: at ~4 us a sample (400 frames deep) that is about 1,250 calls, not 20,000."""
+    r = run_ok([c_program("deep_loop")], sample=None, extra_env={"MALLOC_FREQ_DEPTH": "512"})
+    rows = csv_rows(r.profile)
+    calls, nbytes, samples = site_totals(rows, "site_bottom")
+    expect(0 < samples < 10000, f"site_bottom: {samples} samples of 30,000 calls (the exact "
+                                f"stretch alone would give 20,000 without its time cap)")
+    (sq,) = [e[2] for e in file_entries(r.profile) if e[:2] == (calls, samples)]
+    se = math.sqrt(max(sq - calls, 1))
+    expect(abs(calls - 30000) <= 4 * se, f"site_bottom: estimate {calls}, known 30000, SE {se:.0f}")
+    expect_eq(nbytes, calls * 24, "site_bottom's bytes")
+    expect_eq(exact_calls_per_fn(r.profile)[0], 30000, "exact malloc calls in the thread headers")
+
+
 def cargo_command():
     """`cargo` with the Makefile's CARGO flags: Debian's crates when they are installed."""
     registry = "/usr/share/cargo/registry"
