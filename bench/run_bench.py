@@ -282,6 +282,19 @@ def read_profile(top):
     return {"calls": calls, "samples": samples, "stacks": stacks, "bytes": nbytes, "modes": modes}
 
 
+def profiled_command(w, v, n, tmp, preload_var):
+    """argv and environment of w at size n under the profiler variant v, profiling into
+    tmp; the preload library goes into the environment variable preload_var."""
+    env = clean_env()
+    env.update(w.env)
+    env.update(v.env)
+    env["MALLOC_FREQ_DIR"] = tmp
+    if w.prof_argv:  # the Rust program links the core itself
+        return w.prof_argv(n, tmp), env
+    env[preload_var] = LIB
+    return w.argv(n, tmp), env
+
+
 def run_once(w, v, want_profile):
     n = w.sizes[v.size]
     tmp = tempfile.mkdtemp(prefix="mf_bench.")
@@ -294,13 +307,8 @@ def run_once(w, v, want_profile):
                     else [HEAPTRACK, "-o", os.path.join(tmp, "heaptrack")] + w.argv(n, tmp))
             cwd = tmp  # heaptrack -wrapper writes heaptrack.<prog>.<pid>.zst here
         elif v.kind == "mf":
-            env.update(v.env)
-            env["MALLOC_FREQ_DIR"] = tmp
-            if w.prof_argv:
-                argv = w.prof_argv(n, tmp)
-            else:
-                argv = w.argv(n, tmp)
-                env["MEASURE_LD_PRELOAD"] = LIB  # the program's, not the launcher's
+            # bench/measure sets LD_PRELOAD for the program only, not for itself
+            argv, env = profiled_command(w, v, n, tmp, "MEASURE_LD_PRELOAD")
         else:
             argv = w.argv(n, tmp)
         result = os.path.join(tmp, "measure.out")
@@ -366,13 +374,7 @@ def perf_share(w, v):
     n = w.sizes[v.size]
     tmp = tempfile.mkdtemp(prefix="mf_bench.")
     try:
-        env = clean_env()
-        env.update(w.env)
-        env.update(v.env)
-        env["MALLOC_FREQ_DIR"] = tmp
-        argv = w.prof_argv(n, tmp) if w.prof_argv else w.argv(n, tmp)
-        if not w.prof_argv:
-            env["LD_PRELOAD"] = LIB
+        argv, env = profiled_command(w, v, n, tmp, "LD_PRELOAD")
         data = os.path.join(tmp, "perf.data")
         subprocess.run(["perf", "record", "-q", "-g", "-o", data, "--"] + argv, env=env,
                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -31,7 +31,8 @@
 //!
 //! Totals (calls and bytes per thread and per allocation function) are always exact. Call
 //! stacks are recorded for the first 20,000 calls (or as many as 5 ms of recording allows),
-//! then each thread samples as often as keeps the cost near 0.5 % of its time, each sample standing for the calls around it;
+//! then each thread samples as often as keeps the cost near 0.5 % of its time, each sample
+//! standing for the calls around it;
 //! `MALLOC_FREQ_SAMPLE=1` records every call (exact counts per stack, slower),
 //! `MALLOC_FREQ_SAMPLE=N` samples 1 in N from the start, and with it `MALLOC_FREQ_SEED`
 //! makes sampling reproducible. `MALLOC_FREQ_DEPTH` limits frames per stack (default 64).
