@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -27,6 +28,11 @@ static int64_t mf_exact_ns_left; /* time the exact stretch may still take, proce
  * which run no atfork handler. A load, where asking getpid() would be a system call. */
 static volatile uint64_t *mf_fork_canary;
 static pthread_key_t mf_thread_key;
+/* The threads that have a file, so that the process's exit can flush the pending counts of
+ * threads still running (mf_flush_others). Changed at thread set-up and exit only. */
+static struct mf_thread *mf_threads;
+static uint32_t mf_threads_lock;
+static int mf_exiting; /* the process's exit has begun: flush on every call */
 
 #define MF_EXACT_CHUNK 64 /* a thread takes the exact budget in chunks: less contention */
 #define MF_COST_SHARE (MF_COST_SHARE_PPM / 1e6)
@@ -165,6 +171,99 @@ static bool mf_forked(void)
 
 static void mf_after_fork_child(void);
 
+/* ---- flushing the hot path's counts into the file -------------------------------- */
+
+static void mf_spin_lock(uint32_t *lock)
+{
+    while (__atomic_exchange_n(lock, 1, __ATOMIC_ACQUIRE))
+        sched_yield();
+}
+
+static void mf_spin_unlock(uint32_t *lock)
+{
+    __atomic_store_n(lock, 0, __ATOMIC_RELEASE);
+}
+
+/* The owner's flush: the pending counts, less what the process's exit already took, go to
+ * the file (or `local`). The lock only excludes mf_flush_others, so a thread no longer on
+ * the list takes none (TSan's atomics crash in a thread's last destructor round). A signal
+ * handler's call cannot get here meanwhile: the slow path is busy. */
+static void mf_flush(struct mf_thread *t)
+{
+    bool listed = t->listed;
+    if (listed)
+        mf_spin_lock(&t->flush_lock);
+    for (int fn = 0; fn < MF_FN_COUNT; fn++) {
+        if (!t->pending.calls[fn]) /* then nothing was proxied either */
+            continue;
+        t->totals->calls[fn] += t->pending.calls[fn] - t->proxied.calls[fn];
+        t->totals->bytes[fn] += t->pending.bytes[fn] - t->proxied.bytes[fn];
+        t->pending.calls[fn] = t->pending.bytes[fn] = 0;
+        t->proxied.calls[fn] = t->proxied.bytes[fn] = 0;
+    }
+    if (listed)
+        mf_spin_unlock(&t->flush_lock);
+}
+
+/* At the process's exit: the pending counts of the other threads, which may still be
+ * running (or blocked forever), go to their files. Only what is pending now: an owner
+ * adds its later calls to `pending`, which `proxied` keeps from being counted twice. */
+static void mf_flush_others(struct mf_thread *self)
+{
+    mf_spin_lock(&mf_threads_lock);
+    for (struct mf_thread *o = mf_threads; o; o = o->next) {
+        if (o == self)
+            continue;
+        mf_spin_lock(&o->flush_lock);
+        for (int fn = 0; fn < MF_FN_COUNT; fn++) {
+            uint64_t calls = __atomic_load_n(&o->pending.calls[fn], __ATOMIC_RELAXED);
+            uint64_t bytes = __atomic_load_n(&o->pending.bytes[fn], __ATOMIC_RELAXED);
+            o->totals->calls[fn] += calls - o->proxied.calls[fn];
+            o->totals->bytes[fn] += bytes - o->proxied.bytes[fn];
+            o->proxied.calls[fn] = calls;
+            o->proxied.bytes[fn] = bytes;
+        }
+        mf_spin_unlock(&o->flush_lock);
+    }
+    mf_spin_unlock(&mf_threads_lock);
+}
+
+static void mf_threads_add(struct mf_thread *t)
+{
+    mf_spin_lock(&mf_threads_lock);
+    t->prev = NULL;
+    t->next = mf_threads;
+    if (mf_threads)
+        mf_threads->prev = t;
+    mf_threads = t;
+    t->listed = true;
+    mf_spin_unlock(&mf_threads_lock);
+}
+
+static void mf_threads_remove(struct mf_thread *t)
+{
+    mf_spin_lock(&mf_threads_lock);
+    if (t->prev)
+        t->prev->next = t->next;
+    else if (mf_threads == t)
+        mf_threads = t->next;
+    if (t->next)
+        t->next->prev = t->prev;
+    t->next = t->prev = NULL;
+    t->listed = false;
+    mf_spin_unlock(&mf_threads_lock);
+}
+
+/* The countdown ends at the next sample or after MF_FLUSH_CALLS calls, whichever comes
+ * first (every call once the process is exiting); returns it and keeps the rest. */
+static int64_t mf_arm(struct mf_thread *t, int64_t calls)
+{
+    int64_t cap = __atomic_load_n(&mf_exiting, __ATOMIC_RELAXED) ? 1 : MF_FLUSH_CALLS;
+    int64_t step = calls < cap ? calls : cap;
+    t->sample_left = calls - step;
+    return step;
+}
+
 /* ---- the slow path ----------------------------------------------------------------- */
 
 static void mf_unprofiled(struct mf_thread *t, uint64_t weight, size_t size)
@@ -218,6 +317,7 @@ static void mf_thread_setup(struct mf_thread *t)
         t->totals = &h->totals;
         t->state = MF_THREAD_READY;
         pthread_setspecific(mf_thread_key, t);
+        mf_threads_add(t);
     }
     mf_leave(t, saved);
 }
@@ -267,8 +367,11 @@ void mf_record_slow(enum mf_fn fn, size_t size)
     }
     if (!t->totals)
         t->totals = &t->local;
-    t->totals->calls[fn]++;
-    t->totals->bytes[fn] += size;
+    MF_PENDING_ADD(t->pending.calls[fn], 1);
+    MF_PENDING_ADD(t->pending.bytes[fn], size);
+    mf_enter(t);
+    mf_flush(t);
+    mf_leave(t, 0);
 
     if (MF_UNLIKELY(!mf_ready)) {
         /* Before start-up finished (or never, if profiling is off): count every call. */
@@ -282,18 +385,22 @@ void mf_record_slow(enum mf_fn fn, size_t size)
     }
     if (MF_UNLIKELY(t->state == MF_THREAD_NEW))
         mf_thread_setup(t);
+    if (t->sample_left > 0) { /* a flush only: the sample is further on */
+        t->countdown = mf_arm(t, t->sample_left);
+        return;
+    }
     if (MF_UNLIKELY(t->weight == 0)) {
         /* No countdown covered this call yet: decide for it like for any other. */
         int64_t c = mf_next_countdown(t);
         if (c > 1) {
-            t->countdown = c - 1;
+            t->countdown = mf_arm(t, c - 1);
             return;
         }
     }
     uint64_t weight = t->weight;
     if (t->paused || t->state != MF_THREAD_READY) {
         mf_unprofiled(t, weight, size);
-        t->countdown = mf_next_countdown(t);
+        t->countdown = mf_arm(t, mf_next_countdown(t));
         return;
     }
     mf_enter(t);
@@ -306,7 +413,7 @@ void mf_record_slow(enum mf_fn fn, size_t size)
             t->exact_ns += t1 - t0;
         mf_adapt(t, t0, t1, new_stack);
     }
-    mf_leave(t, mf_next_countdown(t));
+    mf_leave(t, mf_arm(t, mf_next_countdown(t)));
 }
 
 /* ---- process start-up, fork and exit ------------------------------------------------ */
@@ -371,6 +478,15 @@ static void mf_after_fork_child(void)
     struct mf_thread *t = &mf_tls;
     memset(&t->table, 0, sizeof t->table);
     memset(&t->local, 0, sizeof t->local);
+    memset(&t->pending, 0, sizeof t->pending); /* the parent's, which it flushes itself */
+    memset(&t->proxied, 0, sizeof t->proxied);
+    t->flush_lock = 0;
+    t->next = t->prev = NULL;
+    t->listed = false;
+    mf_threads = NULL; /* the parent's other threads do not exist here */
+    mf_threads_lock = 0;
+    mf_exiting = 0;
+    t->sample_left = 0;
     t->local_unprofiled_samples = t->local_unprofiled_calls = t->local_unprofiled_bytes = 0;
     t->local_unprofiled_calls_sq = 0;
     t->totals = &t->local;
@@ -398,11 +514,21 @@ bool mf_check_pid(void)
 static void mf_thread_exit(void *arg)
 {
     struct mf_thread *t = arg;
-    if (++t->exit_round < PTHREAD_DESTRUCTOR_ITERATIONS) {
+    if (++t->exit_round == 1 && t->listed) {
+        /* Off the list in the first round, while TSan's per-thread state still exists. */
+        int64_t saved = mf_enter(t);
+        mf_flush(t);
+        mf_threads_remove(t);
+        mf_leave(t, saved);
+    }
+    if (t->exit_round < PTHREAD_DESTRUCTOR_ITERATIONS) {
         pthread_setspecific(mf_thread_key, t);
         return;
     }
     if (t->table.hdr && getpid() == mf_pid) {
+        int64_t saved = mf_enter(t);
+        mf_flush(t);
+        mf_leave(t, saved);
         t->table.hdr->last_ns = mf_now_ns();
         t->table.hdr->flags |= MF_THREAD_FINISHED;
         mf_table_unmap(&t->table);
@@ -436,9 +562,22 @@ __attribute__((constructor)) static void mf_core_constructor(void)
     mf_core_init();
 }
 
+/* Also flushes every thread's pending counts; from here on each call is flushed as it is
+ * made, for the destructors and exit handlers that run after this one. */
 __attribute__((destructor)) static void mf_core_destructor(void)
 {
     if (mf_ready && getpid() == mf_pid) {
+        struct mf_thread *t = &mf_tls;
+        int64_t saved = mf_enter(t);
+        __atomic_store_n(&mf_exiting, 1, __ATOMIC_RELAXED);
+        if (t->totals)
+            mf_flush(t);
+        mf_flush_others(t);
+        if (saved > 1 && t->state == MF_THREAD_READY) { /* the same sample, one call at a time */
+            t->sample_left += saved - 1;
+            saved = 1;
+        }
+        mf_leave(t, saved);
         mf_modules_refresh();
         mf_process_file_finish();
     }

@@ -19,12 +19,18 @@ struct mf_table {
 
 /* Per-thread state. Initial-exec TLS: one instruction to reach it (global-dynamic costs
  * 3-6 ns more per call, DESIGN §1). Zero-initialized: a new thread's first call takes the
- * slow path, which sets the thread up. */
+ * slow path, which sets the thread up.
+ * The hot path counts into `pending`, here in TLS, and the slow path moves those counts into
+ * the thread file at least every MF_FLUSH_CALLS calls. Counting straight into the file
+ * costs a third load on the hot path's critical path (TLS -> file pointer -> counter):
+ * measured, that made the hook twice as expensive (bench/RESULTS.md, "The hook"). */
 struct mf_thread {
-    int64_t countdown;        /* calls left until the next sample */
+    int64_t countdown;        /* calls left until the slow path: the next sample or flush */
+    struct mf_totals pending; /* counted since the last flush */
     struct mf_totals *totals; /* the thread file's exact counters, or `local` before it exists */
+    int64_t sample_left;      /* calls after the countdown ends until the next sample */
     uint64_t weight;          /* calls the next sample stands for; 0 = no interval drawn yet */
-    uint64_t drawn;           /* calls the current countdown covers (the rate's denominator) */
+    uint64_t drawn;           /* calls the current sampling interval covers (the rate's denominator) */
     uint64_t exact_left;      /* calls of the process-wide exact budget this thread holds */
     uint64_t exact_ns;        /* time its exact samples took, not yet taken off the budget */
     uint32_t state;           /* enum mf_thread_state (mf_internal.h) */
@@ -32,6 +38,7 @@ struct mf_thread {
     volatile uint32_t busy;   /* inside the slow path: a sample due now is not profiled */
     uint32_t exit_round;      /* thread-exit destructor rounds seen */
     bool exact;               /* the sample now due belongs to the exact stretch */
+    uint32_t flush_lock;      /* the owner's flush against the process exit's (mf_flush_others) */
     uint64_t rng[2];          /* xoroshiro128+ state */
     uint64_t samples;         /* samples taken by this thread */
     /* Default mode (mf_adapt): the mean interval the cost budget allows now, and what it
@@ -42,6 +49,9 @@ struct mf_thread {
     uintptr_t stack_lo, stack_hi; /* the stack mapping the frame-pointer unwinder walks */
     struct mf_table table;
     struct mf_totals local; /* counts made before the thread file exists */
+    struct mf_totals proxied; /* the part of `pending` the process's exit already flushed */
+    struct mf_thread *next, *prev; /* the threads with a file (mf_threads), for the exit */
+    bool listed;                   /* on that list */
     uint64_t local_unprofiled_samples, local_unprofiled_calls, local_unprofiled_bytes,
         local_unprofiled_calls_sq;
 };
@@ -51,14 +61,26 @@ extern __thread struct mf_thread mf_tls __attribute__((tls_model("initial-exec")
 /* Takes the sample, sets up the thread on its first call; out of line and cold. */
 void mf_record_slow(enum mf_fn fn, size_t size) __attribute__((noinline, cold));
 
-/* The hot path: a countdown and two exact counters. No lock, no system call, no allocation.
- * Returns false when the countdown ran out: the caller must then call mf_record_slow(). */
+/* A pending counter's increment. Under TSan, a relaxed atomic: the process's exit reads
+ * other threads' pending counts (mf_flush_others). Otherwise one add to memory, which a
+ * signal handler cannot split. */
+#ifdef __SANITIZE_THREAD__
+#define MF_PENDING_ADD(counter, n)                                                          \
+    __atomic_store_n(&(counter), __atomic_load_n(&(counter), __ATOMIC_RELAXED) + (n),       \
+                     __ATOMIC_RELAXED)
+#else
+#define MF_PENDING_ADD(counter, n) ((counter) += (n))
+#endif
+
+/* The hot path: a countdown and two exact counters, all in TLS. No lock, no system call,
+ * no allocation. Returns false when the countdown ran out: the caller must then call
+ * mf_record_slow(). */
 static inline __attribute__((always_inline)) bool mf_count(enum mf_fn fn, size_t size)
 {
     struct mf_thread *t = &mf_tls;
     if (MF_LIKELY(--t->countdown > 0)) {
-        t->totals->calls[fn]++;
-        t->totals->bytes[fn] += size;
+        MF_PENDING_ADD(t->pending.calls[fn], 1);
+        MF_PENDING_ADD(t->pending.bytes[fn], size);
         return true;
     }
     return false;

@@ -43,7 +43,9 @@ enum mf_fn {
         "valloc", "pvalloc", "rust alloc", "rust alloc_zeroed", "rust realloc"
 #define MF_FN_NAMED 11
 
-/* Exact counters, bumped on every allocation call by the hot path. */
+/* Exact counters of every allocation call. The hot path counts in TLS; the thread's slow
+ * path adds those counts here at least every 1,024 calls, and thread and process exit do
+ * (c_core/mf_core.c, mf_flush). */
 struct mf_totals {
     uint64_t calls[MF_FN_COUNT];
     uint64_t bytes[MF_FN_COUNT];

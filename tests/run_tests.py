@@ -561,31 +561,72 @@ def test_nm_exports_only_alloc_api():
     expect(not missing, f"not exported: {missing}")
 
 
-@test
-def test_killed_process_loses_nothing():
+def killed_live_sleeper(sample):
+    """Runs live_sleeper, checks the profile while it sleeps, kills it with SIGKILL. Returns
+    the profile directory and the exact totals the headers said while it was alive."""
     prog = c_program("live_sleeper")
     outdir = fresh_dir()
-    p = subprocess.Popen([prog], stdout=subprocess.PIPE, env=profiled_env(outdir), cwd=outdir)
+    p = subprocess.Popen([prog], stdout=subprocess.PIPE, env=profiled_env(outdir, sample),
+                         cwd=outdir)
     try:
         ready, _, _ = select.select([p.stdout], [], [], TIMEOUT)
         expect(ready, f"live_sleeper said nothing in {TIMEOUT} s")
         expect_eq(p.stdout.readline(), b"ready\n", "live_sleeper's first line")
         profile = os.path.join(outdir, f"malloc_freq.{p.pid}")
-        expected = {"site_live_main": (1234, 1234 * 8), "site_live_thread": (567, 567 * 16)}
-        live = csv_rows(profile)
-        expect_sites(live, expected)
-        live_total = csv_total(live)
-        expect_eq(live_total, exact_total_calls(profile), "live CSV total vs headers' totals")
+        live_totals = thread_totals(profile)
         os.kill(p.pid, signal.SIGKILL)
         p.wait(timeout=TIMEOUT)
         expect_eq(p.returncode, -signal.SIGKILL, "exit status")
-        dead = csv_rows(profile)
-        expect_sites(dead, expected)
-        expect_eq(csv_total(dead), live_total, "CSV total after kill -9 vs while running")
+        expect_eq(thread_totals(profile), live_totals, "header totals after kill -9 vs alive")
+        return profile, live_totals
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def thread_totals(profile):
+    """Each thread's total calls and bytes, in the order of their sequence numbers."""
+    files = sorted(thread_files(profile), key=lambda f: int(os.path.basename(f).split(".")[2]))
+    return [(sum(file_totals(f)[0]), sum(file_totals(f)[1])) for f in files]
+
+
+@test
+def test_killed_process_loses_nothing():
+    # Exact mode: every call is in the file the moment it is made.
+    profile, _ = killed_live_sleeper("1")
+    expected = {"site_live_main": (1234, 1234 * 8), "site_live_thread": (567, 567 * 16)}
+    rows = csv_rows(profile)
+    expect_sites(rows, expected)
+    expect_eq(csv_total(rows), exact_total_calls(profile), "CSV total vs headers' totals")
+
+
+@test
+def test_killed_sampled_process_loses_less_than_a_flush():
+    # Sampled, the hot path's counts reach the file every MF_FLUSH_CALLS (1024) calls: a
+    # thread killed by a signal can leave fewer than that uncounted, and nothing else.
+    _, exact = killed_live_sleeper("1")
+    _, sampled = killed_live_sleeper("100000")
+    expect_eq(len(sampled), len(exact), "thread files")
+    for k, ((calls, nbytes), (exact_calls, exact_bytes)) in enumerate(zip(sampled, exact)):
+        expect(exact_calls - 1024 < calls <= exact_calls,
+               f"thread {k}: {calls} calls after kill -9, exact {exact_calls}")
+        expect(nbytes <= exact_bytes, f"thread {k}: {nbytes} bytes, exact {exact_bytes}")
+
+
+@test
+def test_sampled_totals_exact_at_exit():
+    # Every end but a signal flushes: thread exit, and at the process's exit the counts still
+    # pending in every thread, the one blocked in pause() too (its 333 calls never reach a
+    # flush of its own). Per thread, the totals equal those of the exact run.
+    exact = run_ok([c_program("exact_sites")])
+    sampled = run_ok([c_program("exact_sites")], sample="100000",
+                     extra_env={"MALLOC_FREQ_SEED": "7"})
+    expect_eq(sorted(thread_totals(sampled.profile)), sorted(thread_totals(exact.profile)),
+              "per-thread (calls, bytes) totals at N=100000 vs N=1")
+    per_fn = exact_calls_per_fn(sampled.profile)
+    for fn, site in [(2, "site_realloc"), (7, "site_pvalloc")]:
+        expect_eq(per_fn[fn], EXACT_SITES[site][0], f"exact {MF_FN_NAMES[fn]} total at N=100000")
 
 
 @test

@@ -1,7 +1,9 @@
 /* The core linked statically (as the Rust crate links it) into a program built with a
  * sanitizer: several threads count allocation calls at known sites while the profile is
- * written, paused and resumed. run_sanitizers.sh checks the exact counts with mf_print. */
+ * written, paused and resumed, and one more thread is still counting when the process exits
+ * (whose pending counts the exit flushes). run_sanitizers.sh checks the exact counts. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -21,6 +23,23 @@ __attribute__((noinline)) static void stress_site_a(void)
 __attribute__((noinline)) static void stress_site_b(void)
 {
     mf_record_call(MF_FN_RUST_REALLOC, 100);
+}
+
+__attribute__((noinline)) static void stress_site_racer(void)
+{
+    mf_record_call(MF_FN_RUST_ALLOC_ZEROED, 8);
+}
+
+static int racer_started;
+
+static void *racer(void *arg)
+{
+    (void)arg;
+    stress_site_racer(); /* the first call creates the thread's file */
+    __atomic_store_n(&racer_started, 1, __ATOMIC_RELEASE);
+    for (;;)
+        stress_site_racer();
+    return NULL;
 }
 
 static void *worker(void *arg)
@@ -44,6 +63,12 @@ int main(void)
         pthread_create(&t[i], NULL, worker, NULL);
     for (int i = 0; i < THREADS; i++)
         pthread_join(t[i], NULL);
+    pthread_t r;
+    if (pthread_create(&r, NULL, racer, NULL) == 0) {
+        pthread_detach(r);
+        while (!__atomic_load_n(&racer_started, __ATOMIC_ACQUIRE))
+            sched_yield();
+    }
     printf("%s\n", malloc_freq_dir() ? malloc_freq_dir() : "(none)");
     return 0;
 }

@@ -24,6 +24,18 @@ site_calls() {
         python3 -c 'import csv,sys; print(sum(int(r["calls"]) for r in csv.DictReader(sys.stdin) if r["stack"].split(";")[0]==sys.argv[1]))' "$2"
 }
 
+# Sums one allocation function's exact calls over the thread headers of profile $1.
+fn_total() {
+    python3 - "$1" "$2" <<'PY'
+import glob, os, struct, sys
+total = 0
+for f in glob.glob(os.path.join(sys.argv[1], "thread.*.mft")):
+    with open(f, "rb") as fh:
+        total += struct.unpack_from("<16Q", fh.read(192), 64)[int(sys.argv[2])]
+print(total)
+PY
+}
+
 for san in thread address undefined; do
     bin=$out/core_stress_$san
     gcc $cflags -fsanitize=$san -fno-sanitize-recover=all -o "$bin" "$top/tests/sanitize/core_stress.c" \
@@ -40,6 +52,16 @@ for san in thread address undefined; do
     prof=$(ls -d "$dir"/malloc_freq.* | head -1)
     check "core_under_${san}_sanitizer_counts_site_a_exactly" test "$(site_calls "$prof" stress_site_a)" = 80000
     check "core_under_${san}_sanitizer_counts_site_b_exactly" test "$(site_calls "$prof" stress_site_b)" = 20000
+    # Sampled: the hot path counts in TLS and flushes; the totals stay exact (8 = rust alloc,
+    # 4 x (20000 + 300 paused); 10 = rust realloc) while another thread races the exit.
+    sdir=$out/sampled_$san && mkdir -p "$sdir"
+    ok=1
+    MALLOC_FREQ_UNWIND=$unwind MALLOC_FREQ_SAMPLE=1000 MALLOC_FREQ_SEED=1 MALLOC_FREQ_DIR=$sdir \
+        TSAN_OPTIONS=halt_on_error=1 "$bin" >"$out/sampled_$san.log" 2>&1 || ok=0
+    check "core_under_${san}_sanitizer_sampled_runs_clean" test $ok = 1
+    sprof=$(ls -d "$sdir"/malloc_freq.* | head -1)
+    check "core_under_${san}_sanitizer_sampled_totals_exact" \
+        test "$(fn_total "$sprof" 8) $(fn_total "$sprof" 10)" = "81200 20000"
 done
 
 # Damaged profiles: mf_print must name the bad file, print the rest, and never trip ASan.
