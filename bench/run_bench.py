@@ -16,14 +16,15 @@ median over rounds of CPU time (user+sys of the process and all its children) an
 divided by that of the baseline run next to it, and the peak RSS it adds; per workload the
 calls, samples and distinct stacks read from the profile files. An A/A row (the baseline
 against itself) shows the noise of such ratios on this machine. Where `perf record` works,
-one more run per workload of the default mode and of N=10000 under `perf record -g` gives
-the profiler's share of that run's CPU samples: a measure from inside one run, free of the
-machine's drift, which the targets are judged by. Results go to stdout and
+three more runs per workload of the default mode and of N=10000 under `perf record -g` give
+the profiler's share of each run's CPU samples: a measure from inside a run, free of the
+machine's drift; the targets are judged by its median. Results go to stdout and
 bench/RESULTS.md; the exit status is 1 if any run failed or changed the program's output.
 
 Environment: BENCH_ROUNDS (default 5), BENCH_QUICK=1 (1 round, a fifth of the sizes, results
 to build/bench/RESULTS-quick.md), BENCH_LIB (preload library, default build/libmalloc_freq.so),
-BENCH_RESULTS (output file), BENCH_ONLY (comma-separated workload names)."""
+BENCH_RESULTS (output file), BENCH_ONLY (comma-separated workload names), BENCH_PERF_RUNS
+(default 3)."""
 
 import datetime
 import os
@@ -66,6 +67,9 @@ def env_int(name, default, lo):
 
 
 ROUNDS = env_int("BENCH_ROUNDS", 1 if QUICK else 5, 1)
+# Runs under perf of each (workload, variant) whose share is measured; one run's share
+# varies by a point or two here, so the report gives their median and range.
+PERF_RUNS = env_int("BENCH_PERF_RUNS", 1 if QUICK else 3, 1)
 
 
 # ---- building the workloads ---------------------------------------------------------------
@@ -539,30 +543,34 @@ def report(ws, runs, shares, perf_note, failures, elapsed):
 
     # The same question answered inside one run, where the drift cancels out.
     implied = {}
-    say("The profiler's share of the profiled run itself (`perf record -g`, full size, one run"
-        " each after the rounds): CPU samples whose call chain passes through the profiler's code"
+    say("The profiler's share of the profiled run itself (`perf record -g`, full size, %d run%s"
+        " each after the rounds, the variants interleaved; share: median, and range over the"
+        " runs): CPU samples whose call chain passes through the profiler's code"
         " (the hook, the slow path, libunwind, and what they call), and the ratio that share"
         " implies, 1 / (1 - share). It leaves out effects outside the profiler's code (its cache"
         " footprint on the program's), which the A/B ratios above include along with this"
         " machine's noise (the A/A rows). It cannot see the one cost that has no profiler"
         " instruction to land on, the extra jump through the preload library's entry point, so"
-        " it is a floor:")
+        " it is a floor:" % (PERF_RUNS, "s" if PERF_RUNS > 1 else ""))
     say("")
     if perf_note:
         say("- not measured: %s" % perf_note)
     else:
-        say("| workload | variant | CPU samples | the profiler's | share | implied CPU ratio |")
-        say("|---|---|---|---|---|---|")
+        say("| workload | variant | CPU samples | the profiler's | share | share, runs' range"
+            " | implied CPU ratio |")
+        say("|---|---|---|---|---|---|---|")
         for w in ws:
             for name in PERF_SAMPLED:
-                got = shares.get((w.name, name))
-                if not got or not got[0]:
+                got = [(t, m) for t, m in shares.get((w.name, name), []) if t]
+                if not got:
                     continue
-                total, mine = got
-                implied[(w.name, name)] = total / (total - mine)
-                say("| %s | %s | %s | %s | %.2f%% | %.3fx |" % (
-                    w.name, name, "{:,}".format(total), "{:,}".format(mine),
-                    100.0 * mine / total, total / (total - mine)))
+                each = [m / t for t, m in got]
+                share = median(each)
+                implied[(w.name, name)] = 1 / (1 - share)
+                say("| %s | %s | %s | %s | %.2f%% | %.2f-%.2f%% | %.3fx |" % (
+                    w.name, name, "{:,}".format(sum(t for t, _ in got)),
+                    "{:,}".format(sum(m for _, m in got)), 100 * share, 100 * min(each),
+                    100 * max(each), 1 / (1 - share)))
     say("")
 
     say("## Targets")
@@ -579,7 +587,7 @@ def report(ws, runs, shares, perf_note, failures, elapsed):
         aa = cpu_ratio.get((w.name, ("A/A", "full")))
         inner = implied.get((w.name, "default"))
         if limit and inner:
-            say("- default CPU <= %.2fx on %s: %.3fx from the profiler's share of one run;"
+            say("- default CPU <= %.2fx on %s: %.3fx from the profiler's share of the run;"
                 " A/B median %.3fx, with A/A at %.3fx: %s" % (limit, w.name, inner, c, aa,
                                                              verdict(inner <= limit)))
         elif limit:
@@ -655,16 +663,17 @@ def main():
                     runs.setdefault((w.name, key), []).append(r)
         print("run_bench: round %d/%d done in %.0f s" % (rnd + 1, ROUNDS, time.perf_counter() - t0),
               flush=True)
-    shares = {}  # (workload, variant name) -> (samples, the profiler's samples)
+    shares = {}  # (workload, variant name) -> [(samples, the profiler's samples) per run]
     perf_note = perf_usable()
     if perf_note is None:
         for w in ws:
-            for v in VARIANTS:
-                if v.size == "full" and v.name in PERF_SAMPLED:
-                    try:
-                        shares[(w.name, v.name)] = perf_share(w, v)
-                    except (subprocess.CalledProcessError, OSError) as e:
-                        failures.append("perf %s %s: %s" % (w.name, v.name, e))
+            for _ in range(PERF_RUNS):  # the variants interleaved, as in the rounds
+                for v in VARIANTS:
+                    if v.size == "full" and v.name in PERF_SAMPLED:
+                        try:
+                            shares.setdefault((w.name, v.name), []).append(perf_share(w, v))
+                        except (subprocess.CalledProcessError, OSError) as e:
+                            failures.append("perf %s %s: %s" % (w.name, v.name, e))
         print("run_bench: perf runs done", flush=True)
     text = report(ws, runs, shares, perf_note, failures, time.perf_counter() - started)
     out = os.environ.get("BENCH_RESULTS") or (

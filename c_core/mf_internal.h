@@ -15,11 +15,12 @@
 #define MF_PATH_MAX 4096
 /* Default mode: samples may take this share of a thread's time, in parts per million.
  * Chosen from `make bench`; see README "Sampling". */
-#define MF_COST_SHARE_PPM 5000u
-/* The hot path's counts reach the thread file after at most this many calls: what a
- * process killed by a signal (or exec'ing) can leave uncounted, per thread. A flush costs
- * ~30 ns, ~0.03 ns a call; see README "What is exact". */
-#define MF_FLUSH_CALLS 1024
+#define MF_COST_SHARE_PPM 3000u
+/* The hot path's counts reach the thread file after at most this many calls: fewer than
+ * this is what a thread can leave uncounted when its process ends running no code (a
+ * signal, exec). A flush costs tens of ns, a few hundredths of a ns a call. README "How it
+ * works" says why the hot path counts in TLS. */
+#define MF_FLUSH_CALLS 4096
 
 enum mf_thread_state {
     MF_THREAD_NEW = 0, /* no table yet */

@@ -167,7 +167,7 @@ static void mf_fmt_duration(char *buf, size_t size, uint64_t ns)
 
 /* "exact: every call recorded", "first 20,000 calls exact, then 1 in 1,000 sampled", or for
  * the default mode "first 20,000 calls exact (5 ms at most), then adaptive (samples take
- * <= 0.5% of time)". */
+ * <= 0.3% of time)". */
 static void mf_print_sampling(FILE *out, const struct mf_profile *p, const struct mf_tree *t)
 {
     uint64_t seen[8][3];
