@@ -184,16 +184,21 @@ static void mf_spin_unlock(uint32_t *lock)
     __atomic_store_n(lock, 0, __ATOMIC_RELEASE);
 }
 
-/* The owner's flush: the pending counts, less what the process's exit already took, go to
- * the file (or `local`). The lock only excludes mf_flush_others, so a thread no longer on
+/* The owner's flush, with the thread busy (mf_enter): the pending counts, less what the
+ * process's exit already took, go to the file (or `local`). The lock only excludes mf_flush_others, so a thread no longer on
  * the list takes none (TSan's atomics crash in a thread's last destructor round). A signal
  * handler's call cannot get here meanwhile: the slow path is busy. */
 static void mf_flush(struct mf_thread *t)
 {
+    int first = 0;
+    while (first < MF_FN_COUNT && !t->pending.calls[first])
+        first++;
+    if (first == MF_FN_COUNT) /* recording every call: the hot path counted nothing */
+        return;
     bool listed = t->listed;
     if (listed)
         mf_spin_lock(&t->flush_lock);
-    for (int fn = 0; fn < MF_FN_COUNT; fn++) {
+    for (int fn = first; fn < MF_FN_COUNT; fn++) {
         if (!t->pending.calls[fn]) /* then nothing was proxied either */
             continue;
         t->totals->calls[fn] += t->pending.calls[fn] - t->proxied.calls[fn];
@@ -218,6 +223,8 @@ static void mf_flush_others(struct mf_thread *self)
         for (int fn = 0; fn < MF_FN_COUNT; fn++) {
             uint64_t calls = __atomic_load_n(&o->pending.calls[fn], __ATOMIC_RELAXED);
             uint64_t bytes = __atomic_load_n(&o->pending.bytes[fn], __ATOMIC_RELAXED);
+            if (calls == o->proxied.calls[fn]) /* nothing new: the owner may be counting */
+                continue;                        /* into its totals directly (mf_record_slow) */
             o->totals->calls[fn] += calls - o->proxied.calls[fn];
             o->totals->bytes[fn] += bytes - o->proxied.bytes[fn];
             o->proxied.calls[fn] = calls;
@@ -367,11 +374,11 @@ void mf_record_slow(enum mf_fn fn, size_t size)
     }
     if (!t->totals)
         t->totals = &t->local;
-    MF_PENDING_ADD(t->pending.calls[fn], 1);
-    MF_PENDING_ADD(t->pending.bytes[fn], size);
     mf_enter(t);
     mf_flush(t);
     mf_leave(t, 0);
+    t->totals->calls[fn]++; /* after the flush: mf_flush_others no longer writes them */
+    t->totals->bytes[fn] += size;
 
     if (MF_UNLIKELY(!mf_ready)) {
         /* Before start-up finished (or never, if profiling is off): count every call. */
