@@ -32,7 +32,6 @@ static pthread_key_t mf_thread_key;
  * threads still running (mf_flush_others). Changed at thread set-up and exit only. */
 static struct mf_thread *mf_threads;
 static uint32_t mf_threads_lock;
-static int mf_exiting; /* the process's exit has begun: flush on every call */
 
 #define MF_EXACT_CHUNK 64 /* a thread takes the exact budget in chunks: less contention */
 #define MF_COST_SHARE (MF_COST_SHARE_PPM / 1e6)
@@ -262,10 +261,11 @@ static void mf_threads_remove(struct mf_thread *t)
 }
 
 /* The countdown ends at the next sample or after MF_FLUSH_CALLS calls, whichever comes
- * first (every call once the process is exiting); returns it and keeps the rest. */
+ * first (every call in the thread that runs the process's exit); returns it and keeps the
+ * rest. */
 static int64_t mf_arm(struct mf_thread *t, int64_t calls)
 {
-    int64_t cap = __atomic_load_n(&mf_exiting, __ATOMIC_RELAXED) ? 1 : MF_FLUSH_CALLS;
+    int64_t cap = t->exiting ? 1 : MF_FLUSH_CALLS;
     int64_t step = calls < cap ? calls : cap;
     t->sample_left = calls - step;
     return step;
@@ -492,7 +492,7 @@ static void mf_after_fork_child(void)
     t->listed = false;
     mf_threads = NULL; /* the parent's other threads do not exist here */
     mf_threads_lock = 0;
-    mf_exiting = 0;
+    t->exiting = false;
     t->sample_left = 0;
     t->local_unprofiled_samples = t->local_unprofiled_calls = t->local_unprofiled_bytes = 0;
     t->local_unprofiled_calls_sq = 0;
@@ -569,14 +569,16 @@ __attribute__((constructor)) static void mf_core_constructor(void)
     mf_core_init();
 }
 
-/* Also flushes every thread's pending counts; from here on each call is flushed as it is
- * made, for the destructors and exit handlers that run after this one. */
+/* Also flushes every thread's pending counts; from here on this thread flushes each call as
+ * it is made, for the destructors and exit handlers that run after this one. Other threads
+ * keep their pace: one still running at the very end can leave its last calls (fewer than
+ * MF_FLUSH_CALLS) out, but a thread pool that a late destructor waits for is not slowed. */
 __attribute__((destructor)) static void mf_core_destructor(void)
 {
     if (mf_ready && getpid() == mf_pid) {
         struct mf_thread *t = &mf_tls;
         int64_t saved = mf_enter(t);
-        __atomic_store_n(&mf_exiting, 1, __ATOMIC_RELAXED);
+        t->exiting = true;
         if (t->totals)
             mf_flush(t);
         mf_flush_others(t);

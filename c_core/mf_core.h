@@ -38,6 +38,7 @@ struct mf_thread {
     volatile uint32_t busy;   /* inside the slow path: a sample due now is not profiled */
     uint32_t exit_round;      /* thread-exit destructor rounds seen */
     bool exact;               /* the sample now due belongs to the exact stretch */
+    bool exiting;             /* runs the process's exit: flush every call (mf_arm) */
     uint32_t flush_lock;      /* the owner's flush against the process exit's (mf_flush_others) */
     uint64_t rng[2];          /* xoroshiro128+ state */
     uint64_t samples;         /* samples taken by this thread */
