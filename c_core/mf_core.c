@@ -170,6 +170,41 @@ static bool mf_forked(void)
 
 static void mf_after_fork_child(void);
 
+/* ---- the slow path: unprofiled samples, the re-entry guard ------------------------ */
+
+static void mf_unprofiled(struct mf_thread *t, uint64_t weight, size_t size)
+{
+    struct mf_thread_header *h = t->table.hdr;
+    if (h) {
+        h->unprofiled_samples++;
+        h->unprofiled_calls += weight;
+        h->unprofiled_bytes += weight * size;
+        h->unprofiled_calls_sq += weight * weight;
+    } else {
+        t->local_unprofiled_samples++;
+        t->local_unprofiled_calls += weight;
+        t->local_unprofiled_bytes += weight * size;
+        t->local_unprofiled_calls_sq += weight * weight;
+    }
+}
+
+/* Profiler code runs between these: a call it makes (libunwind's first touch of its TLS in a
+ * thread allocates, dlopen does) comes back to the slow path, which leaves it out: it is
+ * the profiler's, not the program's. */
+static int64_t mf_enter(struct mf_thread *t)
+{
+    int64_t saved = t->countdown;
+    t->busy = 1;
+    t->countdown = 1;
+    return saved;
+}
+
+static void mf_leave(struct mf_thread *t, int64_t countdown)
+{
+    t->countdown = countdown;
+    t->busy = 0;
+}
+
 /* ---- flushing the hot path's counts into the file -------------------------------- */
 
 static void mf_spin_lock(uint32_t *lock)
@@ -183,10 +218,10 @@ static void mf_spin_unlock(uint32_t *lock)
     __atomic_store_n(lock, 0, __ATOMIC_RELEASE);
 }
 
-/* The owner's flush, with the thread busy (mf_enter): the pending counts, less what the
- * process's exit already took, go to the file (or `local`). The lock only excludes mf_flush_others, so a thread no longer on
- * the list takes none (TSan's atomics crash in a thread's last destructor round). A signal
- * handler's call cannot get here meanwhile: the slow path is busy. */
+/* The owner's flush: the pending counts, less what the process's exit already took, go to
+ * the file (or `local`). The lock only excludes mf_flush_others, so a thread no longer on
+ * the list takes none (TSan's atomics crash in a thread's last destructor round). The
+ * thread is busy meanwhile (mf_enter), so a signal handler's call cannot flush into it. */
 static void mf_flush(struct mf_thread *t)
 {
     int first = 0;
@@ -194,6 +229,7 @@ static void mf_flush(struct mf_thread *t)
         first++;
     if (first == MF_FN_COUNT) /* recording every call: the hot path counted nothing */
         return;
+    int64_t saved = mf_enter(t);
     bool listed = t->listed;
     if (listed)
         mf_spin_lock(&t->flush_lock);
@@ -207,6 +243,7 @@ static void mf_flush(struct mf_thread *t)
     }
     if (listed)
         mf_spin_unlock(&t->flush_lock);
+    mf_leave(t, saved);
 }
 
 /* At the process's exit: the pending counts of the other threads, which may still be
@@ -271,40 +308,7 @@ static int64_t mf_arm(struct mf_thread *t, int64_t calls)
     return step;
 }
 
-/* ---- the slow path ----------------------------------------------------------------- */
-
-static void mf_unprofiled(struct mf_thread *t, uint64_t weight, size_t size)
-{
-    struct mf_thread_header *h = t->table.hdr;
-    if (h) {
-        h->unprofiled_samples++;
-        h->unprofiled_calls += weight;
-        h->unprofiled_bytes += weight * size;
-        h->unprofiled_calls_sq += weight * weight;
-    } else {
-        t->local_unprofiled_samples++;
-        t->local_unprofiled_calls += weight;
-        t->local_unprofiled_bytes += weight * size;
-        t->local_unprofiled_calls_sq += weight * weight;
-    }
-}
-
-/* Profiler code runs between these: a call it makes (libunwind's first touch of its TLS in a
- * thread allocates, dlopen does) comes back to the slow path, which leaves it out: it is
- * the profiler's, not the program's. */
-static int64_t mf_enter(struct mf_thread *t)
-{
-    int64_t saved = t->countdown;
-    t->busy = 1;
-    t->countdown = 1;
-    return saved;
-}
-
-static void mf_leave(struct mf_thread *t, int64_t countdown)
-{
-    t->countdown = countdown;
-    t->busy = 0;
-}
+/* ---- the slow path: set-up and samples ------------------------------------------- */
 
 /* Creates the thread's file and moves what was counted before into it. */
 static void mf_thread_setup(struct mf_thread *t)
@@ -374,9 +378,7 @@ void mf_record_slow(enum mf_fn fn, size_t size)
     }
     if (!t->totals)
         t->totals = &t->local;
-    mf_enter(t);
     mf_flush(t);
-    mf_leave(t, 0);
     t->totals->calls[fn]++; /* after the flush: mf_flush_others no longer writes them */
     t->totals->bytes[fn] += size;
 
@@ -523,19 +525,15 @@ static void mf_thread_exit(void *arg)
     struct mf_thread *t = arg;
     if (++t->exit_round == 1 && t->listed) {
         /* Off the list in the first round, while TSan's per-thread state still exists. */
-        int64_t saved = mf_enter(t);
         mf_flush(t);
         mf_threads_remove(t);
-        mf_leave(t, saved);
     }
     if (t->exit_round < PTHREAD_DESTRUCTOR_ITERATIONS) {
         pthread_setspecific(mf_thread_key, t);
         return;
     }
     if (t->table.hdr && getpid() == mf_pid) {
-        int64_t saved = mf_enter(t);
         mf_flush(t);
-        mf_leave(t, saved);
         t->table.hdr->last_ns = mf_now_ns();
         t->table.hdr->flags |= MF_THREAD_FINISHED;
         mf_table_unmap(&t->table);
@@ -577,10 +575,10 @@ __attribute__((destructor)) static void mf_core_destructor(void)
 {
     if (mf_ready && getpid() == mf_pid) {
         struct mf_thread *t = &mf_tls;
-        int64_t saved = mf_enter(t);
         t->exiting = true;
         if (t->totals)
             mf_flush(t);
+        int64_t saved = mf_enter(t);
         mf_flush_others(t);
         if (saved > 1 && t->state == MF_THREAD_READY) { /* the same sample, one call at a time */
             t->sample_left += saved - 1;
