@@ -561,9 +561,10 @@ def test_nm_exports_only_alloc_api():
     expect(not missing, f"not exported: {missing}")
 
 
-def killed_live_sleeper(sample):
-    """Runs live_sleeper, checks the profile while it sleeps, kills it with SIGKILL. Returns
-    the profile directory and the exact totals the headers said while it was alive."""
+def killed_live_sleeper(sample, while_alive=lambda profile: None):
+    """Runs live_sleeper, calls while_alive(profile) while it sleeps, kills it with SIGKILL and
+    checks that the headers' totals did not change. Returns the profile directory and those
+    totals."""
     prog = c_program("live_sleeper")
     outdir = fresh_dir()
     p = subprocess.Popen([prog], stdout=subprocess.PIPE, env=profiled_env(outdir, sample),
@@ -573,6 +574,7 @@ def killed_live_sleeper(sample):
         expect(ready, f"live_sleeper said nothing in {TIMEOUT} s")
         expect_eq(p.stdout.readline(), b"ready\n", "live_sleeper's first line")
         profile = os.path.join(outdir, f"malloc_freq.{p.pid}")
+        while_alive(profile)
         live_totals = thread_totals(profile)
         os.kill(p.pid, signal.SIGKILL)
         p.wait(timeout=TIMEOUT)
@@ -588,17 +590,25 @@ def killed_live_sleeper(sample):
 def thread_totals(profile):
     """Each thread's total calls and bytes, in the order of their sequence numbers."""
     files = sorted(thread_files(profile), key=lambda f: int(os.path.basename(f).split(".")[2]))
-    return [(sum(file_totals(f)[0]), sum(file_totals(f)[1])) for f in files]
+    return [tuple(sum(counts) for counts in file_totals(f)) for f in files]
 
 
 @test
 def test_killed_process_loses_nothing():
     # Exact mode: every call is in the file the moment it is made.
-    profile, _ = killed_live_sleeper("1")
     expected = {"site_live_main": (1234, 1234 * 8), "site_live_thread": (567, 567 * 16)}
-    rows = csv_rows(profile)
-    expect_sites(rows, expected)
-    expect_eq(csv_total(rows), exact_total_calls(profile), "CSV total vs headers' totals")
+    live_total = []
+
+    def while_alive(profile):
+        live = csv_rows(profile)
+        expect_sites(live, expected)
+        live_total.append(csv_total(live))
+        expect_eq(live_total[0], exact_total_calls(profile), "live CSV total vs headers' totals")
+
+    profile, _ = killed_live_sleeper("1", while_alive)
+    dead = csv_rows(profile)
+    expect_sites(dead, expected)
+    expect_eq(csv_total(dead), live_total[0], "CSV total after kill -9 vs while running")
 
 
 @test

@@ -24,16 +24,11 @@ site_calls() {
         python3 -c 'import csv,sys; print(sum(int(r["calls"]) for r in csv.DictReader(sys.stdin) if r["stack"].split(";")[0]==sys.argv[1]))' "$2"
 }
 
-# Sums one allocation function's exact calls over the thread headers of profile $1.
+# One allocation function's exact calls over the thread headers of profile $1 (the reader
+# of tests/run_tests.py).
 fn_total() {
-    python3 - "$1" "$2" <<'PY'
-import glob, os, struct, sys
-total = 0
-for f in glob.glob(os.path.join(sys.argv[1], "thread.*.mft")):
-    with open(f, "rb") as fh:
-        total += struct.unpack_from("<16Q", fh.read(192), 64)[int(sys.argv[2])]
-print(total)
-PY
+    python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import run_tests
+print(run_tests.exact_calls_per_fn(sys.argv[2])[int(sys.argv[3])])' "$top/tests" "$1" "$2"
 }
 
 for san in thread address undefined; do
