@@ -23,7 +23,7 @@ struct mf_table {
  * The hot path counts into `pending`, here in TLS, and the slow path moves those counts into
  * the thread file at least every MF_FLUSH_CALLS calls. Counting straight into the file
  * costs a third load on the hot path's critical path (TLS -> file pointer -> counter):
- * measured, that made the hook twice as expensive (bench/RESULTS.md, "The hook"). */
+ * measured, that made the hook twice as expensive (README, "How it works"). */
 struct mf_thread {
     int64_t countdown;        /* calls left until the slow path: the next sample or flush */
     struct mf_totals pending; /* counted since the last flush */
