@@ -14,7 +14,8 @@
 #include "malloc_freq.h"
 #include "mf_internal.h"
 
-__thread struct mf_thread mf_tls __attribute__((tls_model("initial-exec")));
+__thread struct mf_thread mf_tls __attribute__((tls_model("initial-exec"), aligned(MF_TLS_ALIGN)));
+bool mf_tls_direct;
 
 volatile int mf_ready;
 static volatile int mf_disabled;

@@ -57,7 +57,21 @@ struct mf_thread {
         local_unprofiled_calls_sq;
 };
 
-extern __thread struct mf_thread mf_tls __attribute__((tls_model("initial-exec")));
+/* The alignment of mf_tls. The preload library's build sets it to a page (Makefile): then
+ * its TLS block sits exactly one page below the thread pointer whenever the program's own TLS
+ * is small enough to fit in the rest of that page (glibc rounds a module's offset up to the
+ * block's alignment), and the entry points can address it as %fs:-MF_TLS_ALIGN, an
+ * immediate, instead of loading its offset from the GOT first (lib_preload/mf_entry.c). */
+#ifndef MF_TLS_ALIGN
+#define MF_TLS_ALIGN 8
+#endif
+
+extern __thread struct mf_thread mf_tls
+    __attribute__((tls_model("initial-exec"), aligned(MF_TLS_ALIGN)));
+
+/* mf_tls is at %fs:-MF_TLS_ALIGN in every thread of this process: set by the preload library
+ * before mf_core_init(), recorded in the process file (MF_PROCESS_TLS_DIRECT). */
+extern bool mf_tls_direct __attribute__((visibility("hidden")));
 
 /* Takes the sample, sets up the thread on its first call; out of line and cold. */
 void mf_record_slow(enum mf_fn fn, size_t size) __attribute__((noinline, cold));
@@ -74,17 +88,18 @@ void mf_record_slow(enum mf_fn fn, size_t size) __attribute__((noinline, cold));
 #endif
 
 /* The hot path: a countdown and two exact counters, all in TLS. No lock, no system call,
- * no allocation. Returns false when the countdown ran out: the caller must then call
- * mf_record_slow(). */
+ * no allocation. False when the countdown ran out: the caller must then call
+ * mf_record_slow(). A macro so that `t` may also be a __seg_fs pointer (mf_entry.c). */
+#define MF_COUNT_AT(t, fn, size)                                                            \
+    (MF_LIKELY(--(t)->countdown > 0)                                                        \
+         ? (MF_PENDING_ADD((t)->pending.calls[fn], 1),                                      \
+            MF_PENDING_ADD((t)->pending.bytes[fn], (size)), true)                           \
+         : false)
+
 static inline __attribute__((always_inline)) bool mf_count(enum mf_fn fn, size_t size)
 {
     struct mf_thread *t = &mf_tls;
-    if (MF_LIKELY(--t->countdown > 0)) {
-        MF_PENDING_ADD(t->pending.calls[fn], 1);
-        MF_PENDING_ADD(t->pending.bytes[fn], size);
-        return true;
-    }
-    return false;
+    return MF_COUNT_AT(t, fn, size);
 }
 
 static inline __attribute__((always_inline)) void mf_record(enum mf_fn fn, size_t size)

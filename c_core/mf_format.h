@@ -113,6 +113,9 @@ struct mf_entry {
 
 /* Process flags. */
 #define MF_PROCESS_EXITED 1u /* end_ns is valid: the process ran its exit handlers */
+/* The preload library's hot path reached its TLS at a fixed offset from %fs, without a GOT
+ * load (c_core/mf_core.h, MF_TLS_ALIGN): what its overhead was measured with. */
+#define MF_PROCESS_TLS_DIRECT 2u
 
 #define MF_EXACT_NS_MAX 5000000u /* 5 ms; see exact_calls */
 #define MF_UNWIND_LIBUNWIND 0u

@@ -37,6 +37,7 @@ bool mf_process_file_create(void)
         .pid = (uint32_t)mf_pid,
         .ppid = (uint32_t)getppid(),
         .start_ns = mf_now_ns(),
+        .flags = mf_tls_direct ? MF_PROCESS_TLS_DIRECT : 0,
         .unwinder = mf_opt.unwinder,
         .sample_interval = mf_opt.sample_interval,
         .exact_calls = mf_opt.exact_calls,
@@ -66,7 +67,7 @@ void mf_process_file_finish(void)
     if (fd < 0)
         return;
     uint64_t end_ns = mf_now_ns();
-    uint32_t flags = MF_PROCESS_EXITED;
+    uint32_t flags = MF_PROCESS_EXITED | (mf_tls_direct ? MF_PROCESS_TLS_DIRECT : 0);
     ssize_t a = pwrite(fd, &end_ns, sizeof end_ns, offsetof(struct mf_process_header, end_ns));
     ssize_t b = pwrite(fd, &flags, sizeof flags, offsetof(struct mf_process_header, flags));
     (void)a, (void)b;

@@ -11,9 +11,28 @@
 
 #define MF_EXPORT __attribute__((visibility("default")))
 
+/* The count every entry point makes. In a shared library, reaching initial-exec TLS takes two
+ * loads in a row: the block's offset from the GOT, then the counter. When the loader put
+ * mf_tls at the fixed offset this build aligns it for (mf_tls_direct; MF_TLS_ALIGN in
+ * mf_core.h), the counter is one load, an immediate offset from %fs. The flag's load does
+ * not hold up the counter's: the branch on it is predicted, the GOT's load is the address.
+ * Measured on Python (perf share of the hook, README "How it works"): 2.7 % -> 2.0 %. */
+static inline __attribute__((always_inline)) bool mf_entry_count(enum mf_fn fn, size_t size)
+{
+#if defined(__SEG_FS) && !defined(__SANITIZE_THREAD__)
+    _Static_assert(sizeof(struct mf_thread) <= MF_TLS_ALIGN,
+                   "mf_tls no longer fits below the offset the direct path assumes");
+    if (MF_LIKELY(mf_tls_direct)) {
+        __seg_fs struct mf_thread *t = (__seg_fs struct mf_thread *)-(intptr_t)MF_TLS_ALIGN;
+        return MF_COUNT_AT(t, fn, size);
+    }
+#endif
+    return mf_count(fn, size);
+}
+
 MF_EXPORT void *malloc(size_t size)
 {
-    if (mf_count(MF_FN_MALLOC, size))
+    if (mf_entry_count(MF_FN_MALLOC, size))
         return mf_next_malloc(size);
     return mf_slow_malloc(size);
 }
@@ -23,49 +42,49 @@ MF_EXPORT void *calloc(size_t n, size_t size)
     size_t bytes;
     if (__builtin_mul_overflow(n, size, &bytes))
         bytes = SIZE_MAX;
-    if (mf_count(MF_FN_CALLOC, bytes))
+    if (mf_entry_count(MF_FN_CALLOC, bytes))
         return mf_next_calloc(n, size);
     return mf_slow_calloc(n, size, bytes);
 }
 
 MF_EXPORT void *realloc(void *p, size_t size)
 {
-    if (mf_count(MF_FN_REALLOC, size))
+    if (mf_entry_count(MF_FN_REALLOC, size))
         return mf_next_realloc(p, size);
     return mf_slow_realloc(p, size);
 }
 
 MF_EXPORT int posix_memalign(void **out, size_t align, size_t size)
 {
-    if (mf_count(MF_FN_POSIX_MEMALIGN, size))
+    if (mf_entry_count(MF_FN_POSIX_MEMALIGN, size))
         return mf_next_posix_memalign(out, align, size);
     return mf_slow_posix_memalign(out, align, size);
 }
 
 MF_EXPORT void *aligned_alloc(size_t align, size_t size)
 {
-    if (mf_count(MF_FN_ALIGNED_ALLOC, size))
+    if (mf_entry_count(MF_FN_ALIGNED_ALLOC, size))
         return mf_next_aligned_alloc(align, size);
     return mf_slow_aligned_alloc(align, size);
 }
 
 MF_EXPORT void *memalign(size_t align, size_t size)
 {
-    if (mf_count(MF_FN_MEMALIGN, size))
+    if (mf_entry_count(MF_FN_MEMALIGN, size))
         return mf_next_memalign(align, size);
     return mf_slow_memalign(align, size);
 }
 
 MF_EXPORT void *valloc(size_t size)
 {
-    if (mf_count(MF_FN_VALLOC, size))
+    if (mf_entry_count(MF_FN_VALLOC, size))
         return mf_next_valloc(size);
     return mf_slow_valloc(size);
 }
 
 MF_EXPORT void *pvalloc(size_t size)
 {
-    if (mf_count(MF_FN_PVALLOC, size))
+    if (mf_entry_count(MF_FN_PVALLOC, size))
         return mf_next_pvalloc(size);
     return mf_slow_pvalloc(size);
 }

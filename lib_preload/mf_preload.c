@@ -59,6 +59,8 @@ __attribute__((constructor(101))) static void mf_preload_resolve(void)
     MF_RESOLVE(memalign);
     MF_RESOLVE(valloc);
     MF_RESOLVE(pvalloc);
+    /* Static TLS has the same offset in every thread: one check serves them all. */
+    mf_tls_direct = (char *)&mf_tls - (char *)__builtin_thread_pointer() == -(ptrdiff_t)MF_TLS_ALIGN;
     mf_core_init();
 }
 

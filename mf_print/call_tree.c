@@ -133,8 +133,12 @@ void mf_tree_build(struct mf_tree *t, struct mf_profile *p, bool trim)
         if (!p->procs[i].sampled)
             continue;
         any_sampled = true;
-        uint64_t n = p->procs[i].sample_interval > 1 ? p->procs[i].sample_interval
-                                                     : p->procs[i].max_weight;
+        const struct mf_process *pr = &p->procs[i];
+        /* With no weighted sample the interval is unknown; the calls that drew none bound
+         * what any estimate may be missing. */
+        uint64_t n = pr->sample_interval > 1 ? pr->sample_interval
+                     : pr->weighted          ? pr->max_weight
+                     : pr->calls > pr->attributed ? pr->calls - pr->attributed : 1;
         if (n > t->sample_interval)
             t->sample_interval = n;
     }

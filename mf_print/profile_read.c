@@ -312,6 +312,7 @@ static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf
     s->calls += e->calls;
     s->bytes += e->bytes;
     s->var += e->calls_sq > e->calls ? e->calls_sq - e->calls : 0;
+    p->procs[process].attributed += e->calls;
     if (e->calls != e->samples)
         p->procs[process].weighted = true;
     if (e->calls && e->calls_sq / e->calls > p->procs[process].max_weight)
@@ -345,6 +346,7 @@ static void mf_read_thread(struct mf_profile *p, const char *dir, const char *na
     }
     p->unprofiled_samples += h->unprofiled_samples;
     p->unprofiled_calls += h->unprofiled_calls;
+    pr->attributed += h->unprofiled_calls;
     p->unprofiled_bytes += h->unprofiled_bytes;
     if (h->unprofiled_calls_sq > h->unprofiled_calls)
         p->unprofiled_var += h->unprofiled_calls_sq - h->unprofiled_calls;
@@ -455,9 +457,11 @@ void mf_profile_finish(struct mf_profile *p)
 {
     for (uint32_t i = 0; i < p->nprocs; i++) {
         struct mf_process *pr = &p->procs[i];
-        /* Default mode (interval 0) samples only where calls come fast: the weights say. */
+        /* Default mode (interval 0) samples only where calls come fast: the weights say, or
+         * the calls no stack accounts for (a sampled stretch that drew no sample). */
         pr->sampled = pr->has_file && (pr->sample_interval > 1 ? pr->calls > pr->exact_calls
-                                                                : pr->sample_interval == 0 && pr->weighted);
+                                       : pr->sample_interval == 0 &&
+                                             (pr->weighted || pr->attributed != pr->calls));
         if (!pr->has_file)
             mf_error("%s: no process file for process image %016llx: its frames stay unsymbolized",
                      mf_basename(pr->dir), (unsigned long long)pr->stamp);

@@ -35,6 +35,9 @@ struct mf_process {
      * samples all had weight 1 (calls after the stretch may have gone unsampled). */
     bool sampled;
     bool weighted; /* some sample of it had a weight > 1 */
+    /* calls its stacks (and [not profiled]) account for: short of `calls` when the calls
+     * after its exact stretch drew no sample before it ended */
+    uint64_t attributed;
     uint64_t max_weight; /* the largest sum w^2 / sum w of its stacks: about its interval */
 };
 

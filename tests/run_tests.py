@@ -356,10 +356,11 @@ def test_exact_counts_per_site():
     expect_eq(flags, [0, 0, 1, 1, 1, 1], "MF_THREAD_FINISHED flags of the six thread files")
 
 
-def expect_exact_sites_with(extra_env, reach_main=False):
-    """Runs exact_sites: every site's counts exact, every level of `descend` in its stacks
-    (and main below them, if reach_main). Returns the run and its CSV rows."""
-    r = run_ok([c_program("exact_sites")], extra_env=extra_env)
+def expect_exact_sites_with(extra_env, reach_main=False, program=None):
+    """Runs exact_sites (or a build of it with more sources): every site's counts exact, every
+    level of `descend` in its stacks (and main below them, if reach_main). Returns the run
+    and its CSV rows."""
+    r = run_ok([program or c_program("exact_sites")], extra_env=extra_env)
     expect_eq(r.stdout, "exact_sites done\n", "program output")
     rows = csv_rows(r.profile)
     expect_sites(rows, EXACT_SITES)
@@ -639,6 +640,34 @@ def test_sampled_totals_exact_at_exit():
         expect_eq(per_fn[fn], EXACT_SITES[site][0], f"exact {MF_FN_NAMES[fn]} total at N=100000")
 
 
+def process_flags(profile):
+    """flags from the profile's process file (struct mf_process_header)."""
+    with open(process_files(profile)[0], "rb") as f:
+        return struct.unpack_from("<I", f.read(64), 48)[0]
+
+
+MF_PROCESS_TLS_DIRECT = 2
+
+
+@test
+def test_hot_path_with_the_programs_own_tls():
+    # The entry points address their TLS at a fixed offset from %fs when the loader put it
+    # there, which depends on the program's own TLS: none or a little, and it is there; a
+    # lot, and they load its offset from the GOT. The process file says which ran. Either
+    # way every count is exact, and sampled totals equal the exact ones.
+    for tls_bytes, direct in ((0, True), (512, True), (16384, False)):
+        prog = c_program("exact_sites") if not tls_bytes else build(
+            f"exact_sites_tls{tls_bytes}", ["exact_sites.c", "exe_tls.c"],
+            libs=("-lpthread", f"-DEXE_TLS_BYTES={tls_bytes}"))
+        exact, _ = expect_exact_sites_with({}, program=prog)
+        sampled = run_ok([prog], sample="100000", extra_env={"MALLOC_FREQ_SEED": "3"})
+        for r in (exact, sampled):
+            expect_eq(bool(process_flags(r.profile) & MF_PROCESS_TLS_DIRECT), direct,
+                      f"direct TLS path with {tls_bytes} bytes of the program's own TLS")
+        expect_eq(sorted(thread_totals(sampled.profile)), sorted(thread_totals(exact.profile)),
+                  f"per-thread totals at N=100000 vs N=1, {tls_bytes} bytes of program TLS")
+
+
 @test
 def test_thread_ids_reused():
     r = run_ok([c_program("thread_reuse")])
@@ -895,13 +924,41 @@ def test_exact_stretch_is_capped_in_time():
     r = run_ok([c_program("deep_loop")], sample=None, extra_env={"MALLOC_FREQ_DEPTH": "512"})
     rows = csv_rows(r.profile)
     calls, nbytes, samples = site_totals(rows, "site_bottom")
-    expect(0 < samples < 10000, f"site_bottom: {samples} samples of 30,000 calls (the exact "
-                                f"stretch alone would give 20,000 without its time cap)")
+    expect(0 < samples < 10000, f"site_bottom: {samples} samples of 2,000,000 calls (the "
+                                f"exact stretch alone would give 20,000 without its time cap)")
     (sq,) = [e[2] for e in file_entries(r.profile) if e[:2] == (calls, samples)]
     se = math.sqrt(max(sq - calls, 1))
-    expect(abs(calls - 30000) <= 4 * se, f"site_bottom: estimate {calls}, known 30000, SE {se:.0f}")
+    expect(abs(calls - 2000000) <= 4 * se,
+           f"site_bottom: estimate {calls}, known 2000000, SE {se:.0f}")
     expect_eq(nbytes, calls * 24, "site_bottom's bytes")
-    expect_eq(exact_calls_per_fn(r.profile)[0], 30000, "exact malloc calls in the thread headers")
+    expect_eq(exact_calls_per_fn(r.profile)[0], 2000000, "exact malloc calls in the thread headers")
+
+
+@test
+def test_calls_without_a_sample_are_not_called_exact():
+    # Default mode: calls after the exact stretch that drew no sample before the program
+    # ended are in no stack (a short, malloc-bound program after its 5 ms of exact
+    # recording). Every stack then has only weight-1 samples, yet the counts are not the
+    # whole story: mf_print must mark them as estimates, with an error that covers the calls
+    # it cannot place. Made from an exact profile: the process file is set to the default
+    # mode, and one thread header gets 30,000 more malloc calls than its stacks hold.
+    r = run_ok([c_program("exact_sites")])
+    with open(process_files(r.profile)[0], "r+b") as f:
+        f.seek(56)  # sample_interval, exact_calls (struct mf_process_header)
+        f.write(struct.pack("<QQ", 0, 20000))
+        f.seek(76)  # cost_share_ppm
+        f.write(struct.pack("<I", 3000))
+    path = thread_files(r.profile)[0]
+    calls, _ = file_totals(path)
+    with open(path, "r+b") as f:
+        f.seek(THREAD_TOTALS_OFFSET)
+        f.write(struct.pack("<Q", calls[0] + 30000))
+    text = tree_text(r.profile)
+    expect("~ marks estimates" in text and "every count below is exact" not in text,
+           f"sampling note: {text[:800]!r}")
+    site = [e for e in tree_lines(text) if e.top and e.name == "site_malloc"]
+    expect_eq([(e.calls, e.error) for e in site], [(1000, ">999%")],
+              "site_malloc (calls, error): 30,000 calls unplaced against its 1,000")
 
 
 def cargo_command():
