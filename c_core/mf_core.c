@@ -486,6 +486,7 @@ static void mf_process_start(void)
 static void mf_after_fork_child(void)
 {
     struct mf_thread *t = &mf_tls;
+    mf_table_forget_index(&t->table);
     memset(&t->table, 0, sizeof t->table);
     memset(&t->local, 0, sizeof t->local);
     memset(&t->pending, 0, sizeof t->pending); /* the parent's, which it flushes itself */

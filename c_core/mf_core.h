@@ -10,11 +10,14 @@
 
 #define MF_LIKELY(x) __builtin_expect(!!(x), 1)
 
-/* A thread's table: its file's header and segments, mapped MAP_SHARED. */
+/* A thread's table: its file's header and segments, mapped MAP_SHARED, and a private index
+ * over all of them (mf_table.c). */
 struct mf_table {
     struct mf_thread_header *hdr; /* NULL until the thread file exists */
     uint32_t nseg;
     struct mf_segment_header *seg[MF_MAX_SEGMENTS];
+    uint64_t *index; /* anonymous memory; NULL if it could not be had: probe each segment */
+    uint64_t index_slots; /* a power of two */
 };
 
 /* Per-thread state. Initial-exec TLS: one instruction to reach it (global-dynamic costs

@@ -54,6 +54,7 @@ bool mf_check_pid(void); /* true if this is still mf_pid; re-initialises a forke
 /* Thread tables (mf_table.c). Each returns true on error. */
 bool mf_table_create(struct mf_table *tab, uint64_t seq);
 void mf_table_unmap(struct mf_table *tab);
+void mf_table_forget_index(struct mf_table *tab); /* its private memory, also in a fork child */
 struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                                  uint32_t flags);
 

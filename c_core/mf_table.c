@@ -73,6 +73,7 @@ static bool mf_segment_add(struct mf_table *tab, int fd)
 }
 
 static int mf_create_warned;
+static void mf_index_rebuild(struct mf_table *tab);
 
 bool mf_table_create(struct mf_table *tab, uint64_t seq)
 {
@@ -109,6 +110,8 @@ bool mf_table_create(struct mf_table *tab, uint64_t seq)
     close(fd); /* the program may close or reuse descriptors: never keep one open */
     if (failed)
         tab->hdr->flags |= MF_THREAD_TABLE_FULL;
+    else
+        mf_index_rebuild(tab);
     return false;
 }
 
@@ -144,20 +147,98 @@ static uint64_t *mf_frames(struct mf_segment_header *seg)
     return (uint64_t *)(mf_entries(seg) + seg->capacity);
 }
 
+/* ---- the index ----------------------------------------------------------------------
+ * Segments are chained, never rehashed (a reader may be reading them), so without an index
+ * a stack in the k-th segment costs a miss in each of the k before it: with Python's ~13,000
+ * stacks per thread in nine segments, that probing was 11 % of an exact run. The index maps
+ * a stack's hash to its entry across all segments: slot = upper 32 bits of the hash (misses
+ * are told apart without touching the entry) | (segment << 18 | entry) + 1; 0 is empty.
+ * It is rebuilt, larger, with each new segment, and is at most half full: the segments are. */
+#define MF_REF_ENTRY_BITS 18 /* MF_SEG_ENTRIES_MAX entries per segment */
+
+/* The segment and entry an index slot refers to. */
+static struct mf_entry *mf_ref_entry(struct mf_table *tab, uint64_t slot,
+                                     struct mf_segment_header **seg)
+{
+    uint32_t ref = (uint32_t)slot - 1;
+    *seg = tab->seg[ref >> MF_REF_ENTRY_BITS];
+    return &mf_entries(*seg)[ref & ((1u << MF_REF_ENTRY_BITS) - 1)];
+}
+
+static void mf_index_put(struct mf_table *tab, uint64_t h, uint32_t k, uint32_t i)
+{
+    uint64_t mask = tab->index_slots - 1, j = h & mask;
+    while (tab->index[j])
+        j = (j + 1) & mask;
+    tab->index[j] = (h & ~(uint64_t)UINT32_MAX) | ((k << MF_REF_ENTRY_BITS | i) + 1);
+}
+
+/* Sizes the index for every segment's capacity and fills it. Without memory for it the
+ * table still works, probing segment by segment. */
+static void mf_index_rebuild(struct mf_table *tab)
+{
+    uint64_t capacity = 0, slots = 1;
+    for (uint32_t k = 0; k < tab->nseg; k++)
+        capacity += tab->seg[k]->capacity;
+    while (slots < capacity)
+        slots <<= 1;
+    if (tab->index)
+        munmap(tab->index, tab->index_slots * sizeof *tab->index);
+    tab->index = mmap(NULL, slots * sizeof *tab->index, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (tab->index == MAP_FAILED) {
+        tab->index = NULL;
+        return;
+    }
+    tab->index_slots = slots;
+    for (uint32_t k = 0; k < tab->nseg; k++) {
+        struct mf_entry *e = mf_entries(tab->seg[k]);
+        for (uint32_t i = 0; i < tab->seg[k]->capacity; i++)
+            if (e[i].hash)
+                mf_index_put(tab, e[i].hash, k, i);
+    }
+}
+
+static bool mf_entry_is(struct mf_segment_header *seg, const struct mf_entry *e, uint64_t h,
+                        const uintptr_t *pcs, uint32_t depth, uint32_t flags)
+{
+    return e->hash == h && e->depth == depth && e->flags == flags &&
+           memcmp(&mf_frames(seg)[e->frames], pcs, depth * sizeof *pcs) == 0;
+}
+
 /* The stack's entry in seg, or the empty slot where it would go (hash == 0). */
 static struct mf_entry *mf_probe(struct mf_segment_header *seg, uint64_t h, const uintptr_t *pcs,
                                  uint32_t depth, uint32_t flags)
 {
     struct mf_entry *e = mf_entries(seg);
-    uint64_t *frames = mf_frames(seg);
     uint32_t mask = seg->capacity - 1;
-    for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask) {
-        if (e[i].hash == 0)
+    for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask)
+        if (e[i].hash == 0 || mf_entry_is(seg, &e[i], h, pcs, depth, flags))
             return &e[i];
-        if (e[i].hash == h && e[i].depth == depth && e[i].flags == flags &&
-            memcmp(&frames[e[i].frames], pcs, depth * sizeof *pcs) == 0)
-            return &e[i];
+}
+
+/* The stack's entry in any segment, or NULL. */
+static struct mf_entry *mf_find(struct mf_table *tab, uint64_t h, const uintptr_t *pcs,
+                                uint32_t depth, uint32_t flags)
+{
+    if (!tab->index) {
+        for (uint32_t s = 0; s < tab->nseg; s++) {
+            struct mf_entry *e = mf_probe(tab->seg[s], h, pcs, depth, flags);
+            if (e->hash)
+                return e;
+        }
+        return NULL;
     }
+    uint64_t mask = tab->index_slots - 1;
+    for (uint64_t j = h & mask; tab->index[j]; j = (j + 1) & mask) {
+        if ((tab->index[j] ^ h) >> 32)
+            continue;
+        struct mf_segment_header *seg;
+        struct mf_entry *e = mf_ref_entry(tab, tab->index[j], &seg);
+        if (mf_entry_is(seg, e, h, pcs, depth, flags))
+            return e;
+    }
+    return NULL;
 }
 
 static bool mf_segment_has_room(struct mf_segment_header *seg, uint32_t depth)
@@ -181,20 +262,21 @@ struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uin
                                  uint32_t flags)
 {
     uint64_t h = mf_stack_hash(pcs, depth);
-    struct mf_entry *e = NULL;
-    for (uint32_t s = 0; s < tab->nseg; s++) {
-        e = mf_probe(tab->seg[s], h, pcs, depth, flags);
-        if (e->hash)
-            return e;
-    }
+    struct mf_entry *e = mf_find(tab, h, pcs, depth, flags);
+    if (e)
+        return e;
     if (tab->nseg == 0 || !mf_segment_has_room(tab->seg[tab->nseg - 1], depth)) {
         if ((tab->hdr->flags & MF_THREAD_TABLE_FULL) || mf_table_grow(tab)) {
             tab->hdr->flags |= MF_THREAD_TABLE_FULL;
             return NULL;
         }
-        e = mf_probe(tab->seg[tab->nseg - 1], h, pcs, depth, flags);
+        mf_index_rebuild(tab);
     }
-    struct mf_segment_header *seg = tab->seg[tab->nseg - 1];
+    uint32_t k = tab->nseg - 1;
+    struct mf_segment_header *seg = tab->seg[k];
+    e = mf_probe(seg, h, pcs, depth, flags);
+    if (tab->index)
+        mf_index_put(tab, h, k, (uint32_t)(e - mf_entries(seg)));
     memcpy(&mf_frames(seg)[seg->frames_used], pcs, depth * sizeof *pcs);
     e->frames = seg->frames_used;
     e->depth = depth;
@@ -214,4 +296,13 @@ void mf_table_unmap(struct mf_table *tab)
     munmap(tab->hdr, MF_HEADER_BYTES);
     tab->hdr = NULL;
     tab->nseg = 0;
+    mf_table_forget_index(tab);
+}
+
+void mf_table_forget_index(struct mf_table *tab)
+{
+    if (tab->index)
+        munmap(tab->index, tab->index_slots * sizeof *tab->index);
+    tab->index = NULL;
+    tab->index_slots = 0;
 }

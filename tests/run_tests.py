@@ -852,7 +852,8 @@ ENTRY = struct.Struct("<QIIQQQQQ")  # hash, depth, flags, frames, samples, calls
 
 
 def file_entries(profile):
-    """(calls, samples, calls_sq) of every stack entry in the profile's thread files."""
+    """(calls, samples, calls_sq, (hash, depth, flags)) of every stack entry in the profile's
+    thread files."""
     out = []
     for path in thread_files(profile):
         with open(path, "rb") as f:
@@ -863,7 +864,7 @@ def file_entries(profile):
             start = off + SEGMENT_ENTRIES_OFFSET
             for e in ENTRY.iter_unpack(data[start:start + cap * ENTRY.size]):
                 if e[0]:
-                    out.append((e[5], e[4], e[7]))
+                    out.append((e[5], e[4], e[7], e[:3]))
     return out
 
 
@@ -932,6 +933,32 @@ def test_exact_stretch_is_capped_in_time():
            f"site_bottom: estimate {calls}, known 2000000, SE {se:.0f}")
     expect_eq(nbytes, calls * 24, "site_bottom's bytes")
     expect_eq(exact_calls_per_fn(r.profile)[0], 2000000, "exact malloc calls in the thread headers")
+
+
+@test
+def test_many_stacks_exact():
+    # 8,192 stacks in one thread: its table grows through nine segments, and every stack,
+    # looked up again after thousands of newer ones, keeps its exact count.
+    r = run_ok([c_program("many_stacks")])
+    expect_eq(r.stdout, "many_stacks done\n", "program output")
+    counts = {}
+    for row in site_rows(csv_rows(r.profile), "site_leaf"):
+        # The level 13 choice first; step() is inlined, and mf_print names inlined frames.
+        names = [n for n in map(function_name, row.stack[1:]) if n != "step"][:13]
+        expect(set(names) <= {"left", "right"}, f"site_leaf's callers: {names}")
+        k = sum(1 << (12 - j) for j, name in enumerate(names) if name == "right")
+        expect(k not in counts, f"path {k} in two rows")
+        counts[k] = row.calls
+    expect_eq(len(counts), 8192, "distinct paths to site_leaf")
+    wrong = {k: c for k, c in counts.items() if c != k % 3 + 1}
+    expect(not wrong, f"{len(wrong)} paths with a wrong count, e.g. {sorted(wrong.items())[:3]}")
+    (path,) = [f for f in thread_files(r.profile)]
+    with open(path, "rb") as f:
+        segments = struct.unpack_from("<Q", f.read(HDR_NSEGMENTS + 8), HDR_NSEGMENTS)[0]
+    expect_eq(segments, 9, "segments in the thread's table")
+    keys = [e[3] for e in file_entries(r.profile)]
+    expect_eq(len(keys) - len(set(keys)), 0, "stacks stored twice in the thread's table")
+    expect_eq(thread_flags(path) & 2, 0, "MF_THREAD_TABLE_FULL")
 
 
 @test

@@ -1,6 +1,7 @@
 /* The core linked statically (as the Rust crate links it) into a program built with a
  * sanitizer: several threads count allocation calls at known sites while the profile is
- * written, paused and resumed, and one more thread is still counting when the process exits
+ * written, paused and resumed, one thread's table grows through six segments (1,024 distinct
+ * stacks, each recorded twice), and one more thread is still counting when the process exits
  * (whose pending counts the exit flushes). run_sanitizers.sh checks the exact counts. */
 #include <pthread.h>
 #include <sched.h>
@@ -32,6 +33,49 @@ __attribute__((noinline)) static void stress_site_racer(void)
 
 static int racer_started;
 
+/* Path k: MANY_LEVELS levels of many_left() or many_right(), bit i of k choosing at level
+ * i + 1, then stress_site_many(): 1 << MANY_LEVELS distinct stacks. */
+#define MANY_LEVELS 10
+static volatile int many_sink;
+static void many_left(int level, unsigned k);
+static void many_right(int level, unsigned k);
+
+__attribute__((noinline)) static void stress_site_many(void)
+{
+    mf_record_call(MF_FN_MALLOC, 16);
+}
+
+static inline __attribute__((always_inline)) void many_step(int level, unsigned k)
+{
+    if (level == MANY_LEVELS)
+        stress_site_many();
+    else if (k >> level & 1)
+        many_right(level + 1, k);
+    else
+        many_left(level + 1, k);
+}
+
+__attribute__((noinline)) static void many_left(int level, unsigned k)
+{
+    many_step(level, k);
+    many_sink++; /* not a tail call: each level keeps its frame */
+}
+
+__attribute__((noinline)) static void many_right(int level, unsigned k)
+{
+    many_step(level, k);
+    many_sink++;
+}
+
+static void *many_stacks(void *arg)
+{
+    (void)arg;
+    for (int pass = 0; pass < 2; pass++)
+        for (unsigned k = 0; k < 1u << MANY_LEVELS; k++)
+            many_step(0, k);
+    return NULL;
+}
+
 static void *racer(void *arg)
 {
     (void)arg;
@@ -58,10 +102,11 @@ static void *worker(void *arg)
 
 int main(void)
 {
-    pthread_t t[THREADS];
+    pthread_t t[THREADS + 1];
     for (int i = 0; i < THREADS; i++)
         pthread_create(&t[i], NULL, worker, NULL);
-    for (int i = 0; i < THREADS; i++)
+    pthread_create(&t[THREADS], NULL, many_stacks, NULL);
+    for (int i = 0; i <= THREADS; i++)
         pthread_join(t[i], NULL);
     pthread_t r;
     if (pthread_create(&r, NULL, racer, NULL) == 0) {

@@ -24,6 +24,16 @@ site_calls() {
         python3 -c 'import csv,sys; print(sum(int(r["calls"]) for r in csv.DictReader(sys.stdin) if r["stack"].split(";")[0]==sys.argv[1]))' "$2"
 }
 
+# The number of distinct stacks from allocation site $2 out to function $3 (the frame-pointer
+# walk under TSan goes on past a thread's start into whatever the stack holds there).
+site_stacks() {
+    "$out/mf_print_asan" --dir "$1" --format csv | python3 -c '
+import csv, sys
+site, outer = sys.argv[1:]
+stacks = {r["stack"].split(outer)[0] for r in csv.DictReader(sys.stdin) if r["stack"].split(";")[0] == site}
+print(len(stacks))' "$2" "$3"
+}
+
 # One allocation function's exact calls over the thread headers of profile $1 (the reader
 # of tests/run_tests.py).
 fn_total() {
@@ -47,6 +57,9 @@ for san in thread address undefined; do
     prof=$(ls -d "$dir"/malloc_freq.* | head -1)
     check "core_under_${san}_sanitizer_counts_site_a_exactly" test "$(site_calls "$prof" stress_site_a)" = 80000
     check "core_under_${san}_sanitizer_counts_site_b_exactly" test "$(site_calls "$prof" stress_site_b)" = 20000
+    # 1,024 stacks twice each: the table grows through six segments and its index with it.
+    check "core_under_${san}_sanitizer_keeps_1024_stacks_apart" \
+        test "$(site_stacks "$prof" stress_site_many many_stacks) $(site_calls "$prof" stress_site_many)" = "1024 2048"
     # Sampled: the hot path counts in TLS and flushes; the totals stay exact (8 = rust alloc,
     # 4 x (20000 + 300 paused); 10 = rust realloc) while another thread races the exit.
     sdir=$out/sampled_$san && mkdir -p "$sdir"
@@ -56,7 +69,7 @@ for san in thread address undefined; do
     check "core_under_${san}_sanitizer_sampled_runs_clean" test $ok = 1
     sprof=$(ls -d "$sdir"/malloc_freq.* | head -1)
     check "core_under_${san}_sanitizer_sampled_totals_exact" \
-        test "$(fn_total "$sprof" 8) $(fn_total "$sprof" 10)" = "81200 20000"
+        test "$(fn_total "$sprof" 8) $(fn_total "$sprof" 10) $(fn_total "$sprof" 0)" = "81200 20000 2048"
 done
 
 # Damaged profiles: mf_print must name the bad file, print the rest, and never trip ASan.
