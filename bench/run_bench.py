@@ -48,6 +48,7 @@ DEBIAN_CRATES = "/usr/share/cargo/registry"
 HDR_TOTAL_CALLS, HDR_NSEGMENTS, HDR_SEG_OFFSET = 64, 344, 352
 PROC_SAMPLE_INTERVAL = 56  # struct mf_process_header: sample_interval, exact_calls, ...
 PROC_COST_SHARE = 76  # ... max_depth, cost_share_ppm
+PROC_FLAGS, PROC_TLS_DIRECT = 48, 2  # flags, MF_PROCESS_TLS_DIRECT
 EXACT_MS = 5.0  # MF_EXACT_NS_MAX: the exact stretch's time cap
 SEG_ENTRIES_OFFSET = 64  # entries start this far into a segment (MF_SEGMENT_ENTRIES_OFFSET)
 ENTRY = struct.Struct("<QIIQQQQQ")  # hash, depth, flags, frames, samples, calls, bytes, calls_sq
@@ -255,6 +256,7 @@ def read_profile(top):
     bytes of every malloc_freq.<pid> directory under top, and the sampling settings used."""
     calls = samples = stacks = nbytes = 0
     modes = set()  # (sample interval, exact calls at start-up, cost share) per process image
+    images = direct = 0  # process images, and those whose hook reached its TLS directly
     for sub in os.listdir(top):
         d = os.path.join(top, sub)
         if not sub.startswith("malloc_freq.") or not os.path.isdir(d):
@@ -268,6 +270,8 @@ def read_profile(top):
             if name.startswith("process."):
                 modes.add(struct.unpack_from("<QQ", data, PROC_SAMPLE_INTERVAL)
                           + struct.unpack_from("<I", data, PROC_COST_SHARE))
+                images += 1
+                direct += bool(struct.unpack_from("<I", data, PROC_FLAGS)[0] & PROC_TLS_DIRECT)
             if not name.startswith("thread."):
                 continue
             uniq = seen.setdefault(name.split(".")[1], set())
@@ -283,7 +287,8 @@ def read_profile(top):
                         samples += s
                         uniq.add(data[frames + 8 * first:frames + 8 * (first + depth)])
         stacks += sum(len(s) for s in seen.values())
-    return {"calls": calls, "samples": samples, "stacks": stacks, "bytes": nbytes, "modes": modes}
+    return {"calls": calls, "samples": samples, "stacks": stacks, "bytes": nbytes, "modes": modes,
+            "images": images, "direct": direct}
 
 
 def profiled_command(w, v, n, tmp, preload_var):
@@ -540,6 +545,21 @@ def report(ws, runs, shares, perf_note, failures, elapsed):
                ", ".join("%s %.1f ms" % (w.name, min(exact * ns / 1e6, EXACT_MS))
                          for w, ns in per_call_ns if ns == ns)))
         say("")
+
+    # Which hook ran: the preload library's entry points reach their TLS directly when the
+    # loader put it at the offset they assume (lib_preload/mf_entry.c), else via the GOT.
+    hooks = []
+    for w in ws:
+        p = next((r.profile for r in series(w, ("default", "full")) if r and r.profile), None)
+        if p and w.prof_argv:
+            hooks.append("%s: linked in, TLS offset fixed at link time" % w.name)
+        elif p:
+            hooks.append("%s: direct in %d of %d process images" % (w.name, p["direct"], p["images"]))
+    say("Hook path (the process files of a default-mode run): the preload library's entry points"
+        " address their thread-local counters directly from %%fs where the loader put them one"
+        " page below the thread pointer, else load the offset from the GOT first: %s."
+        % "; ".join(hooks))
+    say("")
 
     # The same question answered inside one run, where the drift cancels out.
     implied = {}
