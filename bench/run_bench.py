@@ -18,7 +18,9 @@ calls, samples and distinct stacks read from the profile files. An A/A row (the 
 against itself) shows the noise of such ratios on this machine. Where `perf record` works,
 three more runs per workload of the default mode and of N=10000 under `perf record -g` give
 the profiler's share of each run's CPU samples: a measure from inside a run, free of the
-machine's drift; the targets are judged by its median. Results go to stdout and
+machine's drift; the default mode's targets are judged by its median. N=1 against heaptrack
+is judged on the two runs of the same round (the median of N=1 CPU / heaptrack CPU), which
+the drift between rounds does not reach either. Results go to stdout and
 bench/RESULTS.md; the exit status is 1 if any run failed or changed the program's output.
 
 Environment: BENCH_ROUNDS (default 5), BENCH_QUICK=1 (1 round, a fifth of the sizes, results
