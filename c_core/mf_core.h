@@ -16,7 +16,8 @@ struct mf_table {
     struct mf_thread_header *hdr; /* NULL until the thread file exists */
     uint32_t nseg;
     struct mf_segment_header *seg[MF_MAX_SEGMENTS];
-    uint64_t *index; /* anonymous memory; NULL if it could not be had: probe each segment */
+    uint64_t *index; /* anonymous memory; NULL with one segment, or if it could not be had:
+                      * then each segment is probed */
     uint64_t index_slots; /* a power of two */
 };
 

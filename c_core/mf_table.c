@@ -73,7 +73,6 @@ static bool mf_segment_add(struct mf_table *tab, int fd)
 }
 
 static int mf_create_warned;
-static void mf_index_rebuild(struct mf_table *tab);
 
 bool mf_table_create(struct mf_table *tab, uint64_t seq)
 {
@@ -110,8 +109,6 @@ bool mf_table_create(struct mf_table *tab, uint64_t seq)
     close(fd); /* the program may close or reuse descriptors: never keep one open */
     if (failed)
         tab->hdr->flags |= MF_THREAD_TABLE_FULL;
-    else
-        mf_index_rebuild(tab);
     return false;
 }
 
@@ -153,7 +150,9 @@ static uint64_t *mf_frames(struct mf_segment_header *seg)
  * stacks per thread in nine segments, that probing was 11 % of an exact run. The index maps
  * a stack's hash to its entry across all segments: slot = upper 32 bits of the hash (misses
  * are told apart without touching the entry) | (segment << 18 | entry) + 1; 0 is empty.
- * It is rebuilt, larger, with each new segment, and is at most half full: the segments are. */
+ * It is built with the second segment (one segment is one probe sequence already, and most
+ * threads never need a second) and rebuilt, larger, with each new one; it is at most half
+ * full, as the segments are. */
 #define MF_REF_ENTRY_BITS 18 /* MF_SEG_ENTRIES_MAX entries per segment */
 
 /* The segment and entry an index slot refers to. */

@@ -952,7 +952,7 @@ def test_many_stacks_exact():
     expect_eq(len(counts), 8192, "distinct paths to site_leaf")
     wrong = {k: c for k, c in counts.items() if c != k % 3 + 1}
     expect(not wrong, f"{len(wrong)} paths with a wrong count, e.g. {sorted(wrong.items())[:3]}")
-    (path,) = [f for f in thread_files(r.profile)]
+    (path,) = thread_files(r.profile)
     with open(path, "rb") as f:
         segments = struct.unpack_from("<Q", f.read(HDR_NSEGMENTS + 8), HDR_NSEGMENTS)[0]
     expect_eq(segments, 9, "segments in the thread's table")
