@@ -1036,7 +1036,18 @@ def rust_quickstart():
 
 # ---- the runner ----------------------------------------------------------------------------
 
+def load_test_modules():
+    """tests/test_*.py hold further tests, one module per area (e.g. test_trust_files.py);
+    each does `import run_tests as rt` and marks its tests with @rt.test."""
+    sys.modules.setdefault("run_tests", sys.modules[__name__])
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    for path in sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                              "test_*.py"))):
+        __import__(os.path.splitext(os.path.basename(path))[0])
+
+
 def main():
+    load_test_modules()
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-k", metavar="SUBSTRING", help="run only tests whose name contains it")
     ap.add_argument("--rust-example", action="store_true",
