@@ -1,5 +1,5 @@
 /* The core: process start-up, the per-thread slow path (sampling decision, stack capture,
- * table update), fork and exit. The hot path is in mf_core.h. */
+ * table update), thread set-up and exit, fork and exit. The hot path is in mf_core.h. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/single_threaded.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,25 +20,39 @@ bool mf_tls_direct;
 
 volatile int mf_ready;
 static volatile int mf_disabled;
+/* A fork child starts its own profile at its first slow-path call, not in the atfork
+ * handler: nothing that can block may run there (DESIGN §12). */
+static volatile int mf_start_pending;
 pid_t mf_pid;
 uint64_t mf_stamp;
 char mf_dir[MF_PATH_MAX];
 uint64_t mf_thread_seq;
+/* Counts process images of this address space's line: a slot whose table was made in an
+ * earlier one (the parent's, before fork) never writes into it again. */
+static uint64_t mf_gen = 1;
 static int64_t mf_exact_budget;  /* calls still to record exactly, process-wide */
 static int64_t mf_exact_ns_left; /* time the exact stretch may still take, process-wide */
 /* A MADV_WIPEONFORK page: it reads 0 in any child, also one made by _Fork() or clone(),
- * which run no atfork handler. A load, where asking getpid() would be a system call. */
+ * which run no atfork handler. A load, where asking getpid() would be a system call. A
+ * vfork child shares the page, and so is told apart from a fork child (mf_check_pid). */
 static volatile uint64_t *mf_fork_canary;
 static pthread_key_t mf_thread_key;
-/* The threads that have a file, so that the process's exit can flush the pending counts of
- * threads still running (mf_flush_others). Changed at thread set-up and exit only. */
-static struct mf_thread *mf_threads;
-static uint32_t mf_threads_lock;
+/* The slots of threads with a table, so that the process's exit can flush the pending
+ * counts of threads still running (mf_flush_others); the slots of exited threads, for the
+ * next new thread. Changed at thread set-up and exit only. */
+static struct mf_slot *mf_slots_used, *mf_slots_free;
+static uint32_t mf_slots_lock;
+/* The process image's first table: a thread that cannot have one of its own records here. */
+static struct mf_table *mf_first_table;
 
 #define MF_EXACT_CHUNK 64 /* a thread takes the exact budget in chunks: less contention */
 #define MF_COST_SHARE (MF_COST_SHARE_PPM / 1e6)
 #define MF_INTERVAL_MAX 100000u
 #define MF_COUNTDOWN_OFF (INT64_MAX / 2) /* not profiling: the hot path only counts */
+/* The slow path's own stack: libunwind's first use in a thread takes ~10 KiB, a signal
+ * handler that interrupts a sample runs on it too; pages never touched cost nothing. */
+#define MF_SLOT_STACK_BYTES (256u << 10)
+#define MF_PAGE_BYTES 4096u
 
 /* ---- sampling ---------------------------------------------------------------------- */
 
@@ -49,20 +64,20 @@ static uint64_t mf_splitmix(uint64_t *x)
     return z ^ (z >> 31);
 }
 
-static void mf_rng_seed(struct mf_thread *t, uint64_t seq)
+static void mf_rng_seed(struct mf_slot *s, uint64_t seq)
 {
     uint64_t x = mf_opt.seed_set ? mf_opt.seed : mf_stamp ^ mf_now_ns();
     x ^= seq * 0xd1b54a32d192ed03u;
-    t->rng[0] = mf_splitmix(&x);
-    t->rng[1] = mf_splitmix(&x) | 1;
+    s->rng[0] = mf_splitmix(&x);
+    s->rng[1] = mf_splitmix(&x) | 1;
 }
 
-static uint64_t mf_rng_next(struct mf_thread *t)
+static uint64_t mf_rng_next(struct mf_slot *s)
 {
-    uint64_t s0 = t->rng[0], s1 = t->rng[1], r = s0 + s1;
+    uint64_t s0 = s->rng[0], s1 = s->rng[1], r = s0 + s1;
     s1 ^= s0;
-    t->rng[0] = ((s0 << 24) | (s0 >> 40)) ^ s1 ^ (s1 << 16);
-    t->rng[1] = (s1 << 37) | (s1 >> 27);
+    s->rng[0] = ((s0 << 24) | (s0 >> 40)) ^ s1 ^ (s1 << 16);
+    s->rng[1] = (s1 << 37) | (s1 >> 27);
     return r;
 }
 
@@ -97,7 +112,7 @@ static bool mf_take_exact(struct mf_thread *t)
  * the interval changes from one sample to the next: it is fixed before the calls it covers). */
 static int64_t mf_next_countdown(struct mf_thread *t)
 {
-    uint64_t n = mf_opt.sample_interval ? mf_opt.sample_interval : t->interval;
+    uint64_t n = mf_opt.sample_interval ? mf_opt.sample_interval : t->slot->interval;
     t->exact = false;
     if (n > 1 && mf_take_exact(t)) {
         t->exact_left--;
@@ -110,7 +125,7 @@ static int64_t mf_next_countdown(struct mf_thread *t)
     }
     t->weight = n;
     /* Geometric with p = 1/n: the calls up to and including the next sampled one. */
-    double u = ((double)(mf_rng_next(t) >> 11) + 1.0) * 0x1.0p-53; /* (0, 1] */
+    double u = ((double)(mf_rng_next(t->slot) >> 11) + 1.0) * 0x1.0p-53; /* (0, 1] */
     double c = floor(log(u) / log1p(-1.0 / (double)n)) + 1.0;
     int64_t k = c < (double)MF_COUNTDOWN_OFF ? (int64_t)c : MF_COUNTDOWN_OFF;
     t->drawn = (uint64_t)k;
@@ -131,22 +146,23 @@ static int64_t mf_next_countdown(struct mf_thread *t)
  * thread may have been preempted), and the interval at most double from one sample on. */
 static void mf_adapt(struct mf_thread *t, uint64_t t0, uint64_t t1, bool new_stack)
 {
+    struct mf_slot *s = t->slot;
     double cost = (double)(t1 - t0);
     if (!new_stack) {
-        if (t->sample_ns > 0 && cost > 2 * t->sample_ns)
-            cost = 2 * t->sample_ns;
-        t->sample_ns = t->sample_ns > 0 ? (3 * t->sample_ns + cost) / 4 : cost;
+        if (s->sample_ns > 0 && cost > 2 * s->sample_ns)
+            cost = 2 * s->sample_ns;
+        s->sample_ns = s->sample_ns > 0 ? (3 * s->sample_ns + cost) / 4 : cost;
     }
-    if (t->sample_end_ns && t0 > t->sample_end_ns && t->sample_ns > 0) {
-        double per_call = (double)(t0 - t->sample_end_ns) / (double)t->drawn;
-        t->call_ns = t->call_ns <= 0 || per_call < t->call_ns ? per_call
-                                                               : (3 * t->call_ns + per_call) / 4;
-        double n = t->sample_ns / (MF_COST_SHARE * t->call_ns);
-        double most = t->interval ? 2.0 * (double)t->interval : 2.0;
+    if (s->sample_end_ns && t0 > s->sample_end_ns && s->sample_ns > 0) {
+        double per_call = (double)(t0 - s->sample_end_ns) / (double)t->drawn;
+        s->call_ns = s->call_ns <= 0 || per_call < s->call_ns ? per_call
+                                                               : (3 * s->call_ns + per_call) / 4;
+        double n = s->sample_ns / (MF_COST_SHARE * s->call_ns);
+        double most = s->interval ? 2.0 * (double)s->interval : 2.0;
         n = n > most ? most : n;
-        t->interval = n < 1 ? 1 : n > MF_INTERVAL_MAX ? MF_INTERVAL_MAX : (uint64_t)n;
+        s->interval = n < 1 ? 1 : n > MF_INTERVAL_MAX ? MF_INTERVAL_MAX : (uint64_t)n;
     }
-    t->sample_end_ns = t1;
+    s->sample_end_ns = t1;
 }
 
 static void mf_fork_canary_arm(void)
@@ -173,20 +189,29 @@ static void mf_after_fork_child(void);
 
 /* ---- the slow path: unprofiled samples, the re-entry guard ------------------------ */
 
+/* A shared table is written under its lock by every writer. */
+static struct mf_table *mf_table_lock(struct mf_table *tab)
+{
+    if (tab->shared)
+        mf_spin_lock(&tab->lock);
+    return tab;
+}
+
+static void mf_table_unlock(struct mf_table *tab)
+{
+    if (tab->shared)
+        mf_spin_unlock(&tab->lock);
+}
+
 static void mf_unprofiled(struct mf_thread *t, uint64_t weight, size_t size)
 {
-    struct mf_thread_header *h = t->table.hdr;
-    if (h) {
-        h->unprofiled_samples++;
-        h->unprofiled_calls += weight;
-        h->unprofiled_bytes += weight * size;
-        h->unprofiled_calls_sq += weight * weight;
-    } else {
-        t->local_unprofiled_samples++;
-        t->local_unprofiled_calls += weight;
-        t->local_unprofiled_bytes += weight * size;
-        t->local_unprofiled_calls_sq += weight * weight;
-    }
+    struct mf_table *tab = mf_table_lock(t->slot->table);
+    struct mf_thread_header *h = tab->hdr;
+    h->unprofiled_samples++;
+    h->unprofiled_calls += weight;
+    h->unprofiled_bytes += weight * size;
+    h->unprofiled_calls_sq += weight * weight;
+    mf_table_unlock(tab);
 }
 
 /* Profiler code runs between these: a call it makes (libunwind's first touch of its TLS in a
@@ -208,42 +233,60 @@ static void mf_leave(struct mf_thread *t, int64_t countdown)
 
 /* ---- flushing the hot path's counts into the file -------------------------------- */
 
-static void mf_spin_lock(uint32_t *lock)
+void mf_spin_lock(uint32_t *lock)
 {
     while (__atomic_exchange_n(lock, 1, __ATOMIC_ACQUIRE))
         sched_yield();
 }
 
-static void mf_spin_unlock(uint32_t *lock)
+void mf_spin_unlock(uint32_t *lock)
 {
     __atomic_store_n(lock, 0, __ATOMIC_RELEASE);
 }
 
+/* Adds to a table's exact totals; a shared table's are added to atomically, so that its
+ * writers need not hold the table's lock for it. */
+static void mf_totals_add(struct mf_table *tab, struct mf_totals *to, int fn, uint64_t calls,
+                          uint64_t bytes)
+{
+    if (tab->shared) {
+        __atomic_fetch_add(&to->calls[fn], calls, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&to->bytes[fn], bytes, __ATOMIC_RELAXED);
+    } else {
+        to->calls[fn] += calls;
+        to->bytes[fn] += bytes;
+    }
+}
+
 /* The owner's flush: the pending counts, less what the process's exit already took, go to
- * the file (or `local`). The lock only excludes mf_flush_others, so a thread no longer on
- * the list takes none (TSan's atomics crash in a thread's last destructor round). The
- * thread is busy meanwhile (mf_enter), so a signal handler's call cannot flush into it. */
+ * the file. Without a table they stay pending. The lock only excludes mf_flush_others, so a
+ * thread no longer on the list takes none (TSan's atomics crash in a thread's last
+ * destructor round). The thread is busy meanwhile (mf_enter), so a signal handler's call
+ * cannot flush into it. */
 static void mf_flush(struct mf_thread *t)
 {
+    if (!t->totals)
+        return;
     int first = 0;
     while (first < MF_FN_COUNT && !t->pending.calls[first])
         first++;
     if (first == MF_FN_COUNT) /* recording every call: the hot path counted nothing */
         return;
+    struct mf_slot *s = t->slot;
     int64_t saved = mf_enter(t);
-    bool listed = t->listed;
+    bool listed = s->listed;
     if (listed)
-        mf_spin_lock(&t->flush_lock);
+        mf_spin_lock(&s->flush_lock);
     for (int fn = first; fn < MF_FN_COUNT; fn++) {
         if (!t->pending.calls[fn]) /* then nothing was proxied either */
             continue;
-        t->totals->calls[fn] += t->pending.calls[fn] - t->proxied.calls[fn];
-        t->totals->bytes[fn] += t->pending.bytes[fn] - t->proxied.bytes[fn];
+        mf_totals_add(s->table, t->totals, fn, t->pending.calls[fn] - s->proxied.calls[fn],
+                      t->pending.bytes[fn] - s->proxied.bytes[fn]);
         t->pending.calls[fn] = t->pending.bytes[fn] = 0;
-        t->proxied.calls[fn] = t->proxied.bytes[fn] = 0;
+        s->proxied.calls[fn] = s->proxied.bytes[fn] = 0;
     }
     if (listed)
-        mf_spin_unlock(&t->flush_lock);
+        mf_spin_unlock(&s->flush_lock);
     mf_leave(t, saved);
 }
 
@@ -252,50 +295,25 @@ static void mf_flush(struct mf_thread *t)
  * adds its later calls to `pending`, which `proxied` keeps from being counted twice. */
 static void mf_flush_others(struct mf_thread *self)
 {
-    mf_spin_lock(&mf_threads_lock);
-    for (struct mf_thread *o = mf_threads; o; o = o->next) {
-        if (o == self)
+    mf_spin_lock(&mf_slots_lock);
+    for (struct mf_slot *o = mf_slots_used; o; o = o->next) {
+        struct mf_thread *ot = o->owner;
+        if (ot == self)
             continue;
         mf_spin_lock(&o->flush_lock);
         for (int fn = 0; fn < MF_FN_COUNT; fn++) {
-            uint64_t calls = __atomic_load_n(&o->pending.calls[fn], __ATOMIC_RELAXED);
-            uint64_t bytes = __atomic_load_n(&o->pending.bytes[fn], __ATOMIC_RELAXED);
+            uint64_t calls = __atomic_load_n(&ot->pending.calls[fn], __ATOMIC_RELAXED);
+            uint64_t bytes = __atomic_load_n(&ot->pending.bytes[fn], __ATOMIC_RELAXED);
             if (calls == o->proxied.calls[fn]) /* nothing new: the owner may be counting */
                 continue;                        /* into its totals directly (mf_record_slow) */
-            o->totals->calls[fn] += calls - o->proxied.calls[fn];
-            o->totals->bytes[fn] += bytes - o->proxied.bytes[fn];
+            mf_totals_add(o->table, ot->totals, fn, calls - o->proxied.calls[fn],
+                          bytes - o->proxied.bytes[fn]);
             o->proxied.calls[fn] = calls;
             o->proxied.bytes[fn] = bytes;
         }
         mf_spin_unlock(&o->flush_lock);
     }
-    mf_spin_unlock(&mf_threads_lock);
-}
-
-static void mf_threads_add(struct mf_thread *t)
-{
-    mf_spin_lock(&mf_threads_lock);
-    t->prev = NULL;
-    t->next = mf_threads;
-    if (mf_threads)
-        mf_threads->prev = t;
-    mf_threads = t;
-    t->listed = true;
-    mf_spin_unlock(&mf_threads_lock);
-}
-
-static void mf_threads_remove(struct mf_thread *t)
-{
-    mf_spin_lock(&mf_threads_lock);
-    if (t->prev)
-        t->prev->next = t->next;
-    else if (mf_threads == t)
-        mf_threads = t->next;
-    if (t->next)
-        t->next->prev = t->prev;
-    t->next = t->prev = NULL;
-    t->listed = false;
-    mf_spin_unlock(&mf_threads_lock);
+    mf_spin_unlock(&mf_slots_lock);
 }
 
 /* The countdown ends at the next sample or after MF_FLUSH_CALLS calls, whichever comes
@@ -309,62 +327,187 @@ static int64_t mf_arm(struct mf_thread *t, int64_t calls)
     return step;
 }
 
-/* ---- the slow path: set-up and samples ------------------------------------------- */
+/* ---- slots: a thread's cold state, table and stack ---------------------------------- */
 
-/* Creates the thread's file and moves what was counted before into it. */
-static void mf_thread_setup(struct mf_thread *t)
+/* A slot from the pool, or a new one: [guard page][stack][struct mf_slot]. No file yet. */
+static struct mf_slot *mf_slot_acquire(void)
 {
-    int64_t saved = mf_enter(t);
-    uint64_t seq = __atomic_fetch_add(&mf_thread_seq, 1, __ATOMIC_RELAXED);
-    mf_rng_seed(t, seq);
-    if (mf_table_create(&t->table, seq)) {
-        t->state = MF_THREAD_FAILED;
-    } else {
-        struct mf_thread_header *h = t->table.hdr;
-        h->totals = t->local;
-        h->unprofiled_samples = t->local_unprofiled_samples;
-        h->unprofiled_calls = t->local_unprofiled_calls;
-        h->unprofiled_bytes = t->local_unprofiled_bytes;
-        h->unprofiled_calls_sq = t->local_unprofiled_calls_sq;
-        t->totals = &h->totals;
-        t->state = MF_THREAD_READY;
-        pthread_setspecific(mf_thread_key, t);
-        mf_threads_add(t);
+    mf_spin_lock(&mf_slots_lock);
+    struct mf_slot *s = mf_slots_free;
+    if (s)
+        mf_slots_free = s->next_free;
+    mf_spin_unlock(&mf_slots_lock);
+    if (s)
+        return s;
+    size_t cold = (sizeof *s + MF_PAGE_BYTES - 1) & ~(size_t)(MF_PAGE_BYTES - 1);
+    size_t total = MF_PAGE_BYTES + MF_SLOT_STACK_BYTES + cold;
+    char *m = mmap(NULL, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    if (mprotect(m + MF_PAGE_BYTES, total - MF_PAGE_BYTES, PROT_READ | PROT_WRITE) != 0) {
+        munmap(m, total);
+        return NULL;
     }
-    mf_leave(t, saved);
+    s = (struct mf_slot *)(m + MF_PAGE_BYTES + MF_SLOT_STACK_BYTES);
+    s->stack_top = s;
+    return s;
 }
 
-/* Returns true if the stack was new to this thread's table. Inline: one frame fewer to unwind. */
-static inline __attribute__((always_inline)) bool mf_sample(struct mf_thread *t, uint64_t weight, size_t size, uintptr_t ret)
+static void mf_slots_list(struct mf_slot *s)
 {
-    uintptr_t all[MF_DEPTH_MAX + MF_OWN_FRAMES_MAX + 1];
+    mf_spin_lock(&mf_slots_lock);
+    s->prev = NULL;
+    s->next = mf_slots_used;
+    if (mf_slots_used)
+        mf_slots_used->prev = s;
+    mf_slots_used = s;
+    s->listed = true;
+    mf_spin_unlock(&mf_slots_lock);
+}
+
+static void mf_slots_unlist(struct mf_slot *s)
+{
+    mf_spin_lock(&mf_slots_lock);
+    if (s->prev)
+        s->prev->next = s->next;
+    else if (mf_slots_used == s)
+        mf_slots_used = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    s->next = s->prev = NULL;
+    s->listed = false;
+    mf_spin_unlock(&mf_slots_lock);
+}
+
+static void mf_slot_release(struct mf_slot *s)
+{
+    s->owner = NULL;
+    mf_spin_lock(&mf_slots_lock);
+    s->next_free = mf_slots_free;
+    mf_slots_free = s;
+    mf_spin_unlock(&mf_slots_lock);
+}
+
+/* ---- the slow path: set-up and samples ------------------------------------------- */
+
+/* Gives the thread's slot a table: its own (the one the slot had, or a new file), else the
+ * process's first table, shared. Runs on the slot's stack. */
+static void mf_thread_setup(struct mf_thread *t)
+{
+    struct mf_slot *s = t->slot;
+    uint64_t seq = __atomic_fetch_add(&mf_thread_seq, 1, __ATOMIC_RELAXED);
+    if (s->gen != mf_gen) { /* made before a fork: the parent's file */
+        mf_table_forget(&s->own);
+        s->gen = mf_gen;
+    }
+    mf_rng_seed(s, seq);
+    s->interval = s->sample_end_ns = s->samples = 0;
+    s->call_ns = s->sample_ns = 0;
+    s->stack_lo = s->stack_hi = 0;
+    s->flush_lock = 0;
+    memset(&s->proxied, 0, sizeof s->proxied);
+    s->table = NULL;
+    if (s->own.hdr || !mf_table_create(&s->own, seq))
+        s->table = &s->own;
+    struct mf_table *first = NULL;
+    bool sharing = false;
+    if (s->table) {
+        /* The process's first table is always written under its lock: a thread may join
+         * it at any moment, and the owner must not be half-way through an entry then. */
+        if (__atomic_compare_exchange_n(&mf_first_table, &first, s->table, false,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            s->table->shared = 1;
+    } else if ((first = __atomic_load_n(&mf_first_table, __ATOMIC_ACQUIRE))) {
+        s->table = first;
+        sharing = true;
+    } else {
+        t->state = MF_THREAD_FAILED;
+        return;
+    }
+    struct mf_table *tab = mf_table_lock(s->table);
+    struct mf_thread_header *h = tab->hdr;
+    if (sharing)
+        h->flags |= MF_THREAD_SHARED;
+    h->threads++;
+    h->flags &= ~MF_THREAD_FINISHED;
+    h->unprofiled_samples += t->early_calls;
+    h->unprofiled_calls += t->early_calls;
+    h->unprofiled_bytes += t->early_bytes;
+    h->unprofiled_calls_sq += t->early_calls;
+    mf_table_unlock(tab);
+    t->early_calls = t->early_bytes = 0;
+    t->totals = &h->totals;
+    t->state = MF_THREAD_READY;
+    s->owner = t;
+    pthread_setspecific(mf_thread_key, t);
+    mf_slots_list(s);
+}
+
+static void mf_process_start(void);
+
+/* The first slow-path call of a thread, or of a fork child: what needs files and stack. */
+static void mf_setup_on_stack(void *arg)
+{
+    struct mf_thread *t = arg;
+    if (__atomic_exchange_n(&mf_start_pending, 0, __ATOMIC_ACQ_REL))
+        mf_process_start();
+    if (!mf_ready)
+        return;
+    if (t->state == MF_THREAD_NEW)
+        mf_thread_setup(t);
+}
+
+/* Returns false if the pid is not this image's: a vfork child, which shares our memory
+ * (and so the canary) and must leave the parent's state as it is. A child that skipped
+ * the atfork handler is caught by the canary first (mf_record_slow). */
+bool mf_check_pid(void)
+{
+    if (getpid() == mf_pid)
+        return true;
+    if (!mf_fork_canary)
+        mf_after_fork_child(); /* no canary (Linux < 4.14): taken for a fork child */
+    return false;
+}
+
+/* Runs on the slot's stack: the stack, the table entry, the cost. */
+static void mf_sample_on_stack(void *arg)
+{
+    struct mf_thread *t = arg;
+    struct mf_slot *s = t->slot;
+    bool adaptive = !mf_opt.sample_interval;
+    uint64_t t0 = adaptive ? mf_mono_ns() : 0;
     uint32_t max = mf_opt.max_depth, own, flags = 0;
-    uint32_t n = mf_unwind(all, max + MF_OWN_FRAMES_MAX + 1, ret, &own);
-    const uintptr_t *pcs = all + own;
+    uint32_t n = mf_unwind(s->pcs, max + MF_OWN_FRAMES_MAX + 1, s, &own);
+    const uintptr_t *pcs = s->pcs + own;
     n -= own;
     if (n > max) {
         n = max;
         flags = MF_ENTRY_TRUNCATED;
     }
-    struct mf_entry *e = mf_table_upsert(&t->table, pcs, n, flags);
-    if (!e) {
-        mf_unprofiled(t, weight, size);
-        return false;
+    struct mf_table *tab = mf_table_lock(s->table);
+    struct mf_entry *e = mf_table_upsert(tab, pcs, n, flags);
+    bool new_stack = e && e->samples == 0;
+    if (e) {
+        e->samples++;
+        e->calls += s->weight;
+        e->bytes += s->weight * s->size;
+        e->calls_sq += s->weight * s->weight;
+        if ((++s->samples & 63) == 1) /* the clock costs as much as the rest of an exact sample */
+            tab->hdr->last_ns = mf_now_ns();
     }
-    bool new_stack = e->samples == 0;
-    if (new_stack) { /* from a fork that skipped our handler? a new library? */
-        if (!mf_check_pid())
-            return true;
-        if (!mf_modules_cover(pcs, n))
-            mf_modules_refresh();
+    mf_table_unlock(tab);
+    if (!e)
+        mf_unprofiled(t, s->weight, s->size);
+    /* A library loaded since the module list was written? Not in a vfork child (the
+     * loader's lock may be held by a thread of the parent, which waits for us). */
+    if (new_stack && !mf_modules_cover(pcs, n) && mf_check_pid())
+        mf_modules_refresh();
+    if (adaptive) {
+        uint64_t t1 = mf_mono_ns();
+        if (t->exact)
+            t->exact_ns += t1 - t0;
+        mf_adapt(t, t0, t1, new_stack);
     }
-    e->samples++;
-    e->calls += weight;
-    e->bytes += weight * size;
-    e->calls_sq += weight * weight;
-    if ((++t->samples & 63) == 1) /* the clock costs as much as the rest of an exact sample */
-        t->table.hdr->last_ns = mf_now_ns();
-    return new_stack;
 }
 
 void mf_record_slow(enum mf_fn fn, size_t size)
@@ -377,24 +520,40 @@ void mf_record_slow(enum mf_fn fn, size_t size)
         t->countdown = 1; /* the profiler's own call: see mf_enter() */
         return;
     }
-    if (!t->totals)
-        t->totals = &t->local;
+    /* This call goes through `pending` too: every write to the totals is a flush, under the
+     * lock that the process's exit takes to flush the threads still running. */
+    MF_PENDING_ADD(t->pending.calls[fn], 1);
+    MF_PENDING_ADD(t->pending.bytes[fn], size);
     mf_flush(t);
-    t->totals->calls[fn]++; /* after the flush: mf_flush_others no longer writes them */
-    t->totals->bytes[fn] += size;
 
-    if (MF_UNLIKELY(!mf_ready)) {
-        /* Before start-up finished (or never, if profiling is off): count every call. */
-        mf_unprofiled(t, 1, size);
-        t->countdown = mf_disabled ? MF_COUNTDOWN_OFF : 1;
-        return;
+    if (MF_UNLIKELY(t->state != MF_THREAD_READY || !mf_ready)) {
+        if (t->state == MF_THREAD_EXITED || t->state == MF_THREAD_FAILED) {
+            t->countdown = MF_COUNTDOWN_OFF;
+            return;
+        }
+        if (!mf_ready && !mf_start_pending) {
+            /* Before start-up finished (or never, if profiling is off): count every call. */
+            t->early_calls++;
+            t->early_bytes += size;
+            t->countdown = mf_disabled ? MF_COUNTDOWN_OFF : 1;
+            return;
+        }
+        if (!t->slot && !(t->slot = mf_slot_acquire())) {
+            t->state = MF_THREAD_FAILED;
+            t->countdown = MF_COUNTDOWN_OFF;
+            return;
+        }
+        int64_t saved = mf_enter(t);
+        mf_call_on_stack(t->slot->stack_top, mf_setup_on_stack, t);
+        mf_leave(t, saved);
+        if (t->state != MF_THREAD_READY) {
+            if (t->state == MF_THREAD_NEW && !mf_ready) /* profiling is off */
+                t->state = MF_THREAD_FAILED;
+            t->countdown = MF_COUNTDOWN_OFF;
+            return;
+        }
+        mf_flush(t); /* what was counted before the table existed */
     }
-    if (MF_UNLIKELY(t->state == MF_THREAD_EXITED)) {
-        t->countdown = MF_COUNTDOWN_OFF;
-        return;
-    }
-    if (MF_UNLIKELY(t->state == MF_THREAD_NEW))
-        mf_thread_setup(t);
     if (t->sample_left > 0) { /* a flush only: the sample is further on */
         t->countdown = mf_arm(t, t->sample_left);
         return;
@@ -407,22 +566,18 @@ void mf_record_slow(enum mf_fn fn, size_t size)
             return;
         }
     }
-    uint64_t weight = t->weight;
-    if (t->paused || t->state != MF_THREAD_READY) {
-        mf_unprofiled(t, weight, size);
+    struct mf_slot *s = t->slot;
+    if (t->paused) {
+        mf_unprofiled(t, t->weight, size);
         t->countdown = mf_arm(t, mf_next_countdown(t));
         return;
     }
     mf_enter(t);
-    bool adaptive = !mf_opt.sample_interval;
-    uint64_t t0 = adaptive ? mf_mono_ns() : 0;
-    bool new_stack = mf_sample(t, weight, size, ret);
-    if (adaptive) {
-        uint64_t t1 = mf_mono_ns();
-        if (t->exact)
-            t->exact_ns += t1 - t0;
-        mf_adapt(t, t0, t1, new_stack);
-    }
+    s->entry_fp = (uintptr_t)__builtin_frame_address(0);
+    s->ret = ret;
+    s->weight = t->weight;
+    s->size = size;
+    mf_call_on_stack(s->stack_top, mf_sample_on_stack, t);
     mf_leave(t, mf_arm(t, mf_next_countdown(t)));
 }
 
@@ -470,80 +625,115 @@ static void mf_process_start(void)
     __atomic_store_n(&mf_thread_seq, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&mf_exact_budget, (int64_t)mf_opt.exact_calls, __ATOMIC_RELAXED);
     __atomic_store_n(&mf_exact_ns_left, (int64_t)MF_EXACT_NS_MAX, __ATOMIC_RELAXED);
-    mf_modules_reset();
     if (mf_dir_create() || mf_process_file_create()) {
         mf_dir[0] = '\0';
         mf_disabled = 1;
         mf_ready = 0;
         return;
     }
-    mf_modules_refresh();
+    mf_modules_start();
     mf_ready = 1;
 }
 
+/* Whether the parent had other threads when it forked: one of them may have held the
+ * loader's lock, which glibc does not reset in the child (mf_modules_inherit). */
+static volatile int mf_fork_prepared, mf_fork_threaded;
+
+static void mf_before_fork(void)
+{
+    mf_fork_threaded = !__libc_single_threaded;
+    mf_fork_prepared = 1;
+}
+
+static void mf_after_fork_parent(void)
+{
+    mf_fork_prepared = 0;
+}
+
 /* The child of fork() must never write into its parent's files (they are shared mappings):
- * it forgets the parent's tables and starts a directory of its own. */
+ * it forgets the parent's tables, and starts a directory of its own at its first call.
+ * Nothing here blocks or calls into the loader: in the child of a threaded program, a lock
+ * another thread of the parent held stays held. */
 static void mf_after_fork_child(void)
 {
     struct mf_thread *t = &mf_tls;
-    mf_table_forget_index(&t->table);
-    memset(&t->table, 0, sizeof t->table);
-    memset(&t->local, 0, sizeof t->local);
+    if (mf_fork_canary)
+        *mf_fork_canary = 1; /* this image's from now on */
+    mf_modules_inherit(mf_fork_prepared ? mf_fork_threaded : 1);
+    mf_fork_prepared = 0;
+    mf_gen++;
+    mf_ready = 0;
+    mf_slots_used = NULL; /* the parent's other threads do not exist here */
+    mf_slots_lock = 0;
+    mf_first_table = NULL;
     memset(&t->pending, 0, sizeof t->pending); /* the parent's, which it flushes itself */
-    memset(&t->proxied, 0, sizeof t->proxied);
-    t->flush_lock = 0;
-    t->next = t->prev = NULL;
-    t->listed = false;
-    mf_threads = NULL; /* the parent's other threads do not exist here */
-    mf_threads_lock = 0;
+    t->totals = NULL;
+    t->early_calls = t->early_bytes = 0;
+    if (t->slot) {
+        t->slot->listed = false;
+        t->slot->next = t->slot->prev = NULL;
+        t->slot->owner = NULL;
+    }
+    if (t->state != MF_THREAD_EXITED)
+        t->state = MF_THREAD_NEW;
     t->exiting = false;
     t->sample_left = 0;
-    t->local_unprofiled_samples = t->local_unprofiled_calls = t->local_unprofiled_bytes = 0;
-    t->local_unprofiled_calls_sq = 0;
-    t->totals = &t->local;
-    t->state = MF_THREAD_NEW;
     t->weight = 0;
     t->exact_left = t->exact_ns = 0;
     t->exact = false;
     t->exit_round = 0;
-    t->countdown = 0;
-    mf_process_start();
-}
-
-bool mf_check_pid(void)
-{
-    if (getpid() == mf_pid)
-        return true;
-    mf_after_fork_child(); /* a child made by _Fork() or clone(), which skip atfork handlers */
-    return false;
+    if (!mf_disabled) {
+        mf_start_pending = 1;
+        t->countdown = 0;
+    }
 }
 
 /* glibc calls thread-specific destructors in up to PTHREAD_DESTRUCTOR_ITERATIONS rounds while
  * values are set. Other destructors (Rust's thread locals among them) still allocate, so the
- * table stays mapped until the last round; calls made after that, by destructors of keys
- * created after ours in that same last round, are counted nowhere. */
+ * thread keeps its table until the last round; calls made after that, by destructors of keys
+ * created after ours in that same last round, are counted nowhere. Then the slot, with its
+ * table and file, goes back to the pool for the next new thread. */
 static void mf_thread_exit(void *arg)
 {
     struct mf_thread *t = arg;
-    if (++t->exit_round == 1 && t->listed) {
+    struct mf_slot *s = t->slot;
+    if (++t->exit_round == 1 && s && s->listed) {
         /* Off the list in the first round, while TSan's per-thread state still exists. */
         mf_flush(t);
-        mf_threads_remove(t);
+        mf_slots_unlist(s);
     }
     if (t->exit_round < PTHREAD_DESTRUCTOR_ITERATIONS) {
         pthread_setspecific(mf_thread_key, t);
         return;
     }
-    if (t->table.hdr && getpid() == mf_pid) {
+    if (s && t->state == MF_THREAD_READY && s->gen == mf_gen) {
         mf_flush(t);
-        t->table.hdr->last_ns = mf_now_ns();
-        t->table.hdr->flags |= MF_THREAD_FINISHED;
-        mf_table_unmap(&t->table);
+        struct mf_table *tab = mf_table_lock(s->table);
+        tab->hdr->last_ns = mf_now_ns();
+        if (tab == &s->own && !tab->shared)
+            tab->hdr->flags |= MF_THREAD_FINISHED;
+        mf_table_unlock(tab);
     }
-    memset(&t->local, 0, sizeof t->local);
-    t->totals = &t->local;
     t->state = MF_THREAD_EXITED;
     t->countdown = MF_COUNTDOWN_OFF;
+    t->totals = NULL;
+    t->slot = NULL;
+    if (s && s->gen == mf_gen)
+        mf_slot_release(s);
+}
+
+/* The start-up thread's table is made now, while the process can: it may setuid, chroot or
+ * lower RLIMIT_NOFILE later, and threads that cannot make a table of their own then share
+ * this one. */
+static void mf_setup_start_thread(void)
+{
+    struct mf_thread *t = &mf_tls;
+    if (!mf_ready || t->state != MF_THREAD_NEW || (!t->slot && !(t->slot = mf_slot_acquire())))
+        return;
+    int64_t saved = mf_enter(t);
+    mf_call_on_stack(t->slot->stack_top, mf_setup_on_stack, t);
+    mf_leave(t, saved);
+    mf_flush(t); /* the calls made before start-up */
 }
 
 void mf_core_init(void)
@@ -555,18 +745,22 @@ void mf_core_init(void)
     mf_options_read();
     mf_unwind_init();
     pthread_key_create(&mf_thread_key, mf_thread_exit);
-    pthread_atfork(NULL, NULL, mf_after_fork_child);
+    pthread_atfork(mf_before_fork, mf_after_fork_parent, mf_after_fork_child);
     mf_process_start();
     mf_leave(&mf_tls, saved);
-    /* The calls made before start-up are in TLS: put them in a file now, in case this
-     * thread never allocates again. */
-    if (mf_ready && mf_tls.state == MF_THREAD_NEW && mf_tls.totals)
-        mf_thread_setup(&mf_tls);
+    mf_setup_start_thread();
 }
 
 __attribute__((constructor)) static void mf_core_constructor(void)
 {
     mf_core_init();
+}
+
+static void mf_exit_on_stack(void *arg)
+{
+    (void)arg;
+    mf_modules_refresh();
+    mf_process_file_finish();
 }
 
 /* Also flushes every thread's pending counts; from here on this thread flushes each call as
@@ -575,21 +769,23 @@ __attribute__((constructor)) static void mf_core_constructor(void)
  * MF_FLUSH_CALLS) out, but a thread pool that a late destructor waits for is not slowed. */
 __attribute__((destructor)) static void mf_core_destructor(void)
 {
-    if (mf_ready && getpid() == mf_pid) {
-        struct mf_thread *t = &mf_tls;
-        t->exiting = true;
-        if (t->totals)
-            mf_flush(t);
-        int64_t saved = mf_enter(t);
-        mf_flush_others(t);
-        if (saved > 1 && t->state == MF_THREAD_READY) { /* the same sample, one call at a time */
-            t->sample_left += saved - 1;
-            saved = 1;
-        }
-        mf_leave(t, saved);
-        mf_modules_refresh();
-        mf_process_file_finish();
+    struct mf_thread *t = &mf_tls;
+    if (!mf_ready || t->busy || getpid() != mf_pid) /* a vfork child that called exit() */
+        return;
+    t->exiting = true;
+    mf_flush(t);
+    int64_t saved = mf_enter(t);
+    mf_flush_others(t);
+    if (saved > 1 && t->state == MF_THREAD_READY) { /* the same sample, one call at a time */
+        t->sample_left += saved - 1;
+        saved = 1;
     }
+    /* Any thread may call exit(), a 16 KiB one too: the module list takes a page of stack. */
+    if (t->slot && t->state == MF_THREAD_READY)
+        mf_call_on_stack(t->slot->stack_top, mf_exit_on_stack, NULL);
+    else
+        mf_exit_on_stack(NULL);
+    mf_leave(t, saved);
 }
 
 /* ---- the public API ----------------------------------------------------------------- */

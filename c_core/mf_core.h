@@ -10,62 +10,58 @@
 
 #define MF_LIKELY(x) __builtin_expect(!!(x), 1)
 
-/* A thread's table: its file's header and segments, mapped MAP_SHARED, and a private index
- * over all of them (mf_table.c). */
+/* A table: a file's header and segments, mapped MAP_SHARED, and a private index over all of
+ * them (mf_table.c). Normally one thread writes it; a thread that cannot have a file of its
+ * own (full disk, setuid, chroot) records into the process's first table, which is then
+ * `shared` and written under `lock`. */
 struct mf_table {
-    struct mf_thread_header *hdr; /* NULL until the thread file exists */
+    struct mf_thread_header *hdr; /* NULL until the file exists */
     uint32_t nseg;
+    uint32_t lock;            /* taken by every writer once `shared` */
+    volatile uint32_t shared; /* more than one thread may write */
     struct mf_segment_header *seg[MF_MAX_SEGMENTS];
     uint64_t *index; /* anonymous memory; NULL with one segment, or if it could not be had:
                       * then each segment is probed */
     uint64_t index_slots; /* a power of two */
 };
 
-/* Per-thread state. Initial-exec TLS: one instruction to reach it (global-dynamic costs
- * 3-6 ns more per call, DESIGN §1). Zero-initialized: a new thread's first call takes the
- * slow path, which sets the thread up.
+struct mf_slot; /* a thread's cold state, its table and its slow path's stack (mf_internal.h) */
+
+/* Per-thread state: what the hot path and the decision to sample need, and no more, so that
+ * a thread's static TLS stays small (a 16 KiB thread must still run). Initial-exec TLS: one
+ * instruction to reach it (global-dynamic costs 3-6 ns more per call, DESIGN §1).
+ * Zero-initialized: a new thread's first call takes the slow path, which sets the thread up.
  * The hot path counts into `pending`, here in TLS, and the slow path moves those counts into
- * the thread file at least every MF_FLUSH_CALLS calls. Counting straight into the file
+ * the thread's file at least every MF_FLUSH_CALLS calls. Counting straight into the file
  * costs a third load on the hot path's critical path (TLS -> file pointer -> counter):
  * measured, that made the hook twice as expensive (README, "How it works"). */
 struct mf_thread {
     int64_t countdown;        /* calls left until the slow path: the next sample or flush */
     struct mf_totals pending; /* counted since the last flush */
-    struct mf_totals *totals; /* the thread file's exact counters, or `local` before it exists */
+    struct mf_totals *totals; /* the table's exact counters; NULL without one (pending keeps all) */
+    struct mf_slot *slot;     /* NULL until set-up */
     int64_t sample_left;      /* calls after the countdown ends until the next sample */
     uint64_t weight;          /* calls the next sample stands for; 0 = no interval drawn yet */
     uint64_t drawn;           /* calls the current sampling interval covers (the rate's denominator) */
     uint64_t exact_left;      /* calls of the process-wide exact budget this thread holds */
     uint64_t exact_ns;        /* time its exact samples took, not yet taken off the budget */
+    uint64_t early_calls;     /* calls before start-up finished: unprofiled, weight 1 */
+    uint64_t early_bytes;
     uint32_t state;           /* enum mf_thread_state (mf_internal.h) */
     uint32_t paused;          /* malloc_freq_pause() depth */
     volatile uint32_t busy;   /* inside the slow path: a sample due now is not profiled */
     uint32_t exit_round;      /* thread-exit destructor rounds seen */
     bool exact;               /* the sample now due belongs to the exact stretch */
     bool exiting;             /* runs the process's exit: flush every call (mf_arm) */
-    uint32_t flush_lock;      /* the owner's flush against the process exit's (mf_flush_others) */
-    uint64_t rng[2];          /* xoroshiro128+ state */
-    uint64_t samples;         /* samples taken by this thread */
-    /* Default mode (mf_adapt): the mean interval the cost budget allows now, and what it
-     * is computed from: the program's time per call and the profiler's time per sample. */
-    uint64_t interval;
-    uint64_t sample_end_ns; /* CLOCK_MONOTONIC when the last sample finished */
-    double call_ns, sample_ns;
-    uintptr_t stack_lo, stack_hi; /* the stack mapping the frame-pointer unwinder walks */
-    struct mf_table table;
-    struct mf_totals local; /* counts made before the thread file exists */
-    struct mf_totals proxied; /* the part of `pending` the process's exit already flushed */
-    struct mf_thread *next, *prev; /* the threads with a file (mf_threads), for the exit */
-    bool listed;                   /* on that list */
-    uint64_t local_unprofiled_samples, local_unprofiled_calls, local_unprofiled_bytes,
-        local_unprofiled_calls_sq;
 };
 
-/* The alignment of mf_tls. The preload library's build sets it to a page (Makefile): then
- * its TLS block sits exactly one page below the thread pointer whenever the program's own TLS
- * is small enough to fit in the rest of that page (glibc rounds a module's offset up to the
- * block's alignment), and the entry points can address it as %fs:-MF_TLS_ALIGN, an
- * immediate, instead of loading its offset from the GOT first (lib_preload/mf_entry.c). */
+/* The alignment of mf_tls. The preload library's build sets it to 512 (Makefile), the next
+ * power of two above sizeof(struct mf_thread): then its TLS block sits exactly 512 bytes below
+ * the thread pointer whenever the program's own TLS fits in the rest (glibc rounds a
+ * module's offset up to the block's alignment), and the entry points can address it as
+ * %fs:-MF_TLS_ALIGN, an immediate, instead of loading its offset from the GOT first
+ * (lib_preload/mf_entry.c). A page, as before, cost every thread up to ~10 KiB of its stack
+ * (the block's padding and the thread pointer's alignment): a 16 KiB thread died. */
 #ifndef MF_TLS_ALIGN
 #define MF_TLS_ALIGN 8
 #endif

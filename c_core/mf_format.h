@@ -3,7 +3,8 @@
  *
  * A profiled process image writes into   <MALLOC_FREQ_DIR>/malloc_freq.<pid>/
  *   process.<stamp>.mfp               one per process image (fork child, exec'd image)
- *   thread.<stamp>.<seq>.<tid>.mft    one per thread
+ *   thread.<stamp>.<seq>.<tid>.mft    one per thread table: a thread's, then the next new
+ *                                     thread's after it exited (mf_thread_header.threads)
  * <stamp> is 16 hex digits, random per process image, so an exec'd image (same pid) or a
  * reused thread id never overwrites a file: every file is created O_EXCL.
  *
@@ -16,7 +17,7 @@
 
 #include <stdint.h>
 
-#define MF_FORMAT_VERSION 2u
+#define MF_FORMAT_VERSION 3u
 
 #define MF_THREAD_MAGIC "MFREQTHR" /* 8 bytes, no NUL */
 #define MF_PROCESS_MAGIC "MFREQPRC"
@@ -56,6 +57,7 @@ struct mf_totals {
 /* Thread flags. */
 #define MF_THREAD_FINISHED 1u /* the thread has exited (it may still allocate in TLS teardown) */
 #define MF_THREAD_TABLE_FULL 2u /* a new stack could not be stored: counted as unprofiled */
+#define MF_THREAD_SHARED 4u /* threads without a file of their own record here too */
 
 /* Offset 0 of a thread file. */
 struct mf_thread_header {
@@ -81,6 +83,10 @@ struct mf_thread_header {
     uint64_t segment_offset[MF_MAX_SEGMENTS]; /* file offset of each segment */
     uint64_t segment_size[MF_MAX_SEGMENTS];   /* bytes */
     uint64_t unprofiled_calls_sq; /* the sum of the unprofiled samples' squared weights */
+    /* Threads that recorded here: a thread's table goes on to the next new thread when it
+     * exits, and a thread that cannot have a file of its own records into the process's
+     * first table (then MF_THREAD_SHARED). tid and seq are the first thread's. */
+    uint64_t threads;
 };
 
 /* A segment: struct mf_segment_header, then `capacity` entries (an open-addressing hash

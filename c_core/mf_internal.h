@@ -23,10 +23,44 @@
 #define MF_FLUSH_CALLS 4096
 
 enum mf_thread_state {
-    MF_THREAD_NEW = 0, /* no table yet */
-    MF_THREAD_READY,   /* table mapped */
-    MF_THREAD_FAILED,  /* the thread file could not be created: count only */
-    MF_THREAD_EXITED,  /* the thread has exited and its table is unmapped */
+    MF_THREAD_NEW = 0, /* no slot yet */
+    MF_THREAD_READY,   /* a slot and a table to record into */
+    MF_THREAD_FAILED,  /* no table could be had: count only */
+    MF_THREAD_EXITED,  /* the thread has exited and given its slot back */
+};
+
+/* A thread's cold state: everything the slow path needs beyond the decision to sample, in
+ * memory of our own (mmap), kept in a pool when the thread exits so that the next thread
+ * takes it with its table and file: a thread that makes a handful of calls costs no file,
+ * no system call and no page of its own (mf_core.c, mf_slot_*). Below it lies the stack the
+ * slow path runs on, so that the program's stack pays a few hundred bytes for a sample
+ * whatever libunwind needs (a 16 KiB thread, an 8 KiB signal stack). */
+#define MF_OWN_FRAMES_MAX 8
+struct mf_slot {
+    struct mf_table own;    /* the table made for this slot (hdr NULL if it could not be) */
+    struct mf_table *table; /* where this thread records: &own, or the shared table */
+    struct mf_thread *owner; /* the thread's TLS while a thread uses the slot */
+    struct mf_slot *next, *prev; /* slots in use (mf_slots_used), for the process's exit */
+    struct mf_slot *next_free;
+    bool listed;
+    uint32_t flush_lock;      /* the owner's flush against the process exit's (mf_flush_others) */
+    struct mf_totals proxied; /* the part of the owner's `pending` the process's exit flushed */
+    uint64_t rng[2];          /* xoroshiro128+ state */
+    uint64_t samples;         /* samples taken by this thread */
+    /* Default mode (mf_adapt): the mean interval the cost budget allows now, and what it
+     * is computed from: the program's time per call and the profiler's time per sample. */
+    uint64_t interval;
+    uint64_t sample_end_ns; /* CLOCK_MONOTONIC when the last sample finished */
+    double call_ns, sample_ns;
+    uintptr_t stack_lo, stack_hi; /* the stack mapping the frame-pointer unwinder walks */
+    /* The sample in hand, for the function that runs on the slot's stack. */
+    uintptr_t entry_fp;  /* mf_record_slow's frame on the program's stack */
+    uintptr_t ret;       /* its return address: where the profiler's frames end */
+    uint64_t weight, size;
+    bool new_stack;
+    uint64_t gen;        /* the slot's table was first set up in this process generation */
+    void *stack_top;     /* the slow path's own stack ends here (this struct starts here) */
+    uintptr_t pcs[MF_DEPTH_MAX + MF_OWN_FRAMES_MAX + 1];
 };
 
 /* Settings, read once from the environment at start-up (mf_options.c). */
@@ -49,40 +83,46 @@ extern pid_t mf_pid;
 extern uint64_t mf_stamp;
 extern char mf_dir[MF_PATH_MAX];
 extern uint64_t mf_thread_seq;
-bool mf_check_pid(void); /* true if this is still mf_pid; re-initialises a forked child if not */
+bool mf_check_pid(void); /* false in a vfork child (or a fork child, without the canary) */
 
 /* Thread tables (mf_table.c). Each returns true on error. */
 bool mf_table_create(struct mf_table *tab, uint64_t seq);
-void mf_table_unmap(struct mf_table *tab);
-void mf_table_forget_index(struct mf_table *tab); /* its private memory, also in a fork child */
+void mf_table_forget(struct mf_table *tab); /* a fork child's copy: unmapped, never written */
 struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                                  uint32_t flags);
+void mf_spin_lock(uint32_t *lock);
+void mf_spin_unlock(uint32_t *lock);
 
 /* Process file and module list (mf_modules.c). */
 bool mf_process_file_create(void);
 void mf_process_file_finish(void);
+void mf_modules_start(void); /* the process file's module list: all loaded, or inherited */
 void mf_modules_refresh(void);
 bool mf_modules_cover(const uintptr_t *pcs, uint32_t n); /* every pc lies in a known module */
-void mf_modules_reset(void);
+/* In a fork child: the next start writes the parent's module list, which is this image's
+ * too; if the parent had other threads the loader is never asked again (`frozen`). */
+void mf_modules_inherit(bool frozen);
+
+/* Calls fn(arg) with the stack pointer at `top` (mf_stack.c): the slow path's own stack.
+ * Unwinders go on through it to the caller's frames. */
+void mf_call_on_stack(void *top, void (*fn)(void *), void *arg);
 
 /* Stack capture (mf_unwind.c). */
 void mf_unwind_init(void);
 extern int (*mf_unw_backtrace)(void **, int); /* NULL: the frame-pointer walk */
-uint32_t mf_unwind_fp(uintptr_t *pcs, uint32_t max) __attribute__((noinline));
+uint32_t mf_unwind_fp(uintptr_t *pcs, uint32_t max, struct mf_slot *s);
 /* Fills pcs with up to max return addresses and returns the count; the first *own of them
- * are the profiler's frames, then comes the front end's slow path (slow_path_return).
- * Inline, like the slow path's sampling step, so that the profiler's frames are few: each
- * is another ~10 ns for libunwind to walk on every sample. */
-#define MF_OWN_FRAMES_MAX 4
+ * are the profiler's frames, then comes the front end's slow path (s->ret). Inline, like
+ * the slow path's sampling step, so that the profiler's frames are few: each is another
+ * ~10 ns for libunwind to walk on every sample. */
 static inline __attribute__((always_inline)) uint32_t mf_unwind(uintptr_t *pcs, uint32_t max,
-                                                                uintptr_t slow_path_return,
-                                                                uint32_t *own)
+                                                                struct mf_slot *s, uint32_t *own)
 {
     uint32_t n = mf_unw_backtrace ? (uint32_t)mf_unw_backtrace((void **)pcs, (int)max)
-                                  : mf_unwind_fp(pcs, max);
+                                  : mf_unwind_fp(pcs, max, s);
     *own = 0;
     for (uint32_t i = 0; i < n && i < MF_OWN_FRAMES_MAX; i++) {
-        if (pcs[i] == slow_path_return) {
+        if (pcs[i] == s->ret) {
             *own = i;
             break;
         }

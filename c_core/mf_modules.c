@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "mf_internal.h"
@@ -18,6 +19,12 @@ struct mf_range {
 static struct mf_range mf_known[MF_MODULES_MAX];
 static uint32_t mf_nknown;  /* published with release after the range is written */
 static int mf_refreshing; /* try-lock: one refresh at a time, others skip */
+/* Every module record written, in memory of our own: a fork child writes its parent's list
+ * into its process file without asking the loader (mf_modules_inherit). */
+static char *mf_log;
+static size_t mf_log_len, mf_log_cap;
+static bool mf_inherited; /* the next start writes mf_log */
+static bool mf_frozen;    /* a fork child of a threaded parent: the loader is not asked */
 
 static char *mf_process_path(char *buf, size_t size)
 {
@@ -105,6 +112,23 @@ static bool mf_is_known(uintptr_t lo, uintptr_t hi)
     return false;
 }
 
+static void mf_log_append(const void *rec, size_t len)
+{
+    if (mf_log_len + len > mf_log_cap) {
+        size_t cap = mf_log_cap ? 2 * mf_log_cap : 64 << 10;
+        while (cap < mf_log_len + len)
+            cap *= 2;
+        void *m = mf_log ? mremap(mf_log, mf_log_cap, cap, MREMAP_MAYMOVE)
+                         : mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED)
+            return; /* a fork child would miss this module's name, nothing worse */
+        mf_log = m;
+        mf_log_cap = cap;
+    }
+    memcpy(mf_log + mf_log_len, rec, len);
+    mf_log_len += len;
+}
+
 static int mf_module_visit(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
@@ -143,9 +167,10 @@ static int mf_module_visit(struct dl_phdr_info *info, size_t size, void *arg)
     rec.r.path_len = (uint32_t)len;
     mf_build_id(info, &rec.r);
     if (fd >= 0) {
-        ssize_t w = write(fd, &rec, rec.r.record_size);
+        ssize_t w = mf_sys_write(fd, &rec, rec.r.record_size);
         (void)w;
     }
+    mf_log_append(&rec, rec.r.record_size);
     mf_known[mf_nknown] = (struct mf_range){lo, hi};
     __atomic_store_n(&mf_nknown, mf_nknown + 1, __ATOMIC_RELEASE);
     return 0;
@@ -153,13 +178,13 @@ static int mf_module_visit(struct dl_phdr_info *info, size_t size, void *arg)
 
 void mf_modules_refresh(void)
 {
-    if (__atomic_exchange_n(&mf_refreshing, 1, __ATOMIC_ACQUIRE))
+    if (mf_frozen || __atomic_exchange_n(&mf_refreshing, 1, __ATOMIC_ACQUIRE))
         return;
     char path[MF_PATH_MAX];
     int fd = open(mf_process_path(path, sizeof path), O_WRONLY | O_APPEND | O_CLOEXEC);
     dl_iterate_phdr(mf_module_visit, &fd);
     if (fd >= 0)
-        close(fd);
+        mf_sys_close(fd);
     __atomic_store_n(&mf_refreshing, 0, __ATOMIC_RELEASE);
 }
 
@@ -176,9 +201,31 @@ bool mf_modules_cover(const uintptr_t *pcs, uint32_t n)
     return true;
 }
 
-/* A forked child writes its own process file: every module is new to it. */
-void mf_modules_reset(void)
+void mf_modules_start(void)
 {
-    __atomic_store_n(&mf_nknown, 0, __ATOMIC_RELEASE);
+    if (!mf_inherited) {
+        __atomic_store_n(&mf_nknown, 0, __ATOMIC_RELEASE);
+        mf_log_len = 0;
+        mf_modules_refresh();
+        return;
+    }
+    mf_inherited = false;
+    char path[MF_PATH_MAX];
+    int fd = open(mf_process_path(path, sizeof path), O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t w = mf_sys_write(fd, mf_log, mf_log_len);
+        (void)w;
+        mf_sys_close(fd);
+    }
+}
+
+/* Runs in the atfork child handler: no system call, no lock. The parent's modules are the
+ * child's (same memory); the loader's lock may be held for ever by a thread of the parent
+ * that does not exist here (glibc resets dl_load_lock in the child, not the one
+ * dl_iterate_phdr takes), so a child of a threaded parent never asks the loader again. */
+void mf_modules_inherit(bool frozen)
+{
+    mf_inherited = true;
+    mf_frozen = mf_frozen || frozen;
     mf_refreshing = 0;
 }

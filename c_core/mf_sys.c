@@ -101,3 +101,30 @@ bool mf_parse_u64(const char *s, uint64_t *out)
     *out = v;
     return true;
 }
+
+/* ---- system calls that are not cancellation points ---------------------------------- */
+
+int mf_sys_close(int fd)
+{
+    return (int)syscall(SYS_close, fd);
+}
+
+ssize_t mf_sys_write(int fd, const void *buf, size_t len)
+{
+    return (ssize_t)syscall(SYS_write, fd, buf, len);
+}
+
+ssize_t mf_sys_pwrite(int fd, const void *buf, size_t len, uint64_t off)
+{
+    return (ssize_t)syscall(SYS_pwrite64, fd, buf, len, off);
+}
+
+ssize_t mf_sys_read(int fd, void *buf, size_t len)
+{
+    return (ssize_t)syscall(SYS_read, fd, buf, len);
+}
+
+int mf_sys_openat(int dirfd, const char *path, int flags, unsigned mode)
+{
+    return (int)syscall(SYS_openat, dirfd, path, flags, mode);
+}

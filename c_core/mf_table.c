@@ -286,22 +286,16 @@ struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uin
     return e;
 }
 
-/* A finished thread gives its mappings back: a program that runs through many threads
- * must not run out of address space or of mappings (vm.max_map_count) because of us. */
-void mf_table_unmap(struct mf_table *tab)
+/* A fork child's copy of its parent's table: the mappings are the parent's file, which the
+ * child must never write; it lets them go and starts over. */
+void mf_table_forget(struct mf_table *tab)
 {
-    for (uint32_t s = 0; s < tab->nseg; s++)
-        munmap(tab->seg[s], tab->hdr->segment_size[s]);
-    munmap(tab->hdr, MF_HEADER_BYTES);
-    tab->hdr = NULL;
-    tab->nseg = 0;
-    mf_table_forget_index(tab);
-}
-
-void mf_table_forget_index(struct mf_table *tab)
-{
+    if (tab->hdr) {
+        for (uint32_t s = 0; s < tab->nseg; s++)
+            munmap(tab->seg[s], tab->hdr->segment_size[s]);
+        munmap(tab->hdr, MF_HEADER_BYTES);
+    }
     if (tab->index)
         munmap(tab->index, tab->index_slots * sizeof *tab->index);
-    tab->index = NULL;
-    tab->index_slots = 0;
+    memset(tab, 0, sizeof *tab);
 }

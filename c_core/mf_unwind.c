@@ -42,16 +42,16 @@ void mf_unwind_init(void)
 
 /* The mapping that holds `here`, from /proc/self/maps read with raw system calls:
  * pthread_getattr_np allocates and locks (DESIGN §5). */
-static void mf_stack_bounds(struct mf_thread *t, uintptr_t here)
+static void mf_stack_bounds(struct mf_slot *s, uintptr_t here)
 {
-    t->stack_lo = t->stack_hi = here; /* nothing found: walk no frames rather than guess */
-    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    s->stack_lo = s->stack_hi = here; /* nothing found: walk no frames rather than guess */
+    int fd = mf_sys_openat(AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0)
         return;
-    char buf[4096];
+    char buf[1024];
     size_t have = 0;
     for (;;) {
-        ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
+        ssize_t n = mf_sys_read(fd, buf + have, sizeof buf - 1 - have);
         if (n <= 0)
             break;
         have += (size_t)n;
@@ -65,33 +65,36 @@ static void mf_stack_bounds(struct mf_thread *t, uintptr_t here)
             for (p++; *p != ' '; p++)
                 hi = hi * 16 + (uintptr_t)(*p <= '9' ? *p - '0' : *p - 'a' + 10);
             if (lo <= here && here < hi) {
-                t->stack_lo = lo;
-                t->stack_hi = hi;
-                close(fd);
+                s->stack_lo = lo;
+                s->stack_hi = hi;
+                mf_sys_close(fd);
                 return;
             }
             line = nl + 1;
         }
         have = (size_t)(buf + have - line);
+        if (have == sizeof buf - 1) /* a line longer than the buffer: drop its start */
+            have = 0;
         memmove(buf, line, have);
     }
-    close(fd);
+    mf_sys_close(fd);
 }
 
-__attribute__((noinline)) uint32_t mf_unwind_fp(uintptr_t *pcs, uint32_t max)
+/* Walks the frame-pointer chain from mf_record_slow's frame on the program's stack (the
+ * sample itself runs on the slot's stack, mf_stack.c). */
+uint32_t mf_unwind_fp(uintptr_t *pcs, uint32_t max, struct mf_slot *s)
 {
-    struct mf_thread *t = &mf_tls;
-    uintptr_t *fp = __builtin_frame_address(0);
-    uintptr_t lo = (uintptr_t)fp; /* frames only ever lie above the current one */
-    /* Only the mapping that holds the current frame is known to be readable. Another one
+    uintptr_t *fp = (uintptr_t *)s->entry_fp;
+    uintptr_t lo = (uintptr_t)fp; /* frames only ever lie above this one */
+    /* Only the mapping that holds the first frame is known to be readable. Another one
      * (first call, a signal's alternate stack, a coroutine's) is looked up again; the walk
      * stops where that mapping ends. */
-    if (lo < t->stack_lo || lo >= t->stack_hi)
-        mf_stack_bounds(t, lo);
+    if (lo < s->stack_lo || lo >= s->stack_hi)
+        mf_stack_bounds(s, lo);
     uint32_t n = 0;
     /* fp + 2 would wrap for a garbage fp near the top of the address space: compare fp
      * itself against the last slot that still holds a whole frame record. */
-    while (n < max && (uintptr_t)fp >= lo && (uintptr_t)fp <= t->stack_hi - 2 * sizeof *fp &&
+    while (n < max && (uintptr_t)fp >= lo && (uintptr_t)fp <= s->stack_hi - 2 * sizeof *fp &&
            ((uintptr_t)fp & 7) == 0) {
         uintptr_t pc = fp[1];
         if (!pc)

@@ -334,7 +334,8 @@ static void mf_read_thread(struct mf_profile *p, const char *dir, const char *na
     const struct mf_thread_header *h = (const struct mf_thread_header *)buf;
     struct mf_process *pr = mf_process_get(p, h->stamp, h->pid, dir);
     uint32_t process = (uint32_t)(pr - p->procs);
-    pr->nthreads++;
+    uint32_t threads = h->threads ? (uint32_t)h->threads : 1; /* a table serves many in turn */
+    pr->nthreads += threads;
     if (h->start_ns < pr->threads_start_ns)
         pr->threads_start_ns = h->start_ns;
     if (h->last_ns > pr->threads_last_ns)
@@ -360,7 +361,7 @@ static void mf_read_thread(struct mf_profile *p, const char *dir, const char *na
             if (e[i].hash != 0 && e[i].calls != 0)
                 mf_add_stack(p, process, &e[i], &frames[e[i].frames]);
     }
-    p->nthreads++;
+    p->nthreads += threads;
     p->nfiles_read++;
     free(buf);
 }

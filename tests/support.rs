@@ -287,6 +287,9 @@ pub struct ThreadTotals {
     pub calls: [u64; MF_FN_COUNT],
     pub bytes: [u64; MF_FN_COUNT],
     pub unprofiled_calls: u64,
+    /// Threads that recorded into this file: a table passes to the next new thread when its
+    /// thread exits.
+    pub threads: u64,
 }
 
 /// Every `thread.*.mft` file of a profile directory, in creation order (`seq`).
@@ -304,13 +307,14 @@ pub fn thread_totals(profile: &Path) -> Vec<ThreadTotals> {
             let u64_at = |off: usize| u64::from_le_bytes(data[off..off + 8].try_into().unwrap());
             // Offsets of struct mf_thread_header's fields (8-byte aligned, no padding).
             assert_eq!(&data[0..8], b"MFREQTHR", "{} is not a thread file", path.display());
-            assert_eq!(u32_at(8), 2, "format version of {}", path.display());
+            assert_eq!(u32_at(8), 3, "format version of {}", path.display());
             let mut t = ThreadTotals {
                 seq: u64_at(32),
                 tid: u32_at(28),
                 calls: [0; MF_FN_COUNT],
                 bytes: [0; MF_FN_COUNT],
                 unprofiled_calls: u64_at(328),
+                threads: u64_at(872),
             };
             for f in 0..MF_FN_COUNT {
                 t.calls[f] = u64_at(64 + 8 * f);
