@@ -659,8 +659,13 @@ static void mf_after_fork_child(void)
     struct mf_thread *t = &mf_tls;
     if (mf_fork_canary)
         *mf_fork_canary = 1; /* this image's from now on */
-    mf_modules_inherit(mf_fork_prepared ? mf_fork_threaded : 1);
+    bool frozen = mf_fork_prepared ? mf_fork_threaded : 1;
     mf_fork_prepared = 0;
+    mf_modules_inherit(frozen);
+    /* libunwind looks up each new return address with dl_iterate_phdr: in such a child the
+     * frame-pointer walk, which needs nothing from the loader, takes the stacks. */
+    if (frozen)
+        mf_unw_backtrace = NULL;
     mf_gen++;
     mf_ready = 0;
     mf_slots_used = NULL; /* the parent's other threads do not exist here */

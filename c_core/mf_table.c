@@ -96,20 +96,24 @@ bool mf_table_create(struct mf_table *tab, uint64_t seq)
     void *m = MAP_FAILED;
     if (!mf_reserve(fd, 0, MF_HEADER_BYTES))
         m = mmap(NULL, MF_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED) {
-        mf_warn_once(&mf_create_warned, "cannot map ", path, ": ", mf_strerror(errno));
-        close(fd);
-        return true;
+    if (m != MAP_FAILED) {
+        tab->hdr = m;
+        tab->nseg = 0;
+        proto.start_ns = proto.last_ns = mf_now_ns();
+        memcpy(tab->hdr, &proto, sizeof proto);
+        if (!mf_segment_add(tab, fd)) {
+            close(fd); /* the program may close or reuse descriptors: never keep one open */
+            return false;
+        }
+        munmap(m, MF_HEADER_BYTES);
+        tab->hdr = NULL;
     }
-    tab->hdr = m;
-    tab->nseg = 0;
-    proto.start_ns = proto.last_ns = mf_now_ns();
-    memcpy(tab->hdr, &proto, sizeof proto);
-    bool failed = mf_segment_add(tab, fd);
-    close(fd); /* the program may close or reuse descriptors: never keep one open */
-    if (failed)
-        tab->hdr->flags |= MF_THREAD_TABLE_FULL;
-    return false;
+    /* A full disk: no empty file is left behind; the thread records into the process's
+     * first table instead (mf_thread_setup). */
+    mf_warn_once(&mf_create_warned, "cannot make room in ", path, ": ", mf_strerror(errno));
+    close(fd);
+    unlink(path);
+    return true;
 }
 
 /* Four lanes, so that the multiplications overlap instead of forming one chain as long as

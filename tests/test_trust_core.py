@@ -1,0 +1,133 @@
+"""The recorder must not be noticed by the program it profiles (the trust issue, the core's
+part): small stacks, fork children of threaded programs, vfork children, files that can no
+longer be made after start-up, a full disk, thread churn. Each test runs the real library on
+a program of tests/programs/ and compares with the same program run without it."""
+import os
+import re
+import subprocess
+
+import run_tests as rt
+from run_tests import expect, expect_eq
+
+
+def same_as_without(argv, sample="1", extra_env=None, **kw):
+    """Runs argv with and without the profiler: same exit status, same stdout."""
+    plain = rt.run(argv, profile=False, extra_env=extra_env)
+    profiled = rt.run(argv, sample=sample, extra_env=extra_env, **kw)
+    expect_eq(profiled.rc, plain.rc, f"{os.path.basename(argv[0])} exit status under the profiler")
+    expect_eq(profiled.stdout, plain.stdout, f"{os.path.basename(argv[0])} stdout under the profiler")
+    return plain, profiled
+
+
+def numbers(text):
+    return {k: int(v) for k, v in re.findall(r"^(\w+) (\d+)$", text, re.M)}
+
+
+@rt.test
+def test_small_stacks_run():
+    # A 16 KiB thread and a handler on an 8 KiB signal stack allocate under the profiler
+    # (before: the thread died at its first call, the handler in the slow path).
+    prog = rt.c_program("small_stacks")
+    for sample in ("1", None):
+        _, r = same_as_without([prog], sample=sample)
+        expect_eq(r.stdout, "ok\n", "small_stacks output")
+    _, r = same_as_without([prog], sample="1")
+    rows = rt.csv_rows(r.profile)
+    rt.expect_sites(rows, {"site_small_a": (100, 1600), "site_small_b": (200, 3200),
+                           "site_small_c": (300, 30000), "site_in_handler": (200, 6400)})
+    # What the profiler takes of a 64 KiB thread's stack: its TLS block, and what a sample
+    # of a new stack writes below the caller's frame, against glibc's malloc alone.
+    plain = numbers(rt.run([prog, "measure"], profile=False).stdout)
+    for unwind in ("libunwind", "fp"):
+        r = rt.run([prog, "measure"], sample="1", extra_env={"MALLOC_FREQ_UNWIND": unwind})
+        got = numbers(r.stdout)
+        expect(set(got) == {"tls_left", "slow_path_bytes"}, f"measure output {r.stdout!r}")
+        tls = plain["tls_left"] - got["tls_left"]
+        slow = got["slow_path_bytes"] - plain["slow_path_bytes"]
+        print(f"  {unwind}: TLS takes {tls} bytes of a thread's stack; a sample "
+              f"{got['slow_path_bytes']} bytes below the caller (glibc alone "
+              f"{plain['slow_path_bytes']})")
+        # 360 bytes of state, aligned to 512 for the entry points' direct path: no page.
+        expect(tls <= 1536, f"the profiler's TLS takes {tls} bytes of each thread's stack")
+        expect(slow <= 256, f"a sample takes {slow} bytes more of the program's stack")
+
+
+@rt.test
+def test_fork_children_of_a_threaded_program_never_hang():
+    # Other threads hold the loader's lock now and then (dl_iterate_phdr, dlopen); glibc
+    # does not reset it in a fork child, so a child that asks the loader hangs. Before: 8 of
+    # 10 children hung in our atfork handler.
+    prog = rt.build("fork_threads", ["fork_threads.c"], libs=("-lpthread", "-ldl"))
+    for mode in ("iterate", "dlopen"):
+        for sample in ("1", None):
+            r = rt.run_ok([prog, mode], sample=sample)
+            expect_eq(r.stdout, "children 40 hung 0\n", f"{mode} children (sample {sample})")
+            children = [os.path.join(r.outdir, d) for d in os.listdir(r.outdir)
+                        if d != f"malloc_freq.{r.pid}"]
+            expect_eq(len(children), 40, f"child profiles ({mode})")
+            for child in children[:8] + children[-2:]:
+                rows = rt.csv_rows(child)
+                rt.expect_sites(rows, {"site_child": (100, 2400)}, exact=sample == "1")
+
+
+@rt.test
+def test_vfork_child_leaves_the_parent_whole():
+    # A vfork child runs in its parent's memory until it execs: its calls are the parent's
+    # address space's, and nothing of the parent's state may be reset (before: the parent's
+    # profile went on in a directory named after the child, one call lost each time).
+    prog = rt.c_program("vfork_child")
+    for argv in ([prog], [prog, "/bin/true"]):
+        r = rt.run_ok(argv)
+        expect_eq(len(rt.process_files(r.profile)), 1, "process files in the parent's directory")
+        rows = rt.csv_rows(r.profile)
+        rt.expect_sites(rows, {"site_parent_before": (300, 4800), "site_parent_after": (700, 22400),
+                               "site_vfork_child": (15, 960)})
+        expect_eq(rt.csv_total(rows), rt.exact_total_calls(r.profile), "CSV total vs headers")
+    # dash runs commands with vfork and allocates before exec.
+    script = "i=0; while [ $i -lt 20 ]; do /bin/true; i=$((i+1)); done; echo done"
+    plain, r = same_as_without(["/bin/dash", "-c", script], sample=None)
+    expect_eq(len(rt.process_files(r.profile)), 1, "process files in dash's directory")
+    rows = rt.csv_rows(r.profile)
+    expect_eq(rt.csv_total(rows), rt.exact_total_calls(r.profile), "dash: CSV total vs headers")
+
+
+@rt.test
+def test_files_made_at_start_up_serve_later_threads():
+    # Taken away before the first allocation: the right to write the directory (setuid), the
+    # directory itself (chroot), descriptors (RLIMIT_NOFILE). The start-up thread's table was
+    # made at start-up; the threads that cannot make their own record into it (before: an
+    # empty profile, "0 (exact)" for 16,000 calls).
+    prog = rt.c_program("after_startup")
+    jail = rt.fresh_dir()
+    for what in ("setuid", "chroot", "nofile"):
+        plain, r = same_as_without([prog, what, jail])
+        rows = rt.csv_rows(r.profile)
+        rt.expect_sites(rows, {"site_worker": (15000, 600000), "site_main": (1000, 8000)})
+        expect_eq(rt.csv_total(rows), rt.exact_total_calls(r.profile), f"{what}: CSV vs headers")
+        expect_eq(len(rt.thread_files(r.profile)), 1, f"{what}: thread files")
+        expect_eq(rt.table_threads(rt.thread_files(r.profile)[0]), 4, f"{what}: threads in the table")
+        expect_eq(len(r.stderr.splitlines()), 1, f"{what}: warning lines {r.stderr!r}")
+
+
+@rt.test
+def test_full_disk_leaves_no_debris_and_counts_every_call():
+    # 100 threads alive at once on a 256 KiB file system: 15 get a table of their own, the
+    # rest record into the first table. Before: thousands of empty files and "655 (exact)"
+    # for 100,000 calls.
+    disk = rt.fresh_dir()
+    m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", disk],
+                       capture_output=True, text=True)
+    expect(m.returncode == 0, f"cannot mount a small tmpfs (root needed): {m.stderr.strip()}")
+    try:
+        r = rt.run_ok([rt.c_program("after_startup"), "threads", "100"], outdir=disk)
+        expect_eq(r.stdout, "done\n", "program output on a full disk")
+        files = rt.thread_files(r.profile)
+        expect([f for f in files if os.path.getsize(f) == 0] == [], "empty thread files left")
+        expect_eq(sum(rt.table_threads(f) for f in files), 101, "threads over the thread files")
+        rows = rt.csv_rows(r.profile)
+        rt.expect_sites(rows, {"site_worker": (100000, 4000000), "site_main": (1000, 8000)})
+        expect_eq(rt.csv_total(rows), rt.exact_total_calls(r.profile), "CSV total vs headers")
+        lines = r.stderr.splitlines()
+        expect(len(lines) == 1 and "No space left" in lines[0], f"warnings {r.stderr!r}")
+    finally:
+        subprocess.run(["umount", disk])
