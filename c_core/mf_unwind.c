@@ -45,13 +45,13 @@ void mf_unwind_init(void)
 static void mf_stack_bounds(struct mf_thread *t, uintptr_t here)
 {
     t->stack_lo = t->stack_hi = here; /* nothing found: walk no frames rather than guess */
-    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    int fd = mf_sys_openat(AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0)
         return;
     char buf[4096];
     size_t have = 0;
     for (;;) {
-        ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
+        ssize_t n = mf_sys_read(fd, buf + have, sizeof buf - 1 - have);
         if (n <= 0)
             break;
         have += (size_t)n;
@@ -67,7 +67,7 @@ static void mf_stack_bounds(struct mf_thread *t, uintptr_t here)
             if (lo <= here && here < hi) {
                 t->stack_lo = lo;
                 t->stack_hi = hi;
-                close(fd);
+                mf_sys_close(fd);
                 return;
             }
             line = nl + 1;
@@ -75,7 +75,7 @@ static void mf_stack_bounds(struct mf_thread *t, uintptr_t here)
         have = (size_t)(buf + have - line);
         memmove(buf, line, have);
     }
-    close(fd);
+    mf_sys_close(fd);
 }
 
 __attribute__((noinline)) uint32_t mf_unwind_fp(uintptr_t *pcs, uint32_t max)
