@@ -12,7 +12,6 @@ import os
 import re
 import resource
 import shutil
-import signal
 import stat
 import subprocess
 import tempfile
@@ -120,13 +119,43 @@ def profile_warnings(stderr, plain_stderr=""):
 
 # ---- secure execution ---------------------------------------------------------------------
 
+# Runs "$@" (VAR=value... PROGRAM) as nobody in an empty environment, in a private mount
+# namespace; with MF_NAME set, first puts a set-user-ID copy of the preload library there,
+# under that name, in an overlay of the system library directory that vanishes with the
+# namespace: the real directory never holds it, even if the test is killed.
+SETUID_SCRIPT = f"""
+if [ -n "$MF_NAME" ]; then
+    mount -t overlay overlay -o "lowerdir=$MF_LIBDIR,upperdir=$MF_UP,workdir=$MF_WORK" \\
+        "$MF_LIBDIR" || exit 97
+    cp "$MF_LIB" "$MF_LIBDIR/$MF_NAME" && chmod 4755 "$MF_LIBDIR/$MF_NAME" || exit 98
+fi
+cd "$MF_CWD" || exit 99
+exec setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups env -i "$@"
+"""
+
+
+def run_setuid_as_nobody(prog, variables, cwd, libdir=None, name=None):
+    scratch = rt.fresh_dir()
+    for d in ("up", "work"):
+        os.mkdir(os.path.join(scratch, d))
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "MF_CWD": cwd, "MF_LIB": rt.LIB,
+           "MF_LIBDIR": libdir or "", "MF_NAME": name or "",
+           "MF_UP": os.path.join(scratch, "up"), "MF_WORK": os.path.join(scratch, "work")}
+    argv = (["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", SETUID_SCRIPT,
+             "sh"] + [f"{k}={v}" for k, v in variables.items()] + [prog])
+    status, out, err = execute(argv, env, "/")
+    rt.expect(status not in (97, 98, 99), f"the set-up in the mount namespace failed ({status}): "
+                                          f"{err.strip()!r}")
+    return status, out, err
+
+
 @rt.test
 def test_setuid_program_is_not_profiled():
     """A set-user-ID root program run by nobody, with MALLOC_FREQ_DIR and
     MALLOC_FREQ_LIBUNWIND pointing at the attacker's files: nothing created, nothing
     loaded, the same output as without the profiler. Both through the preload library
-    (installed by name in the system's library directory with the set-user-ID bit, the
-    only way the loader preloads into such a program) and with the core linked in."""
+    (by name, from the system's library directory, with the set-user-ID bit: the only way
+    the loader preloads into such a program) and with the core linked in."""
     if not is_root():
         return
     base = public_dir()
@@ -146,39 +175,33 @@ def test_setuid_program_is_not_profiled():
         os.chown(prog, 0, 0)
         os.chmod(prog, 0o4755)
     libdir = trusted_library_dir(plain)
-    name = f"libmalloc_freq_setuid_test_{os.getpid()}.so"
-    installed = os.path.join(libdir, name)
+    name = "libmalloc_freq_setuid_test.so"
     attack = {"MALLOC_FREQ_DIR": attacker, "MALLOC_FREQ_LIBUNWIND": evil,
               "MALLOC_FREQ_SAMPLE": "1", "MALLOC_FREQ_DEPTH": "bogus"}
     problems = []
-    try:
-        shutil.copy(rt.LIB, installed)
-        os.chmod(installed, 0o4755)
-        for what, prog, extra in (("preloaded", plain, {"LD_PRELOAD": name}),
-                                  ("linked", linked, {})):
-            ref = execute([prog], clean_env(), attacker, uid=NOBODY)
-            if not ref[1].startswith("euid 0 "):
-                problems.append(f"{what}: the set-user-ID bit took no effect: {ref[1]!r}")
-                continue
-            got = execute([prog], clean_env({**attack, **extra}), attacker, uid=NOBODY)
-            if got != ref:
-                problems.append(f"{what}: (status, stdout, stderr) {got!r}, "
-                                f"without the profiler {ref!r}")
-            left = sorted(os.listdir(attacker))
-            if left != ["libevil.so"]:
-                problems.append(f"{what}: the attacker's directory holds {left}")
-                for f in left:
-                    if f != "libevil.so":
-                        p = os.path.join(attacker, f)
-                        shutil.rmtree(p) if os.path.isdir(p) else os.unlink(p)
-    finally:
-        if os.path.exists(installed):
-            os.unlink(installed)
+    for what, prog, extra in (("preloaded", plain, {"LD_PRELOAD": name}), ("linked", linked, {})):
+        install = (libdir, name) if extra else (None, None)
+        ref = run_setuid_as_nobody(prog, {}, attacker, *install)
+        if not ref[1].startswith("euid 0 "):
+            problems.append(f"{what}: the set-user-ID bit took no effect: {ref!r}")
+            continue
+        got = run_setuid_as_nobody(prog, {**attack, **extra}, attacker, *install)
+        if got != ref:
+            problems.append(f"{what}: (status, stdout, stderr) {got!r}, without the profiler "
+                            f"{ref!r}")
+        left = sorted(os.listdir(attacker))
+        if left != ["libevil.so"]:
+            problems.append(f"{what}: the attacker's directory holds {left}")
+            for f in left:
+                if f != "libevil.so":
+                    p = os.path.join(attacker, f)
+                    shutil.rmtree(p) if os.path.isdir(p) else os.unlink(p)
+    rt.expect(not os.path.exists(os.path.join(libdir, name)),
+              f"{os.path.join(libdir, name)} is left in the system library directory")
     # The same library preloaded into the same program without the set-user-ID bit does
     # profile: the test above is not vacuous.
     os.chmod(plain, 0o755)
-    out = rt.fresh_dir()
-    r = rt.run([plain], extra_env={"MALLOC_FREQ_DEPTH": "8"}, outdir=out)
+    r = rt.run([plain], extra_env={"MALLOC_FREQ_DEPTH": "8"})
     if not os.path.isdir(r.profile):
         problems.append(f"the plain program was not profiled without the set-user-ID bit: "
                         f"{r.stderr!r}")
