@@ -15,6 +15,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import time
 
 import run_tests as rt
 
@@ -300,7 +301,7 @@ def test_directory_replaced_after_creation():
             names = sorted(os.listdir(profile)) if os.path.isdir(profile) else []
             if any(n.startswith("thread.") for n in names):
                 break
-            subprocess.run(["sleep", "0.01"])
+            time.sleep(0.01)
         rt.expect(any(n.startswith("thread.") for n in names), f"no thread file: {names}")
         os.rename(profile, profile + ".moved")
         os.mkdir(profile)
@@ -343,17 +344,21 @@ def test_modes_private_whatever_the_umask():
     """The directory is 0700 and every file 0600, owned by the user, under umask 0 (which
     would make them world-readable) and 0777 (which would leave them unusable); as root and,
     where possible, as nobody. The counts stay exact."""
-    prog = rt.c_program("four_threads")
+    prog, lib = rt.c_program("four_threads"), rt.LIB
     users = [("root" if is_root() else "the user", None, os.geteuid())]
     if is_root():
         users.append(("nobody", NOBODY, NOBODY))
+        # Copies that nobody can reach, wherever the repository is.
+        shared = public_dir()
+        prog = shutil.copy(prog, shared)
+        lib = shutil.copy(lib, shared)
     problems = []
     for who, run_as, uid in users:
         for umask in (0o000, 0o777, 0o027):
             out = public_dir()
             os.chown(out, uid, -1)
-            status, stdout, stderr = execute([prog], rt.profiled_env(out), out, umask=umask,
-                                             uid=run_as)
+            status, stdout, stderr = execute([prog], rt.profiled_env(out, extra={"LD_PRELOAD": lib}),
+                                             out, umask=umask, uid=run_as)
             what = f"{who}, umask {umask:03o}"
             dirs = glob.glob(os.path.join(out, "malloc_freq.*"))
             if status != 0 or stderr or len(dirs) != 1:
