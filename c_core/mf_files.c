@@ -249,6 +249,11 @@ bool mf_file_reserve(int fd, uint64_t off, uint64_t len)
 
 void mf_file_warn(int *once, const char *what, const char *name, const char *tail)
 {
+    /* Out of space or past RLIMIT_FSIZE: every file would say so, the process file's and
+     * each thread's. One line per process for all of them. */
+    static int space_warned;
+    if (errno == EFBIG || errno == ENOSPC || errno == EDQUOT)
+        once = &space_warned;
     /* The directory last: a long one may be cut at the line's end, nothing else. */
     const char *parts[] = {what, " ", name, ": ", mf_strerror(errno), tail, " (in ", mf_dir, ")"};
     mf_warnv(once, parts, 9);

@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,6 +41,20 @@ char *mf_append_hex(char *dst, char *end, uint64_t v, int digits)
     return dst;
 }
 
+/* Whether stderr takes len more bytes: a regular file at RLIMIT_FSIZE would answer our
+ * line with SIGXFSZ, which kills the program. */
+static bool mf_stderr_fits(size_t len)
+{
+    struct rlimit rl;
+    struct stat st;
+    if (getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || fstat(2, &st) != 0 ||
+        !S_ISREG(st.st_mode))
+        return true;
+    off_t pos = lseek(2, 0, SEEK_CUR); /* O_APPEND writes at st_size: take the larger */
+    uint64_t at = pos > st.st_size ? (uint64_t)pos : (uint64_t)st.st_size;
+    return at + len <= (uint64_t)rl.rlim_cur;
+}
+
 /* One line on stderr, "malloc_freq: " + the parts; NULL parts are skipped. With `said`, at
  * most one such line per process (for errors that every thread would hit again). */
 void mf_warnv(int *said, const char *const *parts, int n)
@@ -52,8 +68,10 @@ void mf_warnv(int *said, const char *const *parts, int n)
             p = mf_append(p, end, parts[i]);
     *p++ = '\n';
     int saved = errno;
-    ssize_t rc = mf_sys_write(2, line, (size_t)(p - line));
-    (void)rc;
+    if (mf_stderr_fits((size_t)(p - line))) {
+        ssize_t rc = mf_sys_write(2, line, (size_t)(p - line));
+        (void)rc;
+    }
     errno = saved;
 }
 

@@ -414,6 +414,19 @@ def test_file_size_limit_stops_the_profile_not_the_program():
     rt.expect(unprofiled >= MANY_STACKS_CALLS - leaf,
               f"{unprofiled} calls not profiled, {MANY_STACKS_CALLS - leaf} of site_leaf's "
               f"calls missing from the table")
+    # `ulimit -f 0` with stderr a regular file: not even the process file fits, and the
+    # warning would not either (writing it would raise SIGXFSZ): no line, no signal.
+    out = rt.fresh_dir()
+    err_path = os.path.join(out, "stderr")
+
+    def limit_zero():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    with open(err_path, "wb") as err_file:
+        p = subprocess.run([prog], env=rt.profiled_env(out), cwd=out, stdout=subprocess.PIPE,
+                           stderr=err_file, preexec_fn=limit_zero, timeout=rt.TIMEOUT)
+    rt.expect_eq((p.returncode, p.stdout.decode()), plain[:2],
+                 "status and stdout under `ulimit -f 0`, stderr a file")
+    rt.expect_eq(os.path.getsize(err_path), 0, "bytes written to stderr under `ulimit -f 0`")
 
 
 # ---- chdir, then fork or exec ---------------------------------------------------------------
