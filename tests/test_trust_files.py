@@ -4,7 +4,8 @@ whatever the umask, RLIMIT_FSIZE stops the profile and not the program, fork and
 children find the directory settled at start-up after a chdir, a long base directory never
 truncates a name, and a pending cancel is not acted on inside malloc.
 
-The tests that need a second user (nobody, through setpriv) or a set-user-ID binary run
+The tests that need a second user (nobody, made with setresuid in the child or setpriv) or a
+set-user-ID binary run
 only as root, as CI does; as another user they pass without checking anything."""
 
 import glob
