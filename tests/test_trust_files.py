@@ -5,8 +5,8 @@ children find the directory settled at start-up after a chdir, a long base direc
 truncates a name, and a pending cancel is not acted on inside malloc.
 
 The tests that need a second user (nobody, made with setresuid in the child or setpriv) or a
-set-user-ID binary run
-only as root, as CI does; as another user they pass without checking anything."""
+set-user-ID binary run only as root, as CI does; as another user they pass without checking
+anything."""
 
 import glob
 import os
