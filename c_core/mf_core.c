@@ -592,30 +592,6 @@ static uint64_t mf_new_stamp(void)
     return mf_splitmix(&x);
 }
 
-/* Creates <base>/malloc_freq.<pid> as an absolute path: the program may chdir later. */
-static bool mf_dir_create(void)
-{
-    char *end = mf_dir + sizeof mf_dir, *p = mf_dir;
-    if (!mf_opt.base_dir || mf_opt.base_dir[0] != '/') {
-        if (!getcwd(mf_dir, sizeof mf_dir - 64)) {
-            mf_warn("cannot find the working directory: ", mf_strerror(errno), "; not profiling", NULL);
-            return true;
-        }
-        p = mf_dir + strlen(mf_dir);
-        if (mf_opt.base_dir)
-            p = mf_append(mf_append(p, end, "/"), end, mf_opt.base_dir);
-    } else {
-        p = mf_append(p, end, mf_opt.base_dir);
-    }
-    p = mf_append(p, end, "/malloc_freq.");
-    mf_append_u64(p, end, (uint64_t)mf_pid);
-    if (mkdir(mf_dir, 0755) != 0 && errno != EEXIST) {
-        mf_warn("cannot create ", mf_dir, ": ", mf_strerror(errno));
-        return true;
-    }
-    return false;
-}
-
 /* Everything that depends on the pid: the directory, the process file, the module list. */
 static void mf_process_start(void)
 {
@@ -625,7 +601,9 @@ static void mf_process_start(void)
     __atomic_store_n(&mf_thread_seq, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&mf_exact_budget, (int64_t)mf_opt.exact_calls, __ATOMIC_RELAXED);
     __atomic_store_n(&mf_exact_ns_left, (int64_t)MF_EXACT_NS_MAX, __ATOMIC_RELAXED);
-    if (mf_dir_create() || mf_process_file_create()) {
+    /* <base>/malloc_freq.<pid>, private, under the base settled at the first start-up
+     * (mf_files.c); under AT_SECURE it fails silently. */
+    if (mf_files_start() || mf_process_file_create()) {
         mf_dir[0] = '\0';
         mf_disabled = 1;
         mf_ready = 0;

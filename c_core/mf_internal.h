@@ -73,6 +73,7 @@ struct mf_options {
     uint32_t unwinder; /* MF_UNWIND_* */
     const char *base_dir; /* MALLOC_FREQ_DIR, or NULL for the working directory */
     const char *libunwind; /* MALLOC_FREQ_LIBUNWIND: the library to dlopen */
+    bool secure; /* AT_SECURE (set-user-ID...): nothing read, loaded or written */
 };
 extern struct mf_options mf_opt;
 void mf_options_read(void);
@@ -133,15 +134,21 @@ static inline __attribute__((always_inline)) uint32_t mf_unwind(uintptr_t *pcs, 
 /* The profile directory and its files (mf_files.c). Profiles hold secrets and profilers run
  * as root: the directory is 0700 and owned by the effective uid, files are 0600, no symlink
  * is followed, and nothing here keeps a descriptor open (the program may close or reuse any
- * number) or is a cancellation point. Each returns true / -1 on error, with errno set. */
+ * number) or is a cancellation point. Each returns true / -1 on error, with errno set.
+ * Files are named relative to the directory (openat), so a name is never longer than
+ * MF_NAME_MAX whatever the directory's path. */
+#define MF_NAME_MAX 64
 bool mf_files_start(void); /* creates and checks mf_dir (malloc_freq.<pid> under the absolute
-                            * base directory settled at first start-up); warns on failure */
+                            * base directory settled at first start-up); warns on failure,
+                            * except under AT_SECURE, where it fails silently */
 int mf_file_create(const char *name); /* a new file in mf_dir: O_RDWR, O_EXCL, 0600 */
 int mf_file_open(const char *name);   /* an existing file of ours in mf_dir, O_RDWR */
 void mf_file_unlink(const char *name);
 /* Disk blocks for [off, off + len), so that a full disk is an error here and not a SIGBUS
  * later; past RLIMIT_FSIZE it fails with EFBIG instead of raising SIGXFSZ. */
 bool mf_file_reserve(int fd, uint64_t off, uint64_t len);
+/* "malloc_freq: <what> <mf_dir>/<name>: <strerror(errno)><tail>", once per *once if given. */
+void mf_file_warn(int *once, const char *what, const char *name, const char *tail);
 
 /* System calls without glibc's cancellation points (a pending pthread_cancel must not act
  * inside malloc) (mf_sys.c). */
@@ -150,10 +157,12 @@ ssize_t mf_sys_write(int fd, const void *buf, size_t len);
 ssize_t mf_sys_pwrite(int fd, const void *buf, size_t len, uint64_t off);
 ssize_t mf_sys_read(int fd, void *buf, size_t len);
 int mf_sys_openat(int dirfd, const char *path, int flags, unsigned mode);
+int mf_sys_fallocate(int fd, uint64_t off, uint64_t len);
 
 /* Small system helpers that neither allocate nor lock (mf_sys.c). */
 void mf_warn(const char *a, const char *b, const char *c, const char *d);
 void mf_warn_once(int *said, const char *a, const char *b, const char *c, const char *d);
+void mf_warnv(int *said, const char *const *parts, int n); /* NULL parts skipped; said may be NULL */
 char *mf_append(char *dst, char *end, const char *s);
 char *mf_append_u64(char *dst, char *end, uint64_t v);
 char *mf_append_hex(char *dst, char *end, uint64_t v, int digits);

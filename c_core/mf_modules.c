@@ -26,13 +26,23 @@ static size_t mf_log_len, mf_log_cap;
 static bool mf_inherited; /* the next start writes mf_log */
 static bool mf_frozen;    /* a fork child of a threaded parent: the loader is not asked */
 
-static char *mf_process_path(char *buf, size_t size)
+/* The end of the process file: module records are written there (one refresh at a time). */
+static uint64_t mf_process_end;
+static int mf_process_warned;
+
+static char *mf_process_name(char *buf, size_t size)
 {
-    char *end = buf + size, *p = mf_append(buf, end, mf_dir);
-    p = mf_append(p, end, "/process.");
+    char *end = buf + size, *p = mf_append(buf, end, "process.");
     p = mf_append_hex(p, end, mf_stamp, 16);
     mf_append(p, end, ".mfp");
     return buf;
+}
+
+/* Writes [off, off + len) of the process file: space first, so that neither a full disk
+ * nor RLIMIT_FSIZE can leave a half-written record or raise SIGXFSZ. */
+static bool mf_process_write(int fd, const void *buf, size_t len, uint64_t off)
+{
+    return mf_file_reserve(fd, off, len) || mf_sys_pwrite(fd, buf, len, off) != (ssize_t)len;
 }
 
 bool mf_process_file_create(void)
@@ -54,31 +64,35 @@ bool mf_process_file_create(void)
     memcpy(h.magic, MF_PROCESS_MAGIC, 8);
     ssize_t n = readlink("/proc/self/exe", h.exe, sizeof h.exe - 1);
     h.exe[n > 0 ? n : 0] = '\0';
-    char path[MF_PATH_MAX];
-    int fd = open(mf_process_path(path, sizeof path), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    char name[MF_NAME_MAX];
+    int fd = mf_file_create(mf_process_name(name, sizeof name));
     if (fd < 0) {
-        mf_warn("cannot create ", path, ": ", mf_strerror(errno));
+        mf_file_warn(NULL, "cannot create", name, "; not profiling");
         return true;
     }
-    bool failed = write(fd, &h, sizeof h) != (ssize_t)sizeof h;
-    if (failed)
-        mf_warn("cannot write ", path, ": ", mf_strerror(errno));
-    close(fd);
+    bool failed = mf_process_write(fd, &h, sizeof h, 0);
+    if (failed) {
+        mf_file_warn(NULL, "cannot write", name, "; not profiling");
+        mf_file_unlink(name);
+    }
+    mf_sys_close(fd);
+    mf_process_end = sizeof h;
+    mf_process_warned = 0;
     return failed;
 }
 
 void mf_process_file_finish(void)
 {
-    char path[MF_PATH_MAX];
-    int fd = open(mf_process_path(path, sizeof path), O_WRONLY | O_CLOEXEC);
+    char name[MF_NAME_MAX];
+    int fd = mf_file_open(mf_process_name(name, sizeof name));
     if (fd < 0)
         return;
     uint64_t end_ns = mf_now_ns();
     uint32_t flags = MF_PROCESS_EXITED | (mf_tls_direct ? MF_PROCESS_TLS_DIRECT : 0);
-    ssize_t a = pwrite(fd, &end_ns, sizeof end_ns, offsetof(struct mf_process_header, end_ns));
-    ssize_t b = pwrite(fd, &flags, sizeof flags, offsetof(struct mf_process_header, flags));
+    ssize_t a = mf_sys_pwrite(fd, &end_ns, sizeof end_ns, offsetof(struct mf_process_header, end_ns));
+    ssize_t b = mf_sys_pwrite(fd, &flags, sizeof flags, offsetof(struct mf_process_header, flags));
     (void)a, (void)b;
-    close(fd);
+    mf_sys_close(fd);
 }
 
 static void mf_build_id(struct dl_phdr_info *info, struct mf_module_record *r)
@@ -132,7 +146,7 @@ static void mf_log_append(const void *rec, size_t len)
 static int mf_module_visit(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
-    int fd = *(int *)arg;
+    int *fd = arg;
     uintptr_t lo = UINTPTR_MAX, hi = 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -166,9 +180,17 @@ static int mf_module_visit(struct dl_phdr_info *info, size_t size, void *arg)
     rec.r.hi = hi;
     rec.r.path_len = (uint32_t)len;
     mf_build_id(info, &rec.r);
-    if (fd >= 0) {
-        ssize_t w = mf_sys_write(fd, &rec, rec.r.record_size);
-        (void)w;
+    if (*fd >= 0) {
+        if (mf_process_write(*fd, &rec, rec.r.record_size, mf_process_end)) {
+            char name[MF_NAME_MAX];
+            mf_file_warn(&mf_process_warned, "cannot add modules to",
+                         mf_process_name(name, sizeof name),
+                         "; stacks in them will show no function names");
+            mf_sys_close(*fd); /* no record after a gap */
+            *fd = -1;
+        } else {
+            mf_process_end += rec.r.record_size;
+        }
     }
     mf_log_append(&rec, rec.r.record_size);
     mf_known[mf_nknown] = (struct mf_range){lo, hi};
@@ -180,8 +202,8 @@ void mf_modules_refresh(void)
 {
     if (mf_frozen || __atomic_exchange_n(&mf_refreshing, 1, __ATOMIC_ACQUIRE))
         return;
-    char path[MF_PATH_MAX];
-    int fd = open(mf_process_path(path, sizeof path), O_WRONLY | O_APPEND | O_CLOEXEC);
+    char name[MF_NAME_MAX];
+    int fd = mf_process_warned ? -1 : mf_file_open(mf_process_name(name, sizeof name));
     dl_iterate_phdr(mf_module_visit, &fd);
     if (fd >= 0)
         mf_sys_close(fd);
@@ -210,11 +232,11 @@ void mf_modules_start(void)
         return;
     }
     mf_inherited = false;
-    char path[MF_PATH_MAX];
-    int fd = open(mf_process_path(path, sizeof path), O_WRONLY | O_APPEND | O_CLOEXEC);
+    char name[MF_NAME_MAX];
+    int fd = mf_file_open(mf_process_name(name, sizeof name));
     if (fd >= 0) {
-        ssize_t w = mf_sys_write(fd, mf_log, mf_log_len);
-        (void)w;
+        if (!mf_process_write(fd, mf_log, mf_log_len, mf_process_end))
+            mf_process_end += mf_log_len;
         mf_sys_close(fd);
     }
 }

@@ -2,6 +2,7 @@
  * program runs on either way. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 
 #include "mf_internal.h"
 
@@ -44,6 +45,16 @@ static bool mf_env_u64(const char *name, uint64_t lo, uint64_t hi, const char *d
 void mf_options_read(void)
 {
     uint64_t v;
+    /* Secure execution (set-user-ID or set-group-ID, file capabilities): the environment
+     * belongs to the user who started the program, not to the identity it runs as. Read
+     * none of it (MALLOC_FREQ_LIBUNWIND would be loaded with the program's privileges,
+     * MALLOC_FREQ_DIR written to), load nothing, print nothing: mf_files_start() then
+     * fails silently and the program runs unprofiled, its output unchanged. */
+    if (getauxval(AT_SECURE)) {
+        mf_opt.secure = true;
+        mf_opt.unwinder = MF_UNWIND_FP; /* no dlopen */
+        return;
+    }
     if (mf_env_u64("MALLOC_FREQ_SAMPLE", 1, MF_SAMPLE_MAX, "exact start, then adaptive", &v)) {
         mf_opt.sample_interval = v;
         mf_opt.exact_calls = 0;

@@ -1,7 +1,10 @@
-/* Formatting, messages and clocks without malloc, stdio or locks: these run inside the
- * allocator (DESIGN §5). */
+/* Formatting, messages, clocks and system calls without malloc, stdio, locks or
+ * cancellation points: these run inside the allocator (DESIGN §5, §12). */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,27 +41,85 @@ char *mf_append_hex(char *dst, char *end, uint64_t v, int digits)
     return dst;
 }
 
-/* One line on stderr, "malloc_freq: " + the parts; NULL parts are skipped. */
-void mf_warn(const char *a, const char *b, const char *c, const char *d)
+/* Whether stderr takes len more bytes: a regular file at RLIMIT_FSIZE would answer our
+ * line with SIGXFSZ, which kills the program. */
+static bool mf_stderr_fits(size_t len)
 {
+    struct rlimit rl;
+    struct stat st;
+    if (getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || fstat(2, &st) != 0 ||
+        !S_ISREG(st.st_mode))
+        return true;
+    off_t pos = lseek(2, 0, SEEK_CUR); /* O_APPEND writes at st_size: take the larger */
+    uint64_t at = pos > st.st_size ? (uint64_t)pos : (uint64_t)st.st_size;
+    return at + len <= (uint64_t)rl.rlim_cur;
+}
+
+/* One line on stderr, "malloc_freq: " + the parts; NULL parts are skipped. With `said`, at
+ * most one such line per process (for errors that every thread would hit again). */
+void mf_warnv(int *said, const char *const *parts, int n)
+{
+    if (said && __atomic_exchange_n(said, 1, __ATOMIC_RELAXED))
+        return;
     char line[1024];
     char *end = line + sizeof line - 1, *p = mf_append(line, end, "malloc_freq: ");
-    const char *parts[] = {a, b, c, d};
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < n; i++)
         if (parts[i])
             p = mf_append(p, end, parts[i]);
     *p++ = '\n';
     int saved = errno;
-    ssize_t rc = write(2, line, (size_t)(p - line));
-    (void)rc;
+    if (mf_stderr_fits((size_t)(p - line))) {
+        ssize_t rc = mf_sys_write(2, line, (size_t)(p - line));
+        (void)rc;
+    }
     errno = saved;
 }
 
-/* For errors that every thread would hit again (a full disk): one line per process. */
+void mf_warn(const char *a, const char *b, const char *c, const char *d)
+{
+    const char *parts[] = {a, b, c, d};
+    mf_warnv(NULL, parts, 4);
+}
+
 void mf_warn_once(int *said, const char *a, const char *b, const char *c, const char *d)
 {
-    if (!__atomic_exchange_n(said, 1, __ATOMIC_RELAXED))
-        mf_warn(a, b, c, d);
+    const char *parts[] = {a, b, c, d};
+    mf_warnv(said, parts, 4);
+}
+
+/* ---- system calls that are no cancellation points --------------------------------------
+ * glibc's open, read, write, pwrite, close and fallocate act on a pending pthread_cancel;
+ * inside malloc that would end the thread with the program's locks held. syscall() does not
+ * (DESIGN §12). */
+
+int mf_sys_close(int fd)
+{
+    return (int)syscall(SYS_close, fd);
+}
+
+ssize_t mf_sys_write(int fd, const void *buf, size_t len)
+{
+    return (ssize_t)syscall(SYS_write, fd, buf, len);
+}
+
+ssize_t mf_sys_pwrite(int fd, const void *buf, size_t len, uint64_t off)
+{
+    return (ssize_t)syscall(SYS_pwrite64, fd, buf, len, (off_t)off);
+}
+
+ssize_t mf_sys_read(int fd, void *buf, size_t len)
+{
+    return (ssize_t)syscall(SYS_read, fd, buf, len);
+}
+
+int mf_sys_openat(int dirfd, const char *path, int flags, unsigned mode)
+{
+    return (int)syscall(SYS_openat, dirfd, path, flags, mode);
+}
+
+int mf_sys_fallocate(int fd, uint64_t off, uint64_t len)
+{
+    return (int)syscall(SYS_fallocate, fd, 0, (off_t)off, (off_t)len);
 }
 
 /* strerror() may translate, which allocates; strerrordesc_np() returns a constant. */
@@ -102,29 +163,3 @@ bool mf_parse_u64(const char *s, uint64_t *out)
     return true;
 }
 
-/* ---- system calls that are not cancellation points ---------------------------------- */
-
-int mf_sys_close(int fd)
-{
-    return (int)syscall(SYS_close, fd);
-}
-
-ssize_t mf_sys_write(int fd, const void *buf, size_t len)
-{
-    return (ssize_t)syscall(SYS_write, fd, buf, len);
-}
-
-ssize_t mf_sys_pwrite(int fd, const void *buf, size_t len, uint64_t off)
-{
-    return (ssize_t)syscall(SYS_pwrite64, fd, buf, len, off);
-}
-
-ssize_t mf_sys_read(int fd, void *buf, size_t len)
-{
-    return (ssize_t)syscall(SYS_read, fd, buf, len);
-}
-
-int mf_sys_openat(int dirfd, const char *path, int flags, unsigned mode)
-{
-    return (int)syscall(SYS_openat, dirfd, path, flags, mode);
-}

@@ -21,10 +21,9 @@ static uint64_t mf_round_page(uint64_t n)
     return (n + MF_PAGE - 1) & ~(uint64_t)(MF_PAGE - 1);
 }
 
-static char *mf_thread_path(char *buf, size_t size, const struct mf_thread_header *h)
+static char *mf_thread_name(char *buf, size_t size, const struct mf_thread_header *h)
 {
-    char *end = buf + size, *p = mf_append(buf, end, mf_dir);
-    p = mf_append(p, end, "/thread.");
+    char *end = buf + size, *p = mf_append(buf, end, "thread.");
     p = mf_append_hex(p, end, h->stamp, 16);
     p = mf_append(p, end, ".");
     p = mf_append_u64(p, end, h->seq);
@@ -34,14 +33,15 @@ static char *mf_thread_path(char *buf, size_t size, const struct mf_thread_heade
     return buf;
 }
 
-/* Reserves disk blocks so that a full disk is an error here, not a SIGBUS later. */
-static bool mf_reserve(int fd, uint64_t off, uint64_t len)
+/* A full disk or RLIMIT_FSIZE stops the table, never the program: new stacks are then
+ * counted as not profiled. One line per process. */
+static int mf_grow_warned;
+static bool mf_grow_failed(const struct mf_thread_header *h)
 {
-    if (fallocate(fd, 0, (off_t)off, (off_t)len) == 0)
-        return false;
-    if (errno != EOPNOTSUPP)
-        return true;
-    return ftruncate(fd, (off_t)(off + len)) != 0;
+    char name[MF_NAME_MAX];
+    mf_file_warn(&mf_grow_warned, "cannot grow", mf_thread_name(name, sizeof name, h),
+                 "; new stacks are counted as not profiled");
+    return true;
 }
 
 /* Appends segment number tab->nseg to the file behind fd. Returns true on error. */
@@ -56,8 +56,8 @@ static bool mf_segment_add(struct mf_table *tab, int fd)
     uint64_t size = mf_round_page(MF_SEGMENT_ENTRIES_OFFSET + (uint64_t)cap * sizeof(struct mf_entry) +
                                   (uint64_t)fcap * sizeof(uint64_t));
     uint64_t off = k ? h->segment_offset[k - 1] + h->segment_size[k - 1] : MF_HEADER_BYTES;
-    if (mf_reserve(fd, off, size))
-        return true;
+    if (mf_file_reserve(fd, off, size))
+        return mf_grow_failed(h);
     void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
     if (m == MAP_FAILED)
         return true;
@@ -86,15 +86,15 @@ bool mf_table_create(struct mf_table *tab, uint64_t seq)
         .max_depth = mf_opt.max_depth,
     };
     memcpy(proto.magic, MF_THREAD_MAGIC, 8);
-    char path[MF_PATH_MAX];
-    mf_thread_path(path, sizeof path, &proto);
-    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    char name[MF_NAME_MAX];
+    mf_thread_name(name, sizeof name, &proto);
+    int fd = mf_file_create(name);
     if (fd < 0) {
-        mf_warn_once(&mf_create_warned, "cannot create ", path, ": ", mf_strerror(errno));
+        mf_file_warn(&mf_create_warned, "cannot create", name, "");
         return true;
     }
     void *m = MAP_FAILED;
-    if (!mf_reserve(fd, 0, MF_HEADER_BYTES))
+    if (!mf_file_reserve(fd, 0, MF_HEADER_BYTES))
         m = mmap(NULL, MF_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (m != MAP_FAILED) {
         tab->hdr = m;
@@ -102,7 +102,7 @@ bool mf_table_create(struct mf_table *tab, uint64_t seq)
         proto.start_ns = proto.last_ns = mf_now_ns();
         memcpy(tab->hdr, &proto, sizeof proto);
         if (!mf_segment_add(tab, fd)) {
-            close(fd); /* the program may close or reuse descriptors: never keep one open */
+            mf_sys_close(fd); /* the program may close or reuse descriptors: never keep one */
             return false;
         }
         munmap(m, MF_HEADER_BYTES);
@@ -110,9 +110,9 @@ bool mf_table_create(struct mf_table *tab, uint64_t seq)
     }
     /* A full disk: no empty file is left behind; the thread records into the process's
      * first table instead (mf_thread_setup). */
-    mf_warn_once(&mf_create_warned, "cannot make room in ", path, ": ", mf_strerror(errno));
-    close(fd);
-    unlink(path);
+    mf_file_warn(&mf_create_warned, "cannot make room in", name, "");
+    mf_sys_close(fd);
+    mf_file_unlink(name);
     return true;
 }
 
@@ -252,12 +252,12 @@ static bool mf_segment_has_room(struct mf_segment_header *seg, uint32_t depth)
 
 static bool mf_table_grow(struct mf_table *tab)
 {
-    char path[MF_PATH_MAX];
-    int fd = open(mf_thread_path(path, sizeof path, tab->hdr), O_RDWR | O_CLOEXEC);
+    char name[MF_NAME_MAX];
+    int fd = mf_file_open(mf_thread_name(name, sizeof name, tab->hdr));
     if (fd < 0)
-        return true;
+        return mf_grow_failed(tab->hdr);
     bool failed = mf_segment_add(tab, fd);
-    close(fd);
+    mf_sys_close(fd);
     return failed;
 }
 

@@ -2,7 +2,10 @@
  * through 13 levels of left() or right(), bit i of k choosing at level i + 1, down to
  * site_leaf(), and is taken (k % 3) + 1 times, in three passes over all paths so that old
  * stacks are looked up again after thousands of newer ones. The thread's table grows
- * through nine segments. For test_many_stacks_exact. No stdio. */
+ * through nine segments. For test_many_stacks_exact. No stdio.
+ * `many_stacks wait` first allocates once and waits for a byte on stdin, so that a test can
+ * tamper with the profile directory before the table grows
+ * (test_directory_replaced_after_creation). */
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -46,8 +49,15 @@ __attribute__((noinline)) void right(int level, unsigned k)
     sink++;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    (void)argv;
+    if (argc > 1) {
+        char c;
+        release(malloc(1));
+        if (read(0, &c, 1) != 1)
+            return 2;
+    }
     for (unsigned pass = 0; pass < 3; pass++)
         for (unsigned k = 0; k < PATHS; k++)
             if (k % 3 >= pass)
