@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`make bench`: what malloc_freq costs, against the same programs run without it.
 
-Workloads: a malloc-bound C microbenchmark (bench/micro.c; 1 and 4 threads), a Rust program
+Workloads: a malloc-bound C microbenchmark (bench/micro.c; 1 and 4 threads), thread churn
+(bench/churn.c: 10,000 threads of 10 calls, 4 alive at a time), a Rust program
 using ProfAllocator (bench/rust/; its baseline is the same program on the System allocator),
 and two real programs: a Python script (bench/alloc_heavy.py, PYTHONMALLOC=malloc so that its
 small objects reach malloc instead of Python's own arenas) and `gcc -O2 -c` of a generated C
@@ -177,6 +178,12 @@ def workloads():
             % (threads, "s" if threads > 1 else "", "{:,}".format(pairs)),
             pairs, 10,
             lambda n, tmp, t=threads: [micro, str(t), str(n // t)]))
+    churn = build_c("churn", "-lpthread")
+    threads = 10_000 // SHRINK
+    ws.append(Workload(
+        "threads", "bench/churn.c: %s short threads, 4 alive at a time, 10 malloc/free pairs"
+        " each" % "{:,}".format(threads), threads, 4,
+        lambda n, tmp: [churn, str(n), "10"]))
     if rust:
         ws.append(Workload(
             "rust", "bench/rust (ProfAllocator; baseline: same program on System)",

@@ -401,8 +401,14 @@ static void mf_thread_setup(struct mf_thread *t)
         s->gen = mf_gen;
     }
     mf_rng_seed(s, seq);
-    s->interval = s->sample_end_ns = s->samples = 0;
-    s->call_ns = s->sample_ns = 0;
+    /* A slot from the pool keeps the sampling rate its last thread learnt (threads of a
+     * pool do alike): a short thread then draws its first interval at that rate, instead
+     * of sampling every call until it has learnt one, and most take no sample at all (each
+     * new thread's first samples cost libunwind ~100 us of cold caches). Unbiased all the
+     * same: a sample's weight is the interval it was drawn with. */
+    if (!s->own.hdr) /* new, or forgotten after a fork */
+        s->interval = 0, s->call_ns = s->sample_ns = 0;
+    s->sample_end_ns = s->samples = 0;
     s->stack_lo = s->stack_hi = 0;
     s->flush_lock = 0;
     memset(&s->proxied, 0, sizeof s->proxied);
