@@ -491,7 +491,20 @@ static void mf_sample_on_stack(void *arg)
         flags = MF_ENTRY_TRUNCATED;
     }
     struct mf_table *tab = mf_table_lock(s->table);
-    struct mf_entry *e = mf_table_upsert(tab, pcs, n, flags);
+    uint32_t epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE);
+    struct mf_entry *e = mf_table_find(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT);
+    if (!e) {
+        /* A new stack: are its addresses in the modules we know? A library loaded since,
+         * or one mapped where another was (then the epoch grows and the stack is the new
+         * epoch's). Not in a vfork child: the loader's lock may be held by a thread of the
+         * parent, which waits for us. */
+        mf_table_unlock(tab);
+        if (mf_check_pid() && (!mf_modules_cover(pcs, n) || mf_modules_changed()))
+            mf_modules_refresh();
+        epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE);
+        tab = mf_table_lock(s->table);
+        e = mf_table_upsert(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT);
+    }
     bool new_stack = e && e->samples == 0;
     if (e) {
         e->samples++;
@@ -504,10 +517,6 @@ static void mf_sample_on_stack(void *arg)
     mf_table_unlock(tab);
     if (!e)
         mf_unprofiled(t, s->weight, s->size);
-    /* A library loaded since the module list was written? Not in a vfork child (the
-     * loader's lock may be held by a thread of the parent, which waits for us). */
-    if (new_stack && !mf_modules_cover(pcs, n) && mf_check_pid())
-        mf_modules_refresh();
     if (adaptive) {
         uint64_t t1 = mf_mono_ns();
         if (t->exact)

@@ -103,6 +103,10 @@ struct mf_segment_header {
 };
 
 #define MF_ENTRY_TRUNCATED 1u /* the stack was deeper than max_depth */
+/* The upper bits of an entry's flags: the module epoch it was recorded in. The epoch
+ * grows when a library is found mapped where another one was: its stacks and the old
+ * one's are told apart, and each is symbolized with its own module (mf_module_record). */
+#define MF_ENTRY_EPOCH_SHIFT 8
 
 struct mf_entry {
     uint64_t hash;   /* 0 = empty slot; stored last, with release semantics */
@@ -160,6 +164,11 @@ struct mf_module_record {
     uint64_t hi;
     uint32_t build_id_len; /* 0 if the module has none */
     uint32_t path_len;     /* bytes of path, excluding its NUL */
+    /* The module epoch when it was recorded: stacks of an earlier epoch (their entry's
+     * flags >> MF_ENTRY_EPOCH_SHIFT) never lie in it, even where its range overlaps an
+     * older module's (one unloaded, another mapped at its address). */
+    uint32_t epoch;
+    uint32_t reserved;
     uint8_t build_id[32];
     /* char path[path_len + 1], then padding to 8 bytes */
 };

@@ -91,6 +91,8 @@ bool mf_table_create(struct mf_table *tab, uint64_t seq);
 void mf_table_forget(struct mf_table *tab); /* a fork child's copy: unmapped, never written */
 struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                                  uint32_t flags);
+struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
+                               uint32_t flags);
 void mf_spin_lock(uint32_t *lock);
 void mf_spin_unlock(uint32_t *lock);
 
@@ -99,6 +101,8 @@ bool mf_process_file_create(void);
 void mf_process_file_finish(void);
 void mf_modules_start(void); /* the process file's module list: all loaded, or inherited */
 void mf_modules_refresh(void);
+bool mf_modules_changed(void); /* the loader loaded or unloaded something since the last look */
+extern uint32_t mf_module_epoch; /* grows when a library lies where another one was */
 bool mf_modules_cover(const uintptr_t *pcs, uint32_t n); /* every pc lies in a known module */
 /* In a fork child: the next start writes the parent's module list, which is this image's
  * too; if the parent had other threads the loader is never asked again (`frozen`). */

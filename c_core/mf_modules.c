@@ -1,6 +1,8 @@
 /* The process file: who this process image is and which modules it has loaded (path, load
- * bias, build-id), so that mf_print can symbolize offline. Modules are appended when a
- * sampled stack shows an address outside every known module (a library loaded later). */
+ * bias, build-id), so that mf_print can symbolize offline. Modules are appended when a new
+ * stack shows an address outside every known module (a library loaded later), or the
+ * loader has loaded or unloaded anything since the last look (a library may now lie where
+ * another one was: then the module epoch grows, mf_format.h). */
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,10 +17,13 @@
 
 struct mf_range {
     uintptr_t lo, hi;
+    uint64_t id; /* path and build-id, hashed */
 };
 static struct mf_range mf_known[MF_MODULES_MAX];
 static uint32_t mf_nknown;  /* published with release after the range is written */
 static int mf_refreshing; /* try-lock: one refresh at a time, others skip */
+uint32_t mf_module_epoch;
+static unsigned long long mf_seen_adds, mf_seen_subs; /* the loader's counts at the last look */
 /* Every module record written, in memory of our own: a fork child writes its parent's list
  * into its process file without asking the loader (mf_modules_inherit). */
 static char *mf_log;
@@ -117,13 +122,32 @@ static void mf_build_id(struct dl_phdr_info *info, struct mf_module_record *r)
     }
 }
 
-static bool mf_is_known(uintptr_t lo, uintptr_t hi)
+static uint64_t mf_module_id(const char *path, size_t len, const struct mf_module_record *r)
+{
+    uint64_t h = 0xcbf29ce484222325u;
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (uint8_t)path[i]) * 0x100000001b3u;
+    for (uint32_t i = 0; i < r->build_id_len; i++)
+        h = (h ^ r->build_id[i]) * 0x100000001b3u;
+    return h;
+}
+
+/* True if this module is known. A known module whose range it overlaps is another one,
+ * unloaded since: it is forgotten, and `*moved` set. */
+static bool mf_is_known(uintptr_t lo, uintptr_t hi, uint64_t id, bool *moved)
 {
     uint32_t n = __atomic_load_n(&mf_nknown, __ATOMIC_ACQUIRE);
-    for (uint32_t i = 0; i < n; i++)
-        if (mf_known[i].lo == lo && mf_known[i].hi == hi)
-            return true;
-    return false;
+    bool known = false;
+    for (uint32_t i = 0; i < n; i++) {
+        struct mf_range *k = &mf_known[i];
+        if (k->lo == lo && k->hi == hi && k->id == id)
+            known = true;
+        else if (k->lo < hi && lo < k->hi) {
+            k->lo = k->hi = 0;
+            *moved = true;
+        }
+    }
+    return known;
 }
 
 static void mf_log_append(const void *rec, size_t len)
@@ -143,10 +167,19 @@ static void mf_log_append(const void *rec, size_t len)
     mf_log_len += len;
 }
 
+struct mf_visit {
+    int fd;
+    bool moved; /* a module lies where another one was: the epoch grows */
+};
+
 static int mf_module_visit(struct dl_phdr_info *info, size_t size, void *arg)
 {
-    (void)size;
-    int *fd = arg;
+    struct mf_visit *v = arg;
+    int *fd = &v->fd;
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+        mf_seen_adds = info->dlpi_adds;
+        mf_seen_subs = info->dlpi_subs;
+    }
     uintptr_t lo = UINTPTR_MAX, hi = 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -156,7 +189,7 @@ static int mf_module_visit(struct dl_phdr_info *info, size_t size, void *arg)
         lo = a < lo ? a : lo;
         hi = a + ph->p_memsz > hi ? a + ph->p_memsz : hi;
     }
-    if (hi == 0 || mf_is_known(lo, hi) || mf_nknown >= MF_MODULES_MAX)
+    if (hi == 0 || mf_nknown >= MF_MODULES_MAX)
         return 0;
     struct {
         struct mf_module_record r;
@@ -166,7 +199,7 @@ static int mf_module_visit(struct dl_phdr_info *info, size_t size, void *arg)
     const char *name = info->dlpi_name;
     size_t len = 0;
     if (!name || !*name) { /* the main program, always visited first */
-        ssize_t n = mf_nknown == 0 ? readlink("/proc/self/exe", rec.path, MF_PATH_MAX - 1) : 0;
+        ssize_t n = readlink("/proc/self/exe", rec.path, MF_PATH_MAX - 1);
         len = n > 0 ? (size_t)n : 0;
     } else {
         len = strnlen(name, MF_PATH_MAX - 1);
@@ -180,6 +213,15 @@ static int mf_module_visit(struct dl_phdr_info *info, size_t size, void *arg)
     rec.r.hi = hi;
     rec.r.path_len = (uint32_t)len;
     mf_build_id(info, &rec.r);
+    uint64_t id = mf_module_id(rec.path, len, &rec.r);
+    bool moved = false;
+    if (mf_is_known(lo, hi, id, &moved))
+        return 0;
+    if (moved && !v->moved) { /* once per look: stacks from now on are the new epoch's */
+        v->moved = true;
+        __atomic_store_n(&mf_module_epoch, mf_module_epoch + 1, __ATOMIC_RELEASE);
+    }
+    rec.r.epoch = mf_module_epoch;
     if (*fd >= 0) {
         if (mf_process_write(*fd, &rec, rec.r.record_size, mf_process_end)) {
             char name[MF_NAME_MAX];
@@ -193,7 +235,7 @@ static int mf_module_visit(struct dl_phdr_info *info, size_t size, void *arg)
         }
     }
     mf_log_append(&rec, rec.r.record_size);
-    mf_known[mf_nknown] = (struct mf_range){lo, hi};
+    mf_known[mf_nknown] = (struct mf_range){lo, hi, id};
     __atomic_store_n(&mf_nknown, mf_nknown + 1, __ATOMIC_RELEASE);
     return 0;
 }
@@ -203,11 +245,29 @@ void mf_modules_refresh(void)
     if (mf_frozen || __atomic_exchange_n(&mf_refreshing, 1, __ATOMIC_ACQUIRE))
         return;
     char name[MF_NAME_MAX];
-    int fd = mf_process_warned ? -1 : mf_file_open(mf_process_name(name, sizeof name));
-    dl_iterate_phdr(mf_module_visit, &fd);
-    if (fd >= 0)
-        mf_sys_close(fd);
+    struct mf_visit v = {
+        .fd = mf_process_warned ? -1 : mf_file_open(mf_process_name(name, sizeof name)),
+    };
+    dl_iterate_phdr(mf_module_visit, &v);
+    if (v.fd >= 0)
+        mf_sys_close(v.fd);
     __atomic_store_n(&mf_refreshing, 0, __ATOMIC_RELEASE);
+}
+
+static int mf_loader_counts(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    bool *changed = arg;
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs)
+        *changed = info->dlpi_adds != mf_seen_adds || info->dlpi_subs != mf_seen_subs;
+    return 1; /* the counts are the same in every module's info: one is enough */
+}
+
+bool mf_modules_changed(void)
+{
+    bool changed = false;
+    if (!mf_frozen)
+        dl_iterate_phdr(mf_loader_counts, &changed);
+    return changed;
 }
 
 bool mf_modules_cover(const uintptr_t *pcs, uint32_t n)

@@ -261,6 +261,12 @@ static bool mf_table_grow(struct mf_table *tab)
     return failed;
 }
 
+struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
+                               uint32_t flags)
+{
+    return mf_find(tab, mf_stack_hash(pcs, depth), pcs, depth, flags);
+}
+
 struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                                  uint32_t flags)
 {

@@ -111,7 +111,8 @@ void mf_tree_build(struct mf_tree *t, struct mf_profile *p, bool trim)
         const struct mf_raw_stack *rs = &p->stacks[s];
         fr.n = 0;
         for (uint32_t i = 0; i < rs->depth; i++)
-            mf_symbolize(&p->procs[rs->process], rs->frames[i], &fr);
+            mf_symbolize(&p->procs[rs->process], rs->frames[i],
+                         rs->flags >> MF_ENTRY_EPOCH_SHIFT, &fr);
         uint32_t first = 0;
         if (trim) /* never to nothing: the outermost frame stays */
             while (first + 1 < fr.n && mf_is_plumbing(&fr.v[first]))

@@ -196,6 +196,7 @@ static void mf_read_process(struct mf_profile *p, const char *dir, const char *n
         memcpy(m->path, buf + off + sizeof r, r.path_len);
         m->path[r.path_len] = '\0';
         m->order = pr->nmodules++;
+        m->epoch = r.epoch;
         m->modfile = MF_MAP_EMPTY;
         off += r.record_size;
     }

@@ -14,6 +14,7 @@ struct mf_module {
     uint8_t build_id[32];
     char *path;
     uint32_t order;   /* record index in the process file: later records win overlaps */
+    uint32_t epoch;   /* stacks of an earlier module epoch never lie in it */
     uint32_t modfile; /* the symbolizer's id for this file, MF_MAP_EMPTY until looked up */
 };
 

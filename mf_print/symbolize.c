@@ -414,7 +414,7 @@ static void mf_resolve(struct mf_modfile *mf, uint64_t vaddr)
                 mf->plumbing);
 }
 
-static struct mf_module *mf_module_of(struct mf_process *pr, uint64_t pc)
+static struct mf_module *mf_module_of(struct mf_process *pr, uint64_t pc, uint32_t epoch)
 {
     uint32_t lo = 0, hi = pr->nmodules; /* the last module starting at or before pc */
     while (lo < hi) {
@@ -424,20 +424,21 @@ static struct mf_module *mf_module_of(struct mf_process *pr, uint64_t pc)
         else
             hi = mid;
     }
-    /* Ranges overlap only when a library was unloaded and another mapped there: the later
-     * record wins. Look back a little for a long module that encloses a short one. */
+    /* Ranges overlap only when a library was unloaded and another mapped there: of the
+     * records the stack's epoch may see, the later wins. Look back a little for a long
+     * module that encloses a short one. */
     struct mf_module *best = NULL;
     for (uint32_t i = lo, steps = 0; i > 0 && steps < 8; i--, steps++) {
         struct mf_module *m = &pr->modules[i - 1];
-        if (pc < m->hi && (!best || m->order > best->order))
+        if (pc < m->hi && m->epoch <= epoch && (!best || m->order > best->order))
             best = m;
     }
     return best;
 }
 
-void mf_symbolize(struct mf_process *pr, uint64_t pc, struct mf_frames *out)
+void mf_symbolize(struct mf_process *pr, uint64_t pc, uint32_t epoch, struct mf_frames *out)
 {
-    struct mf_module *m = mf_module_of(pr, pc);
+    struct mf_module *m = mf_module_of(pr, pc, epoch);
     struct mf_run run;
     if (!m) {
         char buf[40];

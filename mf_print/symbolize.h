@@ -23,7 +23,7 @@ struct mf_frames {
 /* Appends the frames for return address pc of process pr to out, innermost first (an
  * address inside inlined code gives several). Results are cached per module file and
  * address, so the same library in many processes is symbolized once. */
-void mf_symbolize(struct mf_process *pr, uint64_t pc, struct mf_frames *out);
+void mf_symbolize(struct mf_process *pr, uint64_t pc, uint32_t epoch, struct mf_frames *out);
 
 /* Releases libdw's state (for leak checkers). */
 void mf_symbolize_end(void);

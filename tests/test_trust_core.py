@@ -131,3 +131,18 @@ def test_full_disk_leaves_no_debris_and_counts_every_call():
         expect(len(lines) == 1 and "No space left" in lines[0], f"warnings {r.stderr!r}")
     finally:
         subprocess.run(["umount", disk])
+
+
+@rt.test
+def test_library_loaded_at_a_previous_address():
+    # liba.so is closed and libb.so mapped at its address: B's calls must carry B's names
+    # and A's keep A's (before: all 1,000 were shown at site_in_a).
+    liba = rt.build("liba_same_address.so", ["same_address_lib.c"], shared=True,
+                    libs=("-DSITE_NAME=site_in_a",))
+    libb = rt.build("libb_same_address.so", ["same_address_lib.c"], shared=True,
+                    libs=("-DSITE_NAME=site_in_b",))
+    host = rt.build("same_address_host", ["same_address_host.c"], libs=("-ldl",))
+    r = rt.run_ok([host, liba, libb])
+    expect_eq(r.stdout, "same address\n", "where libb.so was mapped (else this proves nothing)")
+    rows = rt.csv_rows(r.profile)
+    rt.expect_sites(rows, {"site_in_a": (400, 19200), "site_in_b": (600, 28800)})
