@@ -704,6 +704,17 @@ static void mf_thread_exit(void *arg)
         pthread_setspecific(mf_thread_key, t);
         return;
     }
+    /* The exact stretch's time is settled when a thread takes its next chunk of it: a
+     * thread that ends first settles here, and gives back the calls it did not use, or
+     * thousands of short threads would each take a chunk and never pay for it. */
+    if (t->exact_ns || t->exact_left) {
+        int64_t ns = __atomic_sub_fetch(&mf_exact_ns_left, (int64_t)t->exact_ns, __ATOMIC_RELAXED);
+        if (ns <= 0)
+            __atomic_store_n(&mf_exact_budget, 0, __ATOMIC_RELAXED);
+        else if (t->exact_left)
+            __atomic_fetch_add(&mf_exact_budget, (int64_t)t->exact_left, __ATOMIC_RELAXED);
+        t->exact_ns = t->exact_left = 0;
+    }
     if (s && t->state == MF_THREAD_READY && s->gen == mf_gen) {
         mf_flush(t);
         struct mf_table *tab = mf_table_lock(s->table);
