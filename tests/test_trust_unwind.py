@@ -45,6 +45,28 @@ def _what(name, profile, sample):
                                              else "the default mode")
 
 
+def _checked_calls(calls):
+    """(readable, unreadable): of unwind_frames_churn's first `calls` calls, those whose frame
+    record is on a readable page (the walk goes on to the callers) and those on the PROT_NONE
+    page or in the gap (it stops at nocfi_malloc): 2 in 20, the last two of each 20."""
+    unreadable = calls // 20 * 2 + max(0, calls % 20 - 18)
+    return calls - unreadable, unreadable
+
+
+def _expect_checked_stacks(rows, calls, caller, what):
+    """Every call through nocfi_malloc was a sample, and libunwind's memory check told the
+    readable records from the unreadable ones: a "readable" answer for the PROT_NONE page
+    would have crashed the program, an "unreadable" one for the others cut their stacks."""
+    readable, unreadable = _checked_calls(calls)
+    rows = rt.site_rows(rows, "nocfi_malloc")
+    through = sum(r.calls for r in rows if r.stack[1:3] == ["unwind_frames_churn", caller])
+    cut = sum(r.calls for r in rows if len(r.stack) == 1)
+    rt.expect_eq((through, cut, sum(r.calls for r in rows), sum(r.samples for r in rows)),
+                 (readable, unreadable + 1, calls + 1, calls + 1),
+                 f"{what}: nocfi_malloc's calls through its callers, cut there (the first "
+                 "call's record ends the walk), in all, sampled")
+
+
 def _profile(outdir):
     """The profile directory of the one process that ran in outdir."""
     dirs = glob.glob(os.path.join(outdir, "malloc_freq.*"))
@@ -90,6 +112,7 @@ def test_libunwind_holds_no_descriptor_and_leaves_the_programs_files_alone():
         if sample == "1":  # every call through the checked frames was a sample
             prof = _profile(d)
             rows = rt.csv_rows(prof)
+            _expect_checked_stacks(rows, calls, "main", "unwind_fd_copy")
             rt.expect_sites(rows, {"nocfi_malloc": (calls + 1, calls * 40 + 24)})
             rt.expect_eq(rt.csv_total(rows), rt.exact_total_calls(prof), "CSV total")
 
@@ -116,5 +139,6 @@ def test_pending_cancel_does_not_act_inside_libunwind():
         rt.expect_eq(p.stdout, want, f"{what}: output")
         if profile and sample == "1":
             rows = rt.csv_rows(_profile(d))
+            _expect_checked_stacks(rows, 300, "worker", "unwind_cancel")
             rt.expect_sites(rows, {"nocfi_malloc": (301, 300 * 40 + 24), "descend": (36, 36 * 16)})
 

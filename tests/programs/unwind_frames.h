@@ -26,7 +26,7 @@ __asm__(".text\n"
         ".size nocfi_malloc, .-nocfi_malloc\n");
 
 #define UNWIND_PAGES 16
-static char *unwind_pages;       /* UNWIND_PAGES readable pages of zeros */
+static char *unwind_pages;       /* UNWIND_PAGES readable pages */
 static char *unwind_unreadable;  /* a PROT_NONE page */
 static uintptr_t unwind_gap;     /* an unmapped page */
 
@@ -59,7 +59,10 @@ __attribute__((noinline)) static void unwind_frames_prime(void)
 }
 
 /* n allocation calls through nocfi_malloc with frame records on pages libunwind has to
- * check. Returns the number of calls made. */
+ * check. A record on a readable page leads back into this function's own frame, so the
+ * walk goes on to the callers when the check says "readable", and stops at nocfi_malloc
+ * when it says "unreadable" (every 20 calls: once on the PROT_NONE page, once in the gap).
+ * Returns the number of calls made. */
 __attribute__((noinline)) static int unwind_frames_churn(int n)
 {
     static unsigned next;
@@ -68,9 +71,17 @@ __attribute__((noinline)) static int unwind_frames_churn(int n)
         switch (next % 20) {
         case 18: fake = (uintptr_t)unwind_unreadable + 64; break;
         case 19: fake = unwind_gap; break;
-        default: fake = (uintptr_t)unwind_pages + (next % UNWIND_PAGES) * 4096 + 64; break;
+        default: {
+            uintptr_t *record = (uintptr_t *)(unwind_pages + (next % UNWIND_PAGES) * 4096 + 64);
+            record[0] = (uintptr_t)__builtin_frame_address(0);
+            record[1] = (uintptr_t)&&back_here; /* a return address in this function's body */
+            fake = (uintptr_t)record;
+            break;
+        }
         }
         unwind_release(nocfi_malloc(40, fake));
+    back_here:
+        __asm__ volatile("" ::: "memory");
     }
     return n;
 }
