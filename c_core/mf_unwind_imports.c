@@ -99,7 +99,9 @@ static ssize_t mf_u_write(int fd, const void *buf, size_t len)
 {
     if (fd == MF_FAKE_PIPE_WRITE) {
         int saved = errno;
-        bool ok = len == 0 || (mf_readable(buf) && mf_readable((const char *)buf + len - 1));
+        uintptr_t first = (uintptr_t)buf, last = first + len - 1;
+        bool ok = len == 0 || (mf_readable(buf) &&
+                               ((first >> 12) == (last >> 12) || mf_readable((void *)last)));
         errno = ok ? saved : EFAULT;
         return ok ? (ssize_t)len : -1;
     }
