@@ -21,10 +21,10 @@
  *     the address first, EFAULT if it is unreadable, then refuses the `how` with EINVAL and
  *     changes nothing. The answer is the pipe write's (both are the kernel reading user
  *     memory at that address), with one system call instead of two and no descriptor;
- *   - everything else they and open/openat/close/msync do is the same system call made
- *     directly, which glibc's syscall() does without a cancellation point; opens also get
- *     O_CLOEXEC, so a descriptor libunwind holds for a moment (/proc/self/maps, an ELF
- *     file) never leaks into a child another thread execs meanwhile. */
+ *   - every other read and write, and open/openat/close/msync, is the same system call
+ *     made directly, which glibc's syscall() does without a cancellation point; opens also
+ *     get O_CLOEXEC, so a descriptor libunwind holds for a moment (/proc/self/maps, an ELF
+ *     file) never leaks into a child that another thread execs meanwhile. */
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
