@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "mf_internal.h"
+#include "mf_unwind_imports.h"
 
 #if defined(__x86_64__)
 #define MF_UNW_PREFIX "_ULx86_64_"
@@ -30,6 +31,16 @@ void mf_unwind_init(void)
         mf_warn("cannot load ", mf_opt.libunwind,
                 " (install libunwind8); using frame-pointer unwinding: stacks through code "
                 "without frame pointers will be cut short", NULL);
+        mf_opt.unwinder = MF_UNWIND_FP;
+        return;
+    }
+    /* Before libunwind's first call, which opens its memory-checking pipe: its pipe, reads,
+     * writes, opens and closes become ours, with no descriptor the program could reuse and
+     * no cancellation point (mf_unwind_imports.c). */
+    if (mf_unwind_redirect_imports(lib)) {
+        mf_warn("cannot redirect the system calls of ", mf_opt.libunwind,
+                "; using frame-pointer unwinding: stacks through code without frame pointers "
+                "will be cut short", NULL);
         mf_opt.unwinder = MF_UNWIND_FP;
         return;
     }

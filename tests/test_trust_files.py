@@ -593,8 +593,9 @@ def test_pending_cancel_not_acted_on_in_malloc():
     (the profiler creates its thread file): malloc returns, the thread unlocks and is
     cancelled at its own pthread_testcancel(); its calls are counted."""
     prog = rt.c_program("cancel_in_malloc")
-    r = rt.run([prog], extra_env={"MALLOC_FREQ_UNWIND": "fp"})
-    rt.expect_eq((r.rc, r.stdout, r.stderr),
-                 (0, "malloc returned 1, unlocked 1, cancelled 1, mutex free\n", ""),
-                 "status, stdout, stderr")
-    rt.expect_sites(rt.csv_rows(r.profile), {"site_cancel_pending": (10, 400)})
+    for unwind in ("libunwind", "fp"):
+        r = rt.run([prog], extra_env={"MALLOC_FREQ_UNWIND": unwind})
+        rt.expect_eq((r.rc, r.stdout, r.stderr),
+                     (0, "malloc returned 1, unlocked 1, cancelled 1, mutex free\n", ""),
+                     f"status, stdout, stderr ({unwind})")
+        rt.expect_sites(rt.csv_rows(r.profile), {"site_cancel_pending": (10, 400)})
