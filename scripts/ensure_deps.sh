@@ -13,7 +13,7 @@
 set -e
 target=${1:-build}
 missing=""
-need() { missing="$missing $1"; }
+need() { case " $missing " in *" $1 "*) ;; *) missing="$missing $1" ;; esac; }
 have_header() { printf '#include <%s>\n' "$1" | ${CC:-gcc} -E -x c - >/dev/null 2>&1; }
 have_lib() {
     for lib in /usr/lib/*/"$1" /lib/*/"$1" /usr/lib/"$1" /lib/"$1"; do
