@@ -80,10 +80,17 @@ esac
 is_root_with_apt() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
 if [ -n "$missing$optional" ] && is_root_with_apt; then
     echo "malloc_freq: installing$missing$optional" >&2
-    apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        $missing $optional >/dev/null
-    exit 0
+    log=$(mktemp)
+    if apt-get update -qq >"$log" 2>&1 &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            $missing $optional >>"$log" 2>&1; then
+        rm -f "$log"
+        exit 0
+    fi
+    cat "$log" >&2
+    rm -f "$log"
+    echo "malloc_freq: apt-get failed (above) installing$missing$optional" >&2
+    exit 1
 fi
 if [ -n "$optional" ]; then
     echo "malloc_freq: note: without crates.io, the Rust crate needs: sudo apt-get install$optional" >&2
