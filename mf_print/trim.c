@@ -54,8 +54,10 @@ static const char *const mf_trim_patterns[] = {
     "std::alloc::*",
     "<std::alloc::System as core::alloc::global::GlobalAlloc>::*",
     "alloc::raw_vec::finish_grow*",
-    /* Older Rust (1.63, Debian 12's): RawVec<T, A> grew itself; reserve_for_push (Vec::push), reserve and
-     * with_capacity_in stay the site, as grow_one does later. Legacy mangling demangles to
+    /* Older Rust (1.63, Debian 12's): RawVec<T, A> grew itself. Its layers below the method
+     * that Vec calls are trimmed, so reserve_for_push (Vec::push; grow_one from 1.79 on),
+     * reserve, reserve_exact, with_capacity_in and shrink_to_fit stay the site, as they do
+     * with the RawVecInner layers below. Legacy mangling demangles to
      * "alloc::raw_vec::RawVec<T,A>::f", v0 to "<alloc::raw_vec::RawVec<u8>>::f". */
     "alloc::raw_vec::RawVec<*>::grow_amortized",
     "<alloc::raw_vec::RawVec<*>>::grow_amortized",
