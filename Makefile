@@ -18,53 +18,62 @@ PRELOAD_HDR := $(wildcard lib_preload/*.h)
 PRINT_SRC   := $(wildcard mf_print/*.c)
 PRINT_HDR   := $(wildcard mf_print/*.h)
 
-# Cargo: use Debian's packaged crates when they are installed (this machine has no crates.io);
-# a user with crates.io needs nothing: the override is passed on the command line only.
-DEBIAN_CRATES := /usr/share/cargo/registry
-CARGO := MALLOC_FREQ_WERROR=1 cargo $(if $(wildcard $(DEBIAN_CRATES)/cc-*),--config 'source.crates-io.replace-with="debian"' --config 'source.debian.directory="$(DEBIAN_CRATES)"' --offline)
+# Cargo, through scripts/cargo: Debian's packaged crates when they are installed (this machine
+# has no crates.io), decided when cargo runs, after `deps-test` may have installed them; with
+# crates.io and no Debian crates it is plain cargo. Warnings are errors, in Rust as in C.
+RUST_ENV := MALLOC_FREQ_WERROR=1 RUSTFLAGS=-Dwarnings
+CARGO    := $(RUST_ENV) scripts/cargo
 
-.PHONY: all deps demo test test-c test-rust test-sanitize bench clean
-all: deps $(BUILD)/libmalloc_freq.so $(BUILD)/mf_print
+.PHONY: all deps deps-build deps-demo deps-test demo test test-c test-rust test-sanitize bench clean
+all: $(BUILD)/libmalloc_freq.so $(BUILD)/mf_print
 
-deps:
-	@scripts/ensure_deps.sh
+# Each target installs the Debian packages it needs (scripts/ensure_deps.sh says which), or
+# stops with the apt-get line to run. The test and demo packages come after the build's.
+deps: deps-build
+deps-build:
+	@scripts/ensure_deps.sh build
+deps-demo deps-test: deps-build
+	@scripts/ensure_deps.sh $(@:deps-%=%)
 
 $(BUILD)/libmalloc_freq.so: $(CORE_SRC) $(PRELOAD_SRC) $(BUILD)/mf_entry.o $(CORE_HDR) $(PRELOAD_HDR) \
-                           lib_preload/exports.map | $(BUILD)
+                           lib_preload/exports.map | $(BUILD) deps-build
 	$(CC) $(CORE_CFLAGS) -Ic_core -shared -o $@ $(CORE_SRC) $(PRELOAD_SRC) $(BUILD)/mf_entry.o \
 	    -Wl,--version-script=lib_preload/exports.map -Wl,-z,now -ldl -lm -lpthread
 
 # The exported entry points only tail-call: without a frame the hook costs half (mf_entry.c).
-$(BUILD)/mf_entry.o: lib_preload/mf_entry.c $(PRELOAD_HDR) $(CORE_HDR) | $(BUILD)
+$(BUILD)/mf_entry.o: lib_preload/mf_entry.c $(PRELOAD_HDR) $(CORE_HDR) | $(BUILD) deps-build
 	$(CC) $(CORE_CFLAGS) -fomit-frame-pointer -Ic_core -c -o $@ $<
 
-$(BUILD)/mf_print: $(PRINT_SRC) $(PRINT_HDR) c_core/mf_format.h | $(BUILD)
+$(BUILD)/mf_print: $(PRINT_SRC) $(PRINT_HDR) c_core/mf_format.h | $(BUILD) deps-build
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Ic_core -o $@ $(PRINT_SRC) -ldw -lelf -liberty
 
 $(BUILD):
 	mkdir -p $@
 
 # The main job: profile the bundled example and print its caller tree.
-demo: all
+demo: deps-demo all
 	$(CC) -O1 -g -fno-omit-frame-pointer -o $(BUILD)/demo examples/demo.c -lpthread
 	rm -rf $(BUILD)/demo-out && mkdir -p $(BUILD)/demo-out
 	MALLOC_FREQ_DIR=$(BUILD)/demo-out LD_PRELOAD=$(CURDIR)/$(BUILD)/libmalloc_freq.so $(BUILD)/demo
 	$(BUILD)/mf_print --dir $$(ls -d $(BUILD)/demo-out/malloc_freq.*) --threshold 0.2
 
-test: all test-c test-rust test-sanitize
+test: deps-test all test-c test-rust test-sanitize
 	@echo "all tests passed"
 
-test-c: all
+test-c: deps-test all
 	python3 tests/run_tests.py
 
-test-rust: all
+# With the cargo first on PATH: .ci/run runs this with Debian's (the crate's rust-version)
+# and again with rustup's when there is one.
+test-rust: deps-test all
+	cargo --version && rustc --version
 	RUST_BACKTRACE=0 $(CARGO) test --release
-	RUST_BACKTRACE=0 python3 tests/run_tests.py --rust-example
+	RUST_BACKTRACE=0 $(RUST_ENV) python3 tests/run_tests.py --rust-example
 
-test-sanitize: all
+test-sanitize: deps-test all
 	tests/sanitize/run_sanitizers.sh
 
-bench: all
+bench: deps-test all
 	python3 bench/run_bench.py
 
 clean:

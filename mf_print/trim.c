@@ -54,6 +54,23 @@ static const char *const mf_trim_patterns[] = {
     "std::alloc::*",
     "<std::alloc::System as core::alloc::global::GlobalAlloc>::*",
     "alloc::raw_vec::finish_grow*",
+    /* Older Rust (1.63, Debian 12's): RawVec<T, A> grew itself. Its layers below the method
+     * that Vec calls are trimmed, so reserve_for_push (Vec::push; grow_one from 1.79 on),
+     * reserve, reserve_exact, with_capacity_in and shrink_to_fit stay the site, as they do
+     * with the RawVecInner layers below. Legacy mangling demangles to
+     * "alloc::raw_vec::RawVec<T,A>::f", v0 to "<alloc::raw_vec::RawVec<u8>>::f". */
+    "alloc::raw_vec::RawVec<*>::grow_amortized",
+    "<alloc::raw_vec::RawVec<*>>::grow_amortized",
+    "alloc::raw_vec::RawVec<*>::grow_exact",
+    "<alloc::raw_vec::RawVec<*>>::grow_exact",
+    "alloc::raw_vec::RawVec<*>::reserve::do_reserve_and_handle*",
+    "<alloc::raw_vec::RawVec<*>>::reserve::do_reserve_and_handle*", /* v0: ...::<u8, Global> */
+    "alloc::raw_vec::RawVec<*>::try_reserve_exact", /* under reserve_exact */
+    "<alloc::raw_vec::RawVec<*>>::try_reserve_exact",
+    "alloc::raw_vec::RawVec<*>::allocate_in",
+    "<alloc::raw_vec::RawVec<*>>::allocate_in",
+    "alloc::raw_vec::RawVec<*>::shrink",
+    "<alloc::raw_vec::RawVec<*>>::shrink",
     /* Rust >= 1.8x: the growth layers moved into methods. <alloc::alloc::Global>::grow_impl*
      * are Global's inherent helpers; RawVecInner is the type-erased core of RawVec<T>, so
      * the typed RawVec<T>::grow_one / with_capacity_in stays the site. Legacy mangling

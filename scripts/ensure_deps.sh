@@ -1,24 +1,101 @@
 #!/bin/sh
-# Installs what the build needs from Debian's packages when run as root, or says exactly
-# what to run. Called by `make`; silent when everything is present.
+# scripts/ensure_deps.sh build|demo|test|ci
+#
+# Makes sure the Debian packages that one make target needs are there: installs the missing
+# ones with apt-get when run as root, otherwise prints the exact apt-get line and fails.
+# Silent when nothing is missing. Each target installs what it needs and nothing more:
+#   build  `make`: the preload library and mf_print (a C compiler, libdw, libiberty)
+#   demo   `make demo`: build, plus what the README's demo output needs (libunwind for the
+#          stacks, glibc's debug info for its file:line); no Rust, no Python
+#   test   `make test`: demo, plus the test suites' needs (g++, Python, allocators that the
+#          tests preload after ours, setpriv, a cargo)
+#   ci     `.ci/run`: test, plus Debian's own cargo and rustc, the oldest Rust tested
 set -e
+target=${1:-build}
 missing=""
+need() { case " $missing " in *" $1 "*) ;; *) missing="$missing $1" ;; esac; }
 have_header() { printf '#include <%s>\n' "$1" | ${CC:-gcc} -E -x c - >/dev/null 2>&1; }
-have_header elfutils/libdwfl.h || missing="$missing libdw-dev libelf-dev"
-have_header libiberty/demangle.h || missing="$missing libiberty-dev"
-ls /usr/lib/*/libunwind.so.8 /lib/*/libunwind.so.8 >/dev/null 2>&1 || missing="$missing libunwind8"
-command -v g++ >/dev/null 2>&1 || missing="$missing g++"
-command -v python3 >/dev/null 2>&1 || missing="$missing python3"
-command -v cargo >/dev/null 2>&1 || missing="$missing cargo"
-# Debian's packaged cc crate, for building the Rust crate offline (crates.io users need not).
-[ -d /usr/share/cargo/registry ] && ! ls -d /usr/share/cargo/registry/cc-* >/dev/null 2>&1 && missing="$missing librust-cc-dev"
-[ -d /usr/share/cargo/registry ] || missing="$missing librust-cc-dev"
-[ -z "$missing" ] && exit 0
-if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "malloc_freq: installing$missing" >&2
-    apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
-else
-    echo "malloc_freq: missing packages; run: sudo apt-get install$missing" >&2
+have_lib() {
+    for lib in /usr/lib/*/"$1" /lib/*/"$1" /usr/lib/"$1" /lib/"$1"; do
+        [ -e "$lib" ] && return 0
+    done
+    return 1
+}
+
+# glibc's detached debug info (libc6-dbg), where libdw looks for it: by libc's build-id.
+have_libc_debug_info() {
+    libc=$(${CC:-gcc} -print-file-name=libc.so.6 2>/dev/null) || return 1
+    id=$(readelf -n "$libc" 2>/dev/null | sed -n 's/^ *Build ID: *\([0-9a-f]*\)$/\1/p')
+    [ -n "$id" ] || return 1
+    [ -f "/usr/lib/debug/.build-id/$(echo "$id" | cut -c1-2)/$(echo "$id" | cut -c3-).debug" ]
+}
+
+build() {
+    command -v "${CC:-gcc}" >/dev/null 2>&1 || need gcc
+    have_header stdio.h || need libc6-dev
+    have_header elfutils/libdwfl.h || need libdw-dev
+    have_header libelf.h || need libelf-dev
+    have_header libiberty/demangle.h || need libiberty-dev
+}
+
+demo() {
+    build
+    have_lib libunwind.so.8 || need libunwind8
+    command -v readelf >/dev/null 2>&1 || need binutils
+    have_libc_debug_info || need libc6-dbg
+}
+
+test_() {
+    demo
+    command -v g++ >/dev/null 2>&1 || need g++
+    command -v python3 >/dev/null 2>&1 || need python3
+    have_lib libjemalloc.so.2 || need libjemalloc2
+    have_lib libtcmalloc_minimal.so.4 || need libtcmalloc-minimal4
+    command -v setpriv >/dev/null 2>&1 || need util-linux
+    # Any cargo will do (rustup's too); Debian's if there is none.
+    command -v cargo >/dev/null 2>&1 || need cargo
+}
+
+ci() {
+    test_
+    [ -x /usr/bin/cargo ] || need cargo
+}
+
+case $target in
+    build) build ;;
+    demo) demo ;;
+    test) test_ ;;
+    ci) ci ;;
+    *) echo "usage: $0 build|demo|test|ci" >&2; exit 2 ;;
+esac
+
+# The cc crate from Debian (librust-cc-dev) lets the Rust crate build without crates.io
+# (scripts/cargo uses it when it is there). As root it is installed with the rest; a user who
+# cannot install it may have crates.io instead, so for them it is a note, not a failure.
+optional=""
+case $target in test|ci)
+    ls -d /usr/share/cargo/registry/cc-* >/dev/null 2>&1 || optional=" librust-cc-dev" ;;
+esac
+
+is_root_with_apt() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
+if [ -n "$missing$optional" ] && is_root_with_apt; then
+    echo "malloc_freq: installing$missing$optional" >&2
+    log=$(mktemp)
+    if apt-get update -qq >"$log" 2>&1 &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            $missing $optional >>"$log" 2>&1; then
+        rm -f "$log"
+        exit 0
+    fi
+    cat "$log" >&2
+    rm -f "$log"
+    echo "malloc_freq: apt-get failed (above) installing$missing$optional" >&2
+    exit 1
+fi
+if [ -n "$optional" ]; then
+    echo "malloc_freq: note: without crates.io, the Rust crate needs: sudo apt-get install$optional" >&2
+fi
+if [ -n "$missing" ]; then
+    echo "malloc_freq: missing packages ($target); run: sudo apt-get install$missing" >&2
     exit 1
 fi

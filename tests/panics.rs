@@ -49,17 +49,39 @@ fn rustc() -> PathBuf {
     }
 }
 
-/// This crate's rlib, built by cargo for this test: `<target>/<profile>/deps/libmalloc_freq-*.rlib`.
-fn malloc_freq_rlib(deps: &Path) -> PathBuf {
-    fs::read_dir(deps)
+/// `rustc --version` of `rustc`, e.g. "rustc 1.63.0" or "rustc 1.95.0 (59807616e 2026-04-14)".
+fn rustc_version(rustc: &Path) -> String {
+    let output = Command::new(rustc)
+        .arg("--version")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {}", rustc.display(), e));
+    assert!(output.status.success(), "{} --version failed", rustc.display());
+    String::from_utf8(output.stdout).expect("rustc --version is not UTF-8").trim().to_owned()
+}
+
+/// This crate's rlib, built by cargo for this test with the same rustc:
+/// `<target>/<profile>/deps/libmalloc_freq-*.rlib`. A target directory shared by two
+/// toolchains (`make test` runs Debian's rustc 1.63 and a newer one) holds an rlib of each,
+/// and a rustc reads only its own: an rlib's metadata starts with its compiler's version,
+/// `rustc --version` as a length-prefixed string.
+fn malloc_freq_rlib(deps: &Path, version: &str) -> PathBuf {
+    assert!(version.len() < 128, "a version string this long has a longer length prefix: {:?}", version);
+    let mut needle = vec![version.len() as u8];
+    needle.extend_from_slice(version.as_bytes());
+    let candidates: Vec<PathBuf> = fs::read_dir(deps)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| {
             let name = p.file_name().unwrap().to_string_lossy();
             name.starts_with("libmalloc_freq-") && name.ends_with(".rlib")
         })
+        .collect();
+    candidates
+        .iter()
+        .filter(|p| fs::read(p).unwrap().windows(needle.len()).any(|w| w == needle.as_slice()))
         .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
-        .unwrap_or_else(|| panic!("no libmalloc_freq-*.rlib in {}", deps.display()))
+        .cloned()
+        .unwrap_or_else(|| panic!("no libmalloc_freq-*.rlib built by {:?} in {}: {:?}", version, deps.display(), candidates))
 }
 
 fn compile(dir: &Path, profiled: bool) -> PathBuf {
@@ -68,13 +90,14 @@ fn compile(dir: &Path, profiled: bool) -> PathBuf {
     let source = dir.join("panic_prog.rs");
     fs::write(&source, PROGRAM).unwrap();
     let out = dir.join(if profiled { "profiled" } else { "plain" });
-    let mut cmd = Command::new(rustc());
+    let rustc = rustc();
+    let mut cmd = Command::new(&rustc);
     cmd.args(["--edition", "2021", "-O", "-C", "debuginfo=1", "--crate-name", "panic_prog", "-o"])
         .arg(&out)
         .arg(&source);
     if profiled {
         cmd.args(["--cfg", "profiled", "--extern"])
-            .arg(format!("malloc_freq={}", malloc_freq_rlib(deps).display()))
+            .arg(format!("malloc_freq={}", malloc_freq_rlib(deps, &rustc_version(&rustc)).display()))
             .arg("-L")
             .arg(format!("dependency={}", deps.display()));
     }

@@ -3,12 +3,12 @@
 //! exact calls and bytes per site in `mf_print --format csv` and in the thread files.
 //!
 //! The sites are `#[inline(never)]` functions named `site_*`; their counts follow from
-//! std's documented growth rules and were confirmed by real runs (rustc 1.95, x86_64).
+//! std's documented growth rules and were confirmed by real runs (rustc 1.63, Debian 12's,
+//! and 1.95, x86_64).
 
 mod support;
 
 use std::collections::HashMap;
-use std::hint::black_box;
 use std::sync::{mpsc, Arc, Barrier};
 use std::thread;
 
@@ -39,6 +39,21 @@ fn site_vec_growth() {
     for i in 0..1000u64 {
         v.push(black_box(i));
     }
+    black_box(v);
+}
+
+/// A `Vec<u64>` sized by hand: `with_capacity(10)` allocates 80 bytes; `reserve(100)` on
+/// an empty Vec grows to max(2 * 10, 100) = 100 (realloc, 800); `reserve_exact(300)` to
+/// exactly 300 (realloc, 2400); one push, then `shrink_to_fit` to 1 (realloc, 8 bytes).
+const RESERVE_CALLS: u64 = 4;
+const RESERVE_BYTES: u64 = 80 + 800 + 2400 + 8;
+#[inline(never)]
+fn site_vec_reserve() {
+    let mut v: Vec<u64> = Vec::with_capacity(black_box(10));
+    v.reserve(black_box(100));
+    v.reserve_exact(black_box(300));
+    v.push(black_box(1));
+    v.shrink_to_fit();
     black_box(v);
 }
 
@@ -88,6 +103,7 @@ fn site_paused() {
 fn workload_sites() {
     site_boxes();
     site_vec_growth();
+    site_vec_reserve();
     site_format();
     site_hashmap();
     site_zeroed();
@@ -228,6 +244,11 @@ fn is_plumbing(frame: &str) -> bool {
         || frame.contains("GlobalAlloc")
         || frame.contains("finish_grow")
         || frame.contains("grow_amortized")
+        || frame.contains("grow_exact")
+        || frame.contains("do_reserve_and_handle")
+        || frame.contains("allocate_in")
+        || frame.contains("try_reserve_exact")
+        || frame.contains("RawVecInner")
 }
 
 fn sites_run() -> (Run, Profile) {
@@ -256,6 +277,7 @@ fn sites_have_exact_calls_and_bytes() {
     let (run, profile) = sites_run();
     assert_site(&profile, "site_boxes", BOXES, 8 * BOXES);
     assert_site(&profile, "site_vec_growth", VEC_CALLS, VEC_BYTES);
+    assert_site(&profile, "site_vec_reserve", RESERVE_CALLS, RESERVE_BYTES);
     assert_site(&profile, "site_format", FORMATS, 10 * FORMATS);
     assert_site(&profile, "site_hashmap", MAP_CALLS, MAP_BYTES);
     assert_site(&profile, "site_zeroed", ZEROED, 4096 * ZEROED);
@@ -270,12 +292,28 @@ fn allocator_plumbing_is_trimmed() {
     for row in &profile.rows {
         assert!(!is_plumbing(&row.stack[0]), "a stack starts in allocator plumbing: {:?}", row.stack);
     }
-    // Vec growth is reported where the Vec grows: RawVec's grow_one, inside the site.
+    // Vec growth is reported where the Vec grows: RawVec's grow_one (Rust >= 1.79;
+    // reserve_for_push before), inside the site.
     let vec_rows = profile.rows_with("site_vec_growth");
     assert!(
-        vec_rows.iter().all(|r| r.stack[0].contains("RawVec") && r.stack[0].contains("grow_one")),
-        "Vec growth not reported at RawVec's grow_one: {:?}",
+        vec_rows.iter().all(|r| r.stack[0].contains("RawVec")
+            && (r.stack[0].ends_with("::grow_one") || r.stack[0].ends_with("::reserve_for_push"))),
+        "Vec growth not reported at RawVec's grow_one or reserve_for_push: {:?}",
         vec_rows
+    );
+    // Sizing a Vec by hand is reported at RawVec's method of the same name (the layers
+    // under it, RawVecInner, grow_exact, do_reserve_and_handle, ..., are trimmed).
+    let mut reserve_sites: Vec<String> = profile
+        .rows_with("site_vec_reserve")
+        .iter()
+        .map(|r| r.stack[0].rsplit("::").next().unwrap().to_owned())
+        .collect();
+    reserve_sites.sort();
+    assert_eq!(
+        reserve_sites,
+        ["reserve", "reserve_exact", "shrink_to_fit", "with_capacity_in"],
+        "sites of site_vec_reserve\n{}",
+        profile.csv
     );
     // The plumbing is there to trim: --no-trim shows it (here at least in std's own
     // allocations, which call the __rust_alloc shim).

@@ -1,11 +1,13 @@
 //! `Profiled<A>` around an allocator of one's own: every call reaches the inner allocator's
 //! own method exactly once (realloc stays realloc, zeroed stays zeroed), and the profile
 //! counts the same calls as the inner allocator saw.
+// The inner allocator's unsafe calls are in unsafe blocks, as in the crate (Rust 1.63 would
+// otherwise call those blocks unnecessary).
+#![deny(unsafe_op_in_unsafe_fn)]
 
 mod support;
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use malloc_freq::Profiled;

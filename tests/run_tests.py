@@ -1010,13 +1010,9 @@ def test_calls_without_a_sample_are_not_called_exact():
 
 
 def cargo_command():
-    """`cargo` with the Makefile's CARGO flags: Debian's crates when they are installed."""
-    registry = "/usr/share/cargo/registry"
-    cmd = ["cargo"]
-    if glob.glob(os.path.join(registry, "cc-*")):
-        cmd += ["--config", 'source.crates-io.replace-with="debian"',
-                "--config", f'source.debian.directory="{registry}"', "--offline"]
-    return cmd
+    """scripts/cargo: `cargo` with Debian's packaged crates when they are installed, as the
+    Makefile runs it (its environment, MALLOC_FREQ_WERROR and RUSTFLAGS, is inherited)."""
+    return [os.path.join(REPO, "scripts", "cargo")]
 
 
 def quickstart_expectations(path):

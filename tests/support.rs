@@ -15,6 +15,16 @@ use std::time::{Duration, Instant};
 /// Set in a child: the name of the workload to run instead of the tests.
 pub const WORKLOAD_VAR: &str = "MF_TEST_WORKLOAD";
 
+/// `std::hint::black_box` (Rust 1.66) for the crate's oldest supported Rust (1.63): the
+/// value goes through a volatile read, so the optimizer can neither drop an allocation
+/// whose result is unused nor fold a value into a constant (criterion's stable black box).
+#[inline]
+pub fn black_box<T>(value: T) -> T {
+    let value = std::mem::ManuallyDrop::new(value);
+    // SAFETY: reads a valid, aligned T that is never used or dropped again.
+    unsafe { std::ptr::read_volatile(&*value as *const T) }
+}
+
 /// A child that takes longer than this is taken for a deadlock.
 const CHILD_TIMEOUT: Duration = Duration::from_secs(120);
 
