@@ -1,11 +1,9 @@
-/* Builds the caller tree: symbolize each distinct raw stack, trim its plumbing, insert it. */
+/* Builds the caller tree from the model's stacks, as the report shows their frames. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "call_tree.h"
 #include "mf_print.h"
-#include "symbolize.h"
-#include "trim.h"
 
 static struct mf_map mf_child_ids; /* (parent, name) -> node */
 
@@ -39,27 +37,6 @@ static void mf_add_loc(struct mf_node *n, uint32_t file, uint32_t line, uint64_t
     }
     MF_GROW(n->locs, n->nlocs, n->locs_cap);
     n->locs[n->nlocs++] = (struct mf_loc){file, line, calls};
-}
-
-/* Per interned name: 0 not yet decided, 1 keep, 2 plumbing. */
-static uint8_t *mf_plumbing_names;
-static uint32_t mf_plumbing_cap;
-
-static bool mf_is_plumbing(const struct mf_frame *f)
-{
-    if (f->plumbing_module)
-        return true;
-    if (f->name >= mf_plumbing_cap) {
-        uint32_t cap = mf_plumbing_cap ? mf_plumbing_cap : 1024;
-        while (cap <= f->name)
-            cap *= 2;
-        mf_plumbing_names = mf_xrealloc(mf_plumbing_names, cap);
-        memset(mf_plumbing_names + mf_plumbing_cap, 0, cap - mf_plumbing_cap);
-        mf_plumbing_cap = cap;
-    }
-    if (!mf_plumbing_names[f->name])
-        mf_plumbing_names[f->name] = mf_trim_function(mf_str(f->name)) ? 2 : 1;
-    return mf_plumbing_names[f->name] == 2;
 }
 
 static void mf_insert(struct mf_tree *t, const struct mf_frame *f, uint32_t n, uint64_t samples,
@@ -101,55 +78,24 @@ static int mf_child_cmp(const void *a, const void *b)
     return strcmp(mf_str(x->name), mf_str(y->name));
 }
 
-void mf_tree_build(struct mf_tree *t, struct mf_profile *p, bool trim)
+void mf_tree_build(struct mf_tree *t, const struct mf_model *m)
 {
     memset(t, 0, sizeof *t);
     MF_GROW(t->nodes, t->n, t->cap);
     memset(&t->nodes[t->n++], 0, sizeof *t->nodes);
     struct mf_frames fr = {0};
-    for (uint32_t s = 0; s < p->nstacks; s++) {
-        const struct mf_raw_stack *rs = &p->stacks[s];
-        fr.n = 0;
-        for (uint32_t i = 0; i < rs->depth; i++)
-            mf_symbolize(&p->procs[rs->process], rs->frames[i],
-                         rs->flags >> MF_ENTRY_EPOCH_SHIFT, &fr);
-        uint32_t first = 0;
-        if (trim) /* never to nothing: the outermost frame stays */
-            while (first + 1 < fr.n && mf_is_plumbing(&fr.v[first]))
-                first++;
-        if (fr.n == 0 || (rs->flags & MF_ENTRY_TRUNCATED)) {
-            uint32_t name = mf_intern(fr.n ? MF_NAME_TRUNCATED : MF_NAME_NO_STACK);
-            MF_GROW(fr.v, fr.n, fr.cap);
-            fr.v[fr.n++] = (struct mf_frame){name, 0, 0, false};
-        }
-        /* A weight > 1 makes an estimate; so does a process past its exact stretch. */
-        bool est = rs->calls != rs->samples || p->procs[rs->process].sampled;
-        mf_insert(t, fr.v + first, fr.n - first, rs->samples, rs->calls, rs->bytes, rs->var, est);
+    for (uint32_t i = 0; i < m->nstacks; i++) {
+        const struct mf_stack *s = &m->stacks[i];
+        mf_model_frames(m, s, &fr);
+        uint32_t merged = t->merged_stacks; /* [not profiled] is not a stack */
+        mf_insert(t, fr.v, fr.n, s->samples, s->calls, s->bytes, s->var, s->estimated);
+        if (s->flags & MF_STACK_NOT_PROFILED)
+            t->merged_stacks = merged;
     }
     free(fr.v);
-    t->raw_stacks = p->nstacks;
-    t->sample_interval = 1;
-    bool any_sampled = false;
-    for (uint32_t i = 0; i < p->nprocs; i++) {
-        if (!p->procs[i].sampled)
-            continue;
-        any_sampled = true;
-        const struct mf_process *pr = &p->procs[i];
-        /* With no weighted sample the interval is unknown; the calls that drew none bound
-         * what any estimate may be missing. */
-        uint64_t n = pr->sample_interval > 1 ? pr->sample_interval
-                     : pr->weighted          ? pr->max_weight
-                     : pr->calls > pr->attributed ? pr->calls - pr->attributed : 1;
-        if (n > t->sample_interval)
-            t->sample_interval = n;
-    }
-    if (p->unprofiled_calls || p->unprofiled_samples) {
-        struct mf_frame f = {mf_intern(MF_NAME_NOT_PROFILED), 0, 0, false};
-        uint32_t merged = t->merged_stacks; /* not a stack */
-        mf_insert(t, &f, 1, p->unprofiled_samples, p->unprofiled_calls, p->unprofiled_bytes,
-                  p->unprofiled_var, p->unprofiled_calls != p->unprofiled_samples || any_sampled);
-        t->merged_stacks = merged;
-    }
+    t->raw_stacks = m->p->nstacks;
+    t->estimated = m->estimated;
+    t->sample_interval = m->sample_interval;
     mf_sort_tree = t;
     for (uint32_t i = 0; i < t->n; i++)
         if (t->nodes[i].nchildren > 1)

@@ -8,12 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "profile_read.h"
-
-/* Pseudo-frames. */
-#define MF_NAME_NOT_PROFILED "[not profiled]"  /* samples no stack could be recorded for */
-#define MF_NAME_TRUNCATED "[deeper frames not recorded]" /* stack deeper than max_depth */
-#define MF_NAME_NO_STACK "[no stack]"         /* the unwinder returned no frame */
+#include "model.h"
 
 struct mf_loc {
     uint32_t file, line;
@@ -45,7 +40,7 @@ struct mf_tree {
     uint64_t sample_interval;
 };
 
-void mf_tree_build(struct mf_tree *t, struct mf_profile *p, bool trim);
+void mf_tree_build(struct mf_tree *t, const struct mf_model *m);
 
 /* The location with the most calls, or NULL if none is known. */
 const struct mf_loc *mf_node_loc(const struct mf_node *n);

@@ -119,8 +119,10 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    struct mf_model model;
+    mf_model_build(&model, &profile, trim);
     struct mf_tree tree;
-    mf_tree_build(&tree, &profile, trim);
+    mf_tree_build(&tree, &model);
     struct mf_report_options o = {threshold, trim, dirs, ndirs};
     if (csv)
         mf_report_csv(stdout, &tree);

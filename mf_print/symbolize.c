@@ -436,6 +436,12 @@ static struct mf_module *mf_module_of(struct mf_process *pr, uint64_t pc, uint32
     return best;
 }
 
+uint32_t mf_module_index(const struct mf_process *pr, uint64_t pc, uint32_t epoch)
+{
+    const struct mf_module *m = mf_module_of((struct mf_process *)pr, pc, epoch);
+    return m ? (uint32_t)(m - pr->modules) : UINT32_MAX;
+}
+
 void mf_symbolize(struct mf_process *pr, uint64_t pc, uint32_t epoch, struct mf_frames *out)
 {
     struct mf_module *m = mf_module_of(pr, pc, epoch);

@@ -25,6 +25,10 @@ struct mf_frames {
  * address, so the same library in many processes is symbolized once. */
 void mf_symbolize(struct mf_process *pr, uint64_t pc, uint32_t epoch, struct mf_frames *out);
 
+/* The index in pr->modules of the module that holds pc for a stack of the given module
+ * epoch, or UINT32_MAX. */
+uint32_t mf_module_index(const struct mf_process *pr, uint64_t pc, uint32_t epoch);
+
 /* Releases libdw's state (for leak checkers). */
 void mf_symbolize_end(void);
 
