@@ -1,14 +1,16 @@
-/* mf_print: reads the profile a malloc_freq run wrote and prints where the program calls
- * the allocator, as a caller tree (default) or CSV.
- *   mf_print --dir DIR [--dir DIR ...] [--threshold PCT] [--format tree|csv] [--no-trim]
- * Exit status: 0 printed, 1 nothing readable, 2 bad usage or directory. */
+/* mf_print: reads the profile a malloc_freq run wrote and reports where the program calls
+ * the allocator: read+validate, merge, symbolize, transform (model.c), then one report
+ * (report_*.c). Exit status: 0 reported, 1 nothing readable or the output failed, 2 bad
+ * usage or directory. */
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "call_tree.h"
 #include "mf_print.h"
+#include "model.h"
 #include "profile_read.h"
 #include "report.h"
 #include "symbolize.h"
@@ -17,15 +19,24 @@
 
 static void mf_usage(FILE *out)
 {
-    fputs("usage: mf_print --dir DIR [--dir DIR ...] [options]\n"
-          "Prints how often a program called the allocator, and from where, as recorded by\n"
-          "malloc_freq (LD_PRELOAD=libmalloc_freq.so or the Rust crate).\n"
+    fputs("usage: mf_print [options] DIR [DIR ...]\n"
+          "Reports how often a program called the allocator, and from where, as recorded by\n"
+          "malloc_freq (LD_PRELOAD=libmalloc_freq.so or the Rust crate). DIR is a\n"
+          "malloc_freq.<pid> directory; several are merged.\n"
           "\n"
-          "  --dir DIR          a malloc_freq.<pid> directory; repeat to merge runs/processes\n"
-          "  --threshold PCT    fold tree entries under PCT % of all calls (0..100, default 1)\n"
-          "  --format tree|csv  caller tree with totals (default), or CSV: one row per stack\n"
-          "  --no-trim          keep allocator/profiler frames (malloc, operator new, ...)\n"
-          "  --help             this text\n",
+          "  -d, --dir DIR          a profile directory (the same as DIR above); repeatable\n"
+          "  -f, --format FORMAT    tree       caller tree with totals (default)\n"
+          "                         csv        one row per stack, for scripts\n"
+          "                         collapsed  root;...;site COUNT lines, for flame graphs\n"
+          "                         pprof      gzipped profile.proto (go tool pprof, ...)\n"
+          "                         html       a self-contained interactive flame graph\n"
+          "                         json       the model, for scripts\n"
+          "  -o, --output FILE      write the report to FILE (default: standard output)\n"
+          "  -w, --weight calls|bytes  what collapsed counts and html first shows (calls)\n"
+          "  -t, --threshold PCT    tree: fold entries under PCT % of all calls (0..100,\n"
+          "                         default 1)\n"
+          "      --no-trim          keep allocator and profiler frames (malloc, operator new)\n"
+          "  -h, --help             this text\n",
           out);
 }
 
@@ -48,65 +59,85 @@ static double mf_parse_threshold(const char *s)
     return v;
 }
 
+static const char *const mf_formats[] = {
+    [MF_FORMAT_TREE] = "tree",           [MF_FORMAT_CSV] = "csv",
+    [MF_FORMAT_COLLAPSED] = "collapsed", [MF_FORMAT_PPROF] = "pprof",
+    [MF_FORMAT_HTML] = "html",           [MF_FORMAT_JSON] = "json",
+};
+
+static enum mf_format mf_parse_format(const char *s)
+{
+    for (size_t i = 0; i < sizeof mf_formats / sizeof *mf_formats; i++)
+        if (strcmp(s, mf_formats[i]) == 0)
+            return (enum mf_format)i;
+    mf_usage_error("--format is tree, csv, collapsed, pprof, html or json, not '%s'", s);
+    return MF_FORMAT_TREE;
+}
+
 int main(int argc, char **argv)
 {
-    const char **dirs = mf_xcalloc((size_t)argc, sizeof *dirs);
+    const char **dirs = mf_xcalloc((size_t)argc + 1, sizeof *dirs);
     int ndirs = 0;
-    double threshold = MF_THRESHOLD_DEFAULT;
-    bool csv = false, trim = true;
-
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
-            if (arg[0] == '-' && arg[1] != '\0' && strcmp(arg, "-h") != 0)
-                mf_usage_error("unknown option '%s'", arg);
-            if (strcmp(arg, "-h") == 0) {
-                mf_usage(stdout);
-                return 0;
-            }
-            dirs[ndirs++] = arg; /* a bare directory */
-            continue;
-        }
-        /* --name=value or --name value */
-        const char *eq = strchr(arg, '=');
-        size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
-        const char *value = eq ? eq + 1 : NULL;
-#define MF_IS(opt) (len == strlen(opt) && strncmp(arg, opt, len) == 0)
-        bool takes_value = MF_IS("--dir") || MF_IS("--threshold") || MF_IS("--format");
-        if (takes_value && !value) {
-            if (i + 1 >= argc)
-                mf_usage_error("%s needs a value", arg);
-            value = argv[++i];
-        } else if (!takes_value && value) {
-            char name[64];
-            snprintf(name, sizeof name, "%.*s", (int)(len < 63 ? len : 63), arg);
-            mf_usage_error("%s takes no value", name);
-        }
-        if (MF_IS("--help")) {
+    struct mf_report_options o = {.threshold = MF_THRESHOLD_DEFAULT, .trim = true};
+    enum mf_format format = MF_FORMAT_TREE;
+    enum { MF_OPT_NO_TRIM = 256 };
+    static const struct option longopts[] = {
+        {"dir", required_argument, NULL, 'd'},
+        {"format", required_argument, NULL, 'f'},
+        {"output", required_argument, NULL, 'o'},
+        {"weight", required_argument, NULL, 'w'},
+        {"threshold", required_argument, NULL, 't'},
+        {"no-trim", no_argument, NULL, MF_OPT_NO_TRIM},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    opterr = 0; /* our own one-line messages */
+    int c;
+    while ((c = getopt_long(argc, argv, ":d:f:o:w:t:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'd':
+            if (!*optarg)
+                mf_usage_error("%s", "--dir needs a directory");
+            dirs[ndirs++] = optarg;
+            break;
+        case 'f':
+            format = mf_parse_format(optarg);
+            break;
+        case 'o':
+            if (!*optarg)
+                mf_usage_error("%s", "--output needs a file name");
+            o.output = optarg;
+            break;
+        case 'w':
+            if (strcmp(optarg, "calls") == 0)
+                o.weight_bytes = false;
+            else if (strcmp(optarg, "bytes") == 0)
+                o.weight_bytes = true;
+            else
+                mf_usage_error("--weight is calls or bytes, not '%s'", optarg);
+            break;
+        case 't':
+            o.threshold = mf_parse_threshold(optarg);
+            break;
+        case MF_OPT_NO_TRIM:
+            o.trim = false;
+            break;
+        case 'h':
             mf_usage(stdout);
             return 0;
-        } else if (MF_IS("--dir")) {
-            if (!*value)
-                mf_usage_error("%s", "--dir needs a directory");
-            dirs[ndirs++] = value;
-        } else if (MF_IS("--threshold")) {
-            threshold = mf_parse_threshold(value);
-        } else if (MF_IS("--format")) {
-            if (strcmp(value, "tree") == 0)
-                csv = false;
-            else if (strcmp(value, "csv") == 0)
-                csv = true;
-            else
-                mf_usage_error("--format is tree or csv, not '%s'", value);
-        } else if (MF_IS("--no-trim")) {
-            trim = false;
-        } else {
-            mf_usage_error("unknown option '%s'", arg);
+        case ':':
+            mf_usage_error("%s needs a value", argv[optind - 1]);
+            break;
+        default:
+            mf_usage_error("unknown option '%s'", argv[optind - 1]);
         }
-#undef MF_IS
     }
+    for (int i = optind; i < argc; i++)
+        dirs[ndirs++] = argv[i];
     if (ndirs == 0)
-        mf_usage_error("%s", "no profile given: use --dir malloc_freq.<pid>");
+        mf_usage_error("%s", "no profile given: mf_print malloc_freq.<pid>");
+    o.dirs = dirs;
+    o.ndirs = ndirs;
 
     struct mf_profile profile = {0};
     for (int i = 0; i < ndirs; i++)
@@ -119,19 +150,35 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    struct mf_model model;
-    mf_model_build(&model, &profile, trim);
-    struct mf_tree tree;
-    mf_tree_build(&tree, &model);
-    struct mf_report_options o = {threshold, trim, dirs, ndirs};
-    if (csv)
-        mf_report_csv(stdout, &tree);
-    else
-        mf_report_tree(stdout, &profile, &tree, &o);
-    mf_symbolize_end();
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        mf_error("cannot write the report: %s", strerror(errno));
+    FILE *out = stdout;
+    if (o.output && !(out = fopen(o.output, "w"))) {
+        mf_error("cannot write %s: %s", o.output, strerror(errno));
         return 1;
     }
-    return 0;
+    struct mf_model model;
+    mf_model_build(&model, &profile, o.trim);
+    bool failed = false;
+    if (format == MF_FORMAT_TREE || format == MF_FORMAT_CSV) {
+        struct mf_tree tree;
+        mf_tree_build(&tree, &model);
+        if (format == MF_FORMAT_CSV)
+            mf_report_csv(out, &tree);
+        else
+            mf_report_tree(out, &profile, &tree, &o);
+    } else if (format == MF_FORMAT_COLLAPSED) {
+        failed = mf_report_collapsed(out, &model, &o);
+    } else if (format == MF_FORMAT_PPROF) {
+        failed = mf_report_pprof(out, &model, &o);
+    } else if (format == MF_FORMAT_HTML) {
+        failed = mf_report_html(out, &model, &o);
+    } else {
+        failed = mf_report_json(out, &model, &o);
+    }
+    mf_symbolize_end();
+    if (fflush(out) != 0 || ferror(out) || (out != stdout && fclose(out) != 0)) {
+        mf_error("cannot write the report%s%s: %s", o.output ? " to " : "",
+                 o.output ? o.output : "", strerror(errno));
+        return 1;
+    }
+    return failed;
 }

@@ -1,15 +1,27 @@
-/* The two renderings of a caller tree. */
+/* The reports: each a function of the model (model.h), or of the caller tree built from it. */
 #ifndef MF_REPORT_H
 #define MF_REPORT_H
 
 #include <stdio.h>
 
 #include "call_tree.h"
+#include "model.h"
 #include "profile_read.h"
+
+enum mf_format {
+    MF_FORMAT_TREE,
+    MF_FORMAT_CSV,
+    MF_FORMAT_COLLAPSED,
+    MF_FORMAT_PPROF,
+    MF_FORMAT_HTML,
+    MF_FORMAT_JSON,
+};
 
 struct mf_report_options {
     double threshold; /* percent of all calls below which entries are folded */
     bool trim;
+    bool weight_bytes; /* --weight bytes: collapsed counts bytes, html shows bytes first */
+    const char *output; /* -o FILE, or NULL for standard output */
     const char *const *dirs;
     int ndirs;
 };
@@ -20,5 +32,15 @@ void mf_report_tree(FILE *out, const struct mf_profile *p, const struct mf_tree 
 
 /* calls,bytes,samples,stack,locations: one row per merged stack (report_csv.c). */
 void mf_report_csv(FILE *out, const struct mf_tree *t);
+
+/* The others return true if they failed (after saying why on stderr). */
+/* root;...;site COUNT, one line per stack (report_collapsed.c). */
+bool mf_report_collapsed(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
+/* gzip-compressed profile.proto (report_pprof.c). */
+bool mf_report_pprof(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
+/* One self-contained HTML file with an interactive flame graph (report_html.c). */
+bool mf_report_html(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
+/* The model as JSON (report_json.c). */
+bool mf_report_json(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
 
 #endif

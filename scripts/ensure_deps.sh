@@ -4,7 +4,7 @@
 # Makes sure the Debian packages that one make target needs are there: installs the missing
 # ones with apt-get when run as root, otherwise prints the exact apt-get line and fails.
 # Silent when nothing is missing. Each target installs what it needs and nothing more:
-#   build  `make`: the preload library and mf_print (a C compiler, libdw, libiberty)
+#   build  `make`: the preload library and mf_print (a C compiler, libdw, libiberty, zlib)
 #   demo   `make demo`: build, plus what the README's demo output needs (libunwind for the
 #          stacks, glibc's debug info for its file:line); no Rust, no Python
 #   test   `make test`: demo, plus the test suites' needs (g++, Python, allocators that the
@@ -36,6 +36,7 @@ build() {
     have_header elfutils/libdwfl.h || need libdw-dev
     have_header libelf.h || need libelf-dev
     have_header libiberty/demangle.h || need libiberty-dev
+    have_header zlib.h || need zlib1g-dev
 }
 
 demo() {

@@ -13,7 +13,7 @@ check() { # name, condition-command...
 }
 
 gcc $cflags -fsanitize=address,undefined -fno-sanitize-recover=all -o "$out/mf_print_asan" \
-    "$top"/mf_print/*.c -ldw -lelf -liberty
+    "$top"/mf_print/*.c -ldw -lelf -liberty -lz
 
 # mf_print is a one-shot tool that leaves its memory to exit: LeakSanitizer is off for it alone.
 export ASAN_OPTIONS=detect_leaks=0
