@@ -421,16 +421,17 @@ static bool mf_probe_enter(uintptr_t frame, uint32_t *slot, uint64_t *hits)
 }
 
 /* Ends the probe in `slot` (and any nested one an exception ended) and records the form's
- * decision, unless another thread's came first. Returns whether this call must be counted
- * here: the next operator new made no call that counts. */
-static bool mf_probe_leave(int form, uint32_t slot, uint64_t hits)
+ * decision, unless another thread's came first or the call failed: out of memory, an
+ * operator new may take another path (jemalloc's retries through malloc, ours). Returns
+ * whether this call must be counted here: the next operator new made no call that counts. */
+static bool mf_probe_leave(int form, uint32_t slot, uint64_t hits, bool allocated)
 {
     bool reached = mf_nt.hits != hits;
     mf_lock();
     uint32_t gone = mf_nt.depth > slot ? mf_nt.depth - slot : 0;
     mf_nt.depth -= gone;
     mf_probes -= gone < mf_probes ? gone : mf_probes;
-    if (!mf_new_decided[form])
+    if (!mf_new_decided[form] && allocated)
         mf_new_decided[form] = reached ? mf_next_new[form] : mf_new_counted[form];
     mf_detectors_set();
     mf_unlock();
@@ -506,7 +507,7 @@ static void *mf_new_fallback_ARRAY_ALIGNED_NOTHROW(size_t size, size_t align, co
         if (!mf_probe_enter(frame, &slot, &hits))                                           \
             return ((mf_new_##form##_t *)next) args; /* cannot tell: as it comes */         \
         void *p = ((mf_new_##form##_t *)next) args;                                         \
-        if (mf_probe_leave(MF_NEW_##form, slot, hits)) {                                    \
+        if (mf_probe_leave(MF_NEW_##form, slot, hits, p != NULL)) {                        \
             mf_nt.hits++; /* for a probe this one is nested in */                           \
             mf_record(fn, size);                                                            \
         }                                                                                   \

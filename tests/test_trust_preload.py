@@ -222,6 +222,13 @@ def test_cxx_new_counted_once_behind_any_allocator():
         rt.expect_eq(prof.stdout, plain.stdout, f"{what} oom: stdout")
         rt.expect(b"new[] aligned nothrow: null after 3 handler calls" in plain.stdout,
                   f"{what} oom: unexpected output {plain.stdout!r}")
+        # A form whose first call runs out of memory may take another path then (jemalloc
+        # retries through malloc): the calls after it are still counted exactly, once.
+        _, after_oom = expect_same_run([prog, "oom", "1"], allocator, cwd, f"{what} oom 1")
+        rows = rt.csv_rows(after_oom)
+        rt.expect_sites(rows, NEW_SITES)
+        rt.expect_eq(rt.csv_total(rows), rt.exact_total_calls(after_oom),
+                     f"{what} oom 1: CSV total vs the headers' totals")
 
     # The library interposes operator new without needing libstdc++: C programs do not
     # load it.
@@ -230,3 +237,32 @@ def test_cxx_new_counted_once_behind_any_allocator():
     rt.expect("libstdc++" not in needed, f"libmalloc_freq.so needs libstdc++:\n{needed}")
     r = rt.run_ok(["sh", "-c", "cat /proc/$$/maps"])
     rt.expect("libstdc++" not in r.stdout, "libstdc++ is mapped into a profiled C program")
+
+
+# tests/programs/cxx_new_race.cpp: 8 threads x 500 rounds, one call of each form a round.
+RACE_SITES = {site: (4000, 4000 * size) for site, size in [
+    ("race_new", 8), ("race_new_array", 24), ("race_new_nothrow", 8),
+    ("race_new_array_nothrow", 24), ("race_new_aligned", 64), ("race_new_array_aligned", 128),
+    ("race_new_aligned_nothrow", 64), ("race_new_array_aligned_nothrow", 128)]}
+
+
+@rt.test
+def test_cxx_new_first_calls_race():
+    """Each form's first call decides where that form counts; eight threads make theirs at
+    once. Every call is counted once, whichever thread decided, behind every allocator."""
+    prog = rt.build("cxx_new_race", ["cxx_new_race.cpp"], cxx=True, libs=("-lpthread",))
+    for name in [None] + list(NEXT_ALLOCATORS):
+        allocator = allocator_path(name) if name else None
+        what = f"cxx_new_race under {name or 'glibc'}"
+        cwd = rt.fresh_dir()
+        _, baseline = expect_same_run([prog, "0"], allocator, cwd, f"{what} 0")
+        for attempt in range(5):
+            _, profile = expect_same_run([prog, "1"], allocator, cwd, what)
+            rows = rt.csv_rows(profile)
+            rt.expect_sites(rows, RACE_SITES)
+            rt.expect_eq(rt.exact_total_calls(profile) - rt.exact_total_calls(baseline),
+                         8 * 4000, f"{what} (run {attempt + 1}): exact total minus the "
+                         "0-scale run's")
+            rt.expect_eq(rt.csv_total(rows), rt.exact_total_calls(profile),
+                         f"{what} (run {attempt + 1}): CSV total vs the headers' totals")
+

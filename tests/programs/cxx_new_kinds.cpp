@@ -3,8 +3,9 @@
 //   cxx_new_kinds SCALE   runs each site SCALE times its count (0: none, to see what the
 //                         C++ runtime allocates by itself); prints how many pointers
 //                         were not aligned as asked (0)
-//   cxx_new_kinds oom     asks for more than any allocator has, through each form, with a
-//                         new_handler that gives up on its third call; prints what happened
+//   cxx_new_kinds oom [SCALE]  first asks for more than any allocator has, through each
+//                         form, with a new_handler that gives up on its third call, and
+//                         prints what happened (exit status 3); then runs the sites if asked
 // The output must be the same with and without the profiler, whatever allocator follows it.
 #include <cstddef>
 #include <cstdint>
@@ -132,7 +133,10 @@ template <typename F> static void oom(const char *form, F allocate)
 
 int main(int argc, char **argv)
 {
-    if (argc == 2 && std::strcmp(argv[1], "oom") == 0) {
+    int arg = 1, status = 0;
+    if (arg < argc && std::strcmp(argv[arg], "oom") == 0) {
+        arg++;
+        status = 3;
         const auto al = std::align_val_t(64);
         oom("new", [](std::size_t n) { return ::operator new(n); });
         oom("new[]", [](std::size_t n) { return ::operator new[](n); });
@@ -144,9 +148,10 @@ int main(int argc, char **argv)
             [al](std::size_t n) { return ::operator new(n, al, std::nothrow); });
         oom("new[] aligned nothrow",
             [al](std::size_t n) { return ::operator new[](n, al, std::nothrow); });
-        return 3;
+        if (arg == argc)
+            return status;
     }
-    int scale = argc == 2 ? std::atoi(argv[1]) : 1;
+    int scale = arg < argc ? std::atoi(argv[arg]) : 1;
     site_new(3000 * scale);
     site_new_array(2000 * scale);
     site_new_nothrow(1000 * scale);
@@ -156,5 +161,5 @@ int main(int argc, char **argv)
     site_new_aligned_nothrow(700 * scale);
     site_new_array_aligned_nothrow(500 * scale);
     std::printf("cxx_new_kinds %d: %ld misaligned\n", scale, misaligned);
-    return 0;
+    return status;
 }
