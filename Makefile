@@ -55,6 +55,7 @@ test: all test-c test-rust test-sanitize
 	@echo "all tests passed"
 
 test-c: all
+	@scripts/ensure_deps.sh test
 	python3 tests/run_tests.py
 
 test-rust: all

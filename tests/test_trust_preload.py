@@ -266,3 +266,23 @@ def test_cxx_new_first_calls_race():
             rt.expect_eq(rt.csv_total(rows), rt.exact_total_calls(profile),
                          f"{what} (run {attempt + 1}): CSV total vs the headers' totals")
 
+
+
+@rt.test
+def test_c_host_cxx_plugin_behind_any_allocator():
+    """A C program dlopens a C++ plugin (RTLD_LOCAL): the plugin's operator new binds to ours,
+    and the next one (libstdc++'s, jemalloc's, tcmalloc's) is found though dlsym(RTLD_NEXT)
+    cannot see a locally loaded libstdc++. Output, exceptions and thread cancellation as
+    without the profiler, and the plugin's 100 `new long` counted once each."""
+    plugin = rt.build("cxx_plugin.so", ["cxx_plugin.cpp"], cxx=True, shared=True)
+    host = rt.c_program("dlopen_host", libs=("-ldl", "-lpthread"))
+    for name in [None] + list(NEXT_ALLOCATORS):
+        allocator = allocator_path(name) if name else None
+        what = f"dlopen_host under {name or 'glibc'}"
+        out, profile = expect_same_run([host, plugin], allocator, rt.fresh_dir(), what)
+        rt.expect("plugin reader cancelled yes, destructors 11" in out,
+                  f"{what}: output {out!r}")
+        rows = rt.csv_rows(profile)
+        rt.expect_sites(rows, {"plugin_site": (100, 800)})
+        rt.expect_eq(rt.csv_total(rows), rt.exact_total_calls(profile),
+                     f"{what}: CSV total vs the headers' totals")
