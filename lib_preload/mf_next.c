@@ -157,7 +157,12 @@ static void *mf_libc_aligned_alloc(size_t align, size_t size)
     static ret mf_detect_##name params                                                      \
     {                                                                                       \
         mf_nt.hits++;                                                                       \
-        return mf_real_##name args;                                                         \
+        ret(*real) params = __atomic_load_n(&mf_real_##name, __ATOMIC_ACQUIRE);             \
+        if (!real) { /* a thread that has not seen the lookup's stores yet (not x86) */     \
+            mf_next_resolve();                                                              \
+            real = __atomic_load_n(&mf_real_##name, __ATOMIC_ACQUIRE);                      \
+        }                                                                                   \
+        return real args;                                                                   \
     }
 MF_ALLOC_FNS(MF_ALLOC_DEFINE)
 #undef MF_ALLOC_DEFINE
@@ -177,7 +182,7 @@ void mf_next_resolve(void)
     mf_lock();
     if (!mf_alloc_resolved) {
 #define MF_ALLOC_STORE(name, ret, params, args, failed)                                     \
-    mf_real_##name = found_##name ? (ret(*) params)found_##name : mf_libc_##name;
+    MF_STORE(mf_real_##name, found_##name ? (ret(*) params)found_##name : mf_libc_##name);
         MF_ALLOC_FNS(MF_ALLOC_STORE)
 #undef MF_ALLOC_STORE
         __atomic_store_n(&mf_alloc_resolved, 1, __ATOMIC_RELEASE);
