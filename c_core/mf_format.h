@@ -36,13 +36,18 @@ enum mf_fn {
     MF_FN_RUST_ALLOC,
     MF_FN_RUST_ALLOC_ZEROED,
     MF_FN_RUST_REALLOC,
+    MF_FN_NEW,               /* C++ operator new, also its nothrow form */
+    MF_FN_NEW_ARRAY,         /* operator new[], also nothrow */
+    MF_FN_NEW_ALIGNED,       /* operator new(size, align_val_t), also nothrow */
+    MF_FN_NEW_ARRAY_ALIGNED, /* operator new[](size, align_val_t), also nothrow */
     MF_FN_COUNT = 16 /* room for more without a version change */
 };
 
 #define MF_FN_NAMES                                                                     \
     "malloc", "calloc", "realloc", "posix_memalign", "aligned_alloc", "memalign",         \
-        "valloc", "pvalloc", "rust alloc", "rust alloc_zeroed", "rust realloc"
-#define MF_FN_NAMED 11
+        "valloc", "pvalloc", "rust alloc", "rust alloc_zeroed", "rust realloc",          \
+        "operator new", "operator new[]", "operator new aligned", "operator new[] aligned"
+#define MF_FN_NAMED 15
 
 /* Exact counters of every allocation call. The hot path counts in TLS; the thread's slow
  * path adds those counts here at least every 4,096 calls, and thread and process exit do

@@ -89,3 +89,24 @@ MF_EXPORT void *pvalloc(size_t size)
         return mf_next_pvalloc(size);
     return mf_slow_pvalloc(size);
 }
+
+/* The global operator new, every form: one jump through mf_new_route (mf_preload.h), to the
+ * next operator new itself when that one calls our malloc (libstdc++'s), or to the counting
+ * function below when it does not (jemalloc's, tcmalloc's), so that each call counts once.
+ * Neither has a frame: an exception the next operator new throws (std::bad_alloc) passes
+ * through none of ours. */
+#define MF_NEW_ENTRY(form, sym, fn, params, args)                                           \
+    MF_EXPORT void *sym params                                                              \
+    {                                                                                       \
+        mf_fnptr to = __atomic_load_n(&mf_new_route[MF_NEW_##form], __ATOMIC_ACQUIRE);      \
+        return ((mf_new_##form##_t *)to) args;                                              \
+    }                                                                                       \
+                                                                                            \
+    void *mf_new_counted_##form params                                                      \
+    {                                                                                       \
+        if (mf_entry_count(fn, size))                                                       \
+            return ((mf_new_##form##_t *)mf_next_new[MF_NEW_##form]) args;                  \
+        return mf_slow_new_##form args;                                                     \
+    }
+MF_NEW_FORMS(MF_NEW_ENTRY)
+#undef MF_NEW_ENTRY

@@ -1,64 +1,15 @@
-/* The LD_PRELOAD front end's set-up and slow paths: finding the next allocator in line
- * (glibc's, or jemalloc/tcmalloc if they come after us), and the out-of-line path an entry
- * point (mf_entry.c) takes when its countdown runs out. */
-#include <dlfcn.h>
-#include <errno.h>
-#include <stdlib.h>
-
+/* The LD_PRELOAD front end's set-up and slow paths: the constructor, and the out-of-line path
+ * an entry point (mf_entry.c) takes when its countdown runs out. Finding the next allocator
+ * in line is mf_next.c's. */
 #include "mf_preload.h"
 
-/* glibc's own entry points, used only until dlsym(RTLD_NEXT) has answered: dlsym itself
- * allocates. Forwarding to them for good would break a different next allocator (DESIGN §6). */
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void *__libc_memalign(size_t, size_t);
-extern void *__libc_valloc(size_t);
-extern void *__libc_pvalloc(size_t);
-
-static int mf_libc_posix_memalign(void **out, size_t align, size_t size)
-{
-    if (align < sizeof(void *) || (align & (align - 1)))
-        return EINVAL;
-    void *p = __libc_memalign(align, size);
-    if (!p)
-        return ENOMEM;
-    *out = p;
-    return 0;
-}
-
-static void *mf_libc_aligned_alloc(size_t align, size_t size)
-{
-    return __libc_memalign(align, size);
-}
-
-void *(*mf_next_malloc)(size_t) = __libc_malloc;
-void *(*mf_next_calloc)(size_t, size_t) = __libc_calloc;
-void *(*mf_next_realloc)(void *, size_t) = __libc_realloc;
-int (*mf_next_posix_memalign)(void **, size_t, size_t) = mf_libc_posix_memalign;
-void *(*mf_next_aligned_alloc)(size_t, size_t) = mf_libc_aligned_alloc;
-void *(*mf_next_memalign)(size_t, size_t) = __libc_memalign;
-void *(*mf_next_valloc)(size_t) = __libc_valloc;
-void *(*mf_next_pvalloc)(size_t) = __libc_pvalloc;
-
-#define MF_RESOLVE(name)                                                                    \
-    do {                                                                                    \
-        void *f = dlsym(RTLD_NEXT, #name);                                                  \
-        if (f)                                                                              \
-            __atomic_store_n((void **)&mf_next_##name, f, __ATOMIC_RELEASE);                \
-    } while (0)
-
-/* Runs before the core's constructor (priority 101): the core's start-up allocates. */
+/* Runs before the core's constructor (priority 101): the core's start-up allocates. The next
+ * allocator may have been looked up already, at a call made before this constructor ran
+ * (other libraries' constructors run first and allocate). */
 __attribute__((constructor(101))) static void mf_preload_resolve(void)
 {
-    MF_RESOLVE(malloc);
-    MF_RESOLVE(calloc);
-    MF_RESOLVE(realloc);
-    MF_RESOLVE(posix_memalign);
-    MF_RESOLVE(aligned_alloc);
-    MF_RESOLVE(memalign);
-    MF_RESOLVE(valloc);
-    MF_RESOLVE(pvalloc);
+    mf_next_resolve();
+    mf_next_new_resolve();
     /* Static TLS has the same offset in every thread: one check serves them all. */
     mf_tls_direct = (char *)&mf_tls - (char *)__builtin_thread_pointer() == -(ptrdiff_t)MF_TLS_ALIGN;
     mf_core_init();
@@ -113,3 +64,12 @@ void *mf_slow_pvalloc(size_t size)
     mf_record_slow(MF_FN_PVALLOC, size);
     return mf_next_pvalloc(size);
 }
+
+#define MF_NEW_SLOW(form, sym, fn, params, args)                                            \
+    void *mf_slow_new_##form params                                                         \
+    {                                                                                       \
+        mf_record_slow(fn, size);                                                           \
+        return ((mf_new_##form##_t *)mf_next_new[MF_NEW_##form]) args;                      \
+    }
+MF_NEW_FORMS(MF_NEW_SLOW)
+#undef MF_NEW_SLOW

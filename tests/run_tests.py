@@ -33,10 +33,18 @@ MF_PRINT = os.path.join(BUILD, "mf_print")
 CFLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-Wall", "-Wextra", "-Werror"]
 TIMEOUT = 300  # seconds, per child process
 
+# The preload library's exports: the C allocation functions and every global operator new
+# (plain, nothrow, aligned, aligned nothrow; new and new[]).
 ALLOC_API = {"malloc", "calloc", "realloc", "posix_memalign", "aligned_alloc", "memalign",
-             "valloc", "pvalloc"}
+             "valloc", "pvalloc",
+             "_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t",
+             "_ZnwmSt11align_val_t", "_ZnamSt11align_val_t",
+             "_ZnwmSt11align_val_tRKSt9nothrow_t", "_ZnamSt11align_val_tRKSt9nothrow_t"}
+# enum mf_fn / MF_FN_NAMES in c_core/mf_format.h, by index.
 MF_FN_NAMES = ["malloc", "calloc", "realloc", "posix_memalign", "aligned_alloc", "memalign",
-               "valloc", "pvalloc"]
+               "valloc", "pvalloc", "rust alloc", "rust alloc_zeroed", "rust realloc",
+               "operator new", "operator new[]", "operator new aligned",
+               "operator new[] aligned"]
 
 
 class TestFailure(Exception):
