@@ -252,10 +252,18 @@ static void mf_totals_add(struct mf_table *tab, struct mf_totals *to, int fn, ui
     if (tab->shared) {
         __atomic_fetch_add(&to->calls[fn], calls, __ATOMIC_RELAXED);
         __atomic_fetch_add(&to->bytes[fn], bytes, __ATOMIC_RELAXED);
-    } else {
-        to->calls[fn] += calls;
-        to->bytes[fn] += bytes;
+    } else { /* one writer at a time (the flush lock, or nothing pending): plain adds */
+        MF_PENDING_ADD(to->calls[fn], calls);
+        MF_PENDING_ADD(to->bytes[fn], bytes);
     }
+}
+
+static bool mf_nothing_pending(const struct mf_thread *t)
+{
+    for (int fn = 0; fn < MF_FN_COUNT; fn++)
+        if (t->pending.calls[fn])
+            return false;
+    return true;
 }
 
 /* The owner's flush: the pending counts, less what the process's exit already took, go to
@@ -480,10 +488,7 @@ static void mf_sample_on_stack(void *arg)
 {
     struct mf_thread *t = arg;
     struct mf_slot *s = t->slot;
-    bool adaptive = !mf_opt.sample_interval;
-    uint64_t t0 = adaptive ? mf_mono_ns() : 0;
-    uint32_t max = mf_opt.max_depth, own, flags = 0;
-    uint32_t n = mf_unwind(s->pcs, max + MF_OWN_FRAMES_MAX + 1, s, &own);
+    uint32_t max = mf_opt.max_depth, own = s->nown, n = s->npcs, flags = 0;
     const uintptr_t *pcs = s->pcs + own;
     n -= own;
     if (n > max) {
@@ -517,12 +522,7 @@ static void mf_sample_on_stack(void *arg)
     mf_table_unlock(tab);
     if (!e)
         mf_unprofiled(t, s->weight, s->size);
-    if (adaptive) {
-        uint64_t t1 = mf_mono_ns();
-        if (t->exact)
-            t->exact_ns += t1 - t0;
-        mf_adapt(t, t0, t1, new_stack);
-    }
+    s->new_stack = new_stack;
 }
 
 void mf_record_slow(enum mf_fn fn, size_t size)
@@ -535,11 +535,16 @@ void mf_record_slow(enum mf_fn fn, size_t size)
         t->countdown = 1; /* the profiler's own call: see mf_enter() */
         return;
     }
-    /* This call goes through `pending` too: every write to the totals is a flush, under the
-     * lock that the process's exit takes to flush the threads still running. */
-    MF_PENDING_ADD(t->pending.calls[fn], 1);
-    MF_PENDING_ADD(t->pending.bytes[fn], size);
-    mf_flush(t);
+    /* With nothing pending (recording every call) the process's exit never writes this
+     * thread's totals (mf_flush_others): the call goes straight in, no lock. Otherwise it
+     * goes through `pending` and the flush, under the lock the exit takes too. */
+    if (t->totals && mf_nothing_pending(t)) {
+        mf_totals_add(t->slot->table, t->totals, fn, 1, size);
+    } else {
+        MF_PENDING_ADD(t->pending.calls[fn], 1);
+        MF_PENDING_ADD(t->pending.bytes[fn], size);
+        mf_flush(t);
+    }
 
     if (MF_UNLIKELY(t->state != MF_THREAD_READY || !mf_ready)) {
         if (t->state == MF_THREAD_EXITED || t->state == MF_THREAD_FAILED) {
@@ -592,7 +597,16 @@ void mf_record_slow(enum mf_fn fn, size_t size)
     s->ret = ret;
     s->weight = t->weight;
     s->size = size;
-    mf_call_on_stack(s->stack_top, mf_sample_on_stack, t);
+    bool adaptive = !mf_opt.sample_interval;
+    uint64_t t0 = adaptive ? mf_mono_ns() : 0;
+    s->npcs = mf_unwind(s, mf_opt.max_depth + MF_OWN_FRAMES_MAX + 1, &s->nown);
+    mf_call_on_stack(s->stack_top, mf_sample_on_stack, t); /* the table */
+    if (adaptive) {
+        uint64_t t1 = mf_mono_ns();
+        if (t->exact)
+            t->exact_ns += t1 - t0;
+        mf_adapt(t, t0, t1, s->new_stack);
+    }
     mf_leave(t, mf_arm(t, mf_next_countdown(t)));
 }
 

@@ -57,6 +57,7 @@ struct mf_slot {
     uintptr_t entry_fp;  /* mf_record_slow's frame on the program's stack */
     uintptr_t ret;       /* its return address: where the profiler's frames end */
     uint64_t weight, size;
+    uint32_t npcs, nown; /* the stack captured, and the profiler's frames at its start */
     bool new_stack;
     uint64_t gen;        /* the slot's table was first set up in this process generation */
     void *stack_top;     /* the slow path's own stack ends here (this struct starts here) */
@@ -111,23 +112,26 @@ void mf_modules_inherit(bool frozen);
 /* Calls fn(arg) with the stack pointer at `top` (mf_stack.c): the slow path's own stack.
  * Unwinders go on through it to the caller's frames. */
 void mf_call_on_stack(void *top, void (*fn)(void *), void *arg);
+/* Calls bt(pcs, max) the same way and returns its result: the unwinder called straight from
+ * the switch, so that it walks one profiler frame more than it would on the caller's stack,
+ * not two. */
+int mf_backtrace_on_stack(void *top, int (*bt)(void **, int), void **pcs, int max);
 
 /* Stack capture (mf_unwind.c). */
 void mf_unwind_init(void);
 extern int (*mf_unw_backtrace)(void **, int); /* NULL: the frame-pointer walk */
-uint32_t mf_unwind_fp(uintptr_t *pcs, uint32_t max, struct mf_slot *s);
-/* Fills pcs with up to max return addresses and returns the count; the first *own of them
- * are the profiler's frames, then comes the front end's slow path (s->ret). Inline, like
- * the slow path's sampling step, so that the profiler's frames are few: each is another
- * ~10 ns for libunwind to walk on every sample. */
-static inline __attribute__((always_inline)) uint32_t mf_unwind(uintptr_t *pcs, uint32_t max,
-                                                                struct mf_slot *s, uint32_t *own)
+int mf_unwind_fp(void **pcs, int max); /* from the calling thread's slot's entry_fp */
+/* Fills s->pcs with up to max return addresses, on the slot's stack, and returns the count;
+ * the first *own of them are the profiler's frames, then comes the front end's slow path
+ * (s->ret). */
+static inline __attribute__((always_inline)) uint32_t mf_unwind(struct mf_slot *s, uint32_t max,
+                                                                uint32_t *own)
 {
-    uint32_t n = mf_unw_backtrace ? (uint32_t)mf_unw_backtrace((void **)pcs, (int)max)
-                                  : mf_unwind_fp(pcs, max, s);
+    int (*bt)(void **, int) = mf_unw_backtrace ? mf_unw_backtrace : mf_unwind_fp;
+    uint32_t n = (uint32_t)mf_backtrace_on_stack(s->stack_top, bt, (void **)s->pcs, (int)max);
     *own = 0;
     for (uint32_t i = 0; i < n && i < MF_OWN_FRAMES_MAX; i++) {
-        if (pcs[i] == s->ret) {
+        if (s->pcs[i] == s->ret) {
             *own = i;
             break;
         }

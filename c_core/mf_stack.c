@@ -34,11 +34,44 @@ __asm__(".pushsection .text\n"
         ".cfi_endproc\n"
         ".size mf_call_on_stack, .-mf_call_on_stack\n"
         ".popsection\n");
+
+/* int mf_backtrace_on_stack(void *top, int (*bt)(void **, int), void **pcs, int max):
+ * rdi, rsi, rdx, ecx; bt's result comes back in eax. The same frame. */
+__asm__(".pushsection .text\n"
+        ".p2align 4\n"
+        ".globl mf_backtrace_on_stack\n"
+        ".hidden mf_backtrace_on_stack\n"
+        ".type mf_backtrace_on_stack, @function\n"
+        "mf_backtrace_on_stack:\n"
+        ".cfi_startproc\n"
+        "    pushq %rbp\n"
+        ".cfi_def_cfa_offset 16\n"
+        ".cfi_offset %rbp, -16\n"
+        "    movq %rsp, %rbp\n"
+        ".cfi_def_cfa_register %rbp\n"
+        "    movq %rdi, %rsp\n"
+        "    movq %rsi, %rax\n"
+        "    movq %rdx, %rdi\n"
+        "    movl %ecx, %esi\n"
+        "    callq *%rax\n"
+        "    movq %rbp, %rsp\n"
+        "    popq %rbp\n"
+        ".cfi_def_cfa %rsp, 8\n"
+        "    ret\n"
+        ".cfi_endproc\n"
+        ".size mf_backtrace_on_stack, .-mf_backtrace_on_stack\n"
+        ".popsection\n");
 #else
 /* Elsewhere, and under ASan and TSan (which track the stack they run on), on the caller's. */
 void mf_call_on_stack(void *top, void (*fn)(void *), void *arg)
 {
     (void)top;
     fn(arg);
+}
+
+int mf_backtrace_on_stack(void *top, int (*bt)(void **, int), void **pcs, int max)
+{
+    (void)top;
+    return bt(pcs, max);
 }
 #endif

@@ -92,9 +92,11 @@ static void mf_stack_bounds(struct mf_slot *s, uintptr_t here)
 }
 
 /* Walks the frame-pointer chain from mf_record_slow's frame on the program's stack (the
- * sample itself runs on the slot's stack, mf_stack.c). */
-uint32_t mf_unwind_fp(uintptr_t *pcs, uint32_t max, struct mf_slot *s)
+ * walk itself runs on the slot's stack, mf_stack.c). */
+int mf_unwind_fp(void **out, int max)
 {
+    struct mf_slot *s = mf_tls.slot;
+    uintptr_t *pcs = (uintptr_t *)out;
     uintptr_t *fp = (uintptr_t *)s->entry_fp;
     uintptr_t lo = (uintptr_t)fp; /* frames only ever lie above this one */
     /* Only the mapping that holds the first frame is known to be readable. Another one
@@ -102,7 +104,7 @@ uint32_t mf_unwind_fp(uintptr_t *pcs, uint32_t max, struct mf_slot *s)
      * stops where that mapping ends. */
     if (lo < s->stack_lo || lo >= s->stack_hi)
         mf_stack_bounds(s, lo);
-    uint32_t n = 0;
+    int n = 0;
     /* fp + 2 would wrap for a garbage fp near the top of the address space: compare fp
      * itself against the last slot that still holds a whole frame record. */
     while (n < max && (uintptr_t)fp >= lo && (uintptr_t)fp <= s->stack_hi - 2 * sizeof *fp &&
