@@ -325,27 +325,52 @@ static const char *mf_print_command(const char *path)
     return same ? MF_PRINT_NAME : path;
 }
 
+static const char *mf_skip(const char *p, const char *set)
+{
+    while (*p && strchr(set, *p))
+        p++;
+    return p;
+}
+
+/* Where a tree line's text starts (`site (file:line)`, the tree's glyphs, a fold line),
+ * after its columns: calls (~ when estimated), ±error, percent, bytes and unit, two spaces.
+ * NULL if the line is not one. */
+static const char *mf_tree_text(const char *line)
+{
+    const char *p = mf_skip(line, " "), *q;
+    if (*p == '~')
+        p++;
+    if (p == (q = mf_skip(p, "0123456789,")))
+        return NULL;
+    p = mf_skip(q, " ");
+    if (strncmp(p, "±", strlen("±")) == 0)
+        p = mf_skip(strpbrk(p, " ") ? strpbrk(p, " ") : "", " ");
+    if (p == (q = mf_skip(p, "0123456789.")) || *q != '%')
+        return NULL;
+    p = mf_skip(q + 1, " ");
+    if (p == (q = mf_skip(p, "0123456789.")) || *q != ' ')
+        return NULL;
+    p = strchr(q + 1, ' '); /* after the unit */
+    return p && p[1] == ' ' ? p + 2 : NULL;
+}
+
 /* mf_print's caller tree cut to its first level, the allocation sites: the header, the
- * column titles, then each line whose text starts in the function column (deeper lines start
- * with spaces or the tree's box-drawing characters, U+2500..U+257F). If the column titles are
- * not found (another format), every line is passed on. */
+ * column titles, then the lines whose text is not indented under a parent (deeper lines
+ * start with spaces or the tree's box-drawing characters, U+2500..U+257F: bytes e2 94 xx or
+ * e2 95 xx). Lines that are not tree lines are passed on. */
 static void mf_copy_sites(FILE *in, FILE *out)
 {
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
-    ssize_t col = -1;
+    bool tree = false;
     while ((len = getline(&line, &cap, in)) > 0) {
-        if (col < 0) {
-            char *title = strstr(line, "allocation site");
-            if (title)
-                col = title - line;
-        } else if (len > col) {
-            const unsigned char *c = (const unsigned char *)line + col;
-            bool deeper = c[0] == ' ' || (c[0] == 0xe2 && c[1] >= 0x94 && c[1] <= 0x95);
-            if (deeper)
-                continue;
-        }
+        const unsigned char *t;
+        if (!tree)
+            tree = strstr(line, "allocation site") != NULL;
+        else if ((t = (const unsigned char *)mf_tree_text(line)) &&
+                 (t[0] == ' ' || (t[0] == 0xe2 && (t[1] == 0x94 || t[1] == 0x95))))
+            continue;
         fwrite(line, 1, (size_t)len, out);
     }
     free(line);
