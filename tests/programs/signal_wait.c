@@ -3,7 +3,13 @@
  *                          exits 64+signal
  *   signal_wait default    waits with the default dispositions: a signal ends it
  *   signal_wait self       raises SIGTERM (dies of it)
- *   signal_wait count      counts SIGINTs: 300 ms after the first, prints "SIGINT N", exits 0
+ *   signal_wait count      counts SIGINTs: 300 ms after the first, prints "SIGINT N", exits 0;
+ *                          it spins meanwhile, so that a signal reaches its handler at once
+ *                          and a second one sent a little later counts apart (two signals
+ *                          that are pending together count as one); after 10 s without
+ *                          one it prints "SIGINT 0"
+ *   signal_wait count-alone  the same in a process group of its own, out of the terminal's
+ *                          foreground group
  *   signal_wait show       prints the dispositions of SIGINT, SIGTERM, SIGHUP, SIGQUIT and
  *                          SIGPIPE and which of them are blocked, and exits
  * The waiting modes print "ready" first, with write(): the test signals after reading it. */
@@ -63,16 +69,24 @@ int main(int argc, char **argv)
     if (strcmp(mode, "catch") == 0) {
         for (int i = 0; i < 4; i++)
             signal(sigs[i], caught);
-    } else if (strcmp(mode, "count") == 0) {
+    } else if (strcmp(mode, "count") == 0 || strcmp(mode, "count-alone") == 0) {
+        if (strcmp(mode, "count-alone") == 0 && setpgid(0, 0) != 0)
+            return 3;
         struct sigaction sa = {.sa_handler = count};
         sigaction(SIGINT, &sa, NULL);
     } else if (strcmp(mode, "default") != 0) {
-        say("usage: signal_wait catch|default|self|count|show\n");
+        say("usage: signal_wait catch|default|self|count|count-alone|show\n");
         return 2;
     }
     say("ready\n");
-    while (!sigints)
-        pause();
+    if (strncmp(mode, "count", 5) == 0) {
+        time_t end = time(NULL) + 10;
+        while (!sigints && time(NULL) < end)
+            ;
+    } else {
+        while (!sigints)
+            pause();
+    }
     struct timespec t = {0, 300 * 1000 * 1000};
     while (nanosleep(&t, &t) != 0)
         ;
