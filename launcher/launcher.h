@@ -45,6 +45,7 @@ void mf_find_library(struct mf_launch *l);
 void mf_find_program(struct mf_launch *l);
 void mf_detect_python(struct mf_launch *l);
 void mf_build_env(struct mf_launch *l);
+char *mf_other_preloads(const char *preload);
 
 /* run_dir.c */
 void mf_prepare_dirs(struct mf_launch *l);

@@ -419,6 +419,12 @@ void mf_summary(struct mf_launch *l, int status)
         return;
     }
     if (pid == 0) {
+        /* mf_print is not profiled, even if the user's LD_PRELOAD names the library. */
+        char *others = mf_other_preloads(getenv("LD_PRELOAD"));
+        if (*others)
+            setenv("LD_PRELOAD", others, 1);
+        else
+            unsetenv("LD_PRELOAD");
         dup2(out[1], 1);
         mf_restore_signals_in_child();
         execv(mf_print, args);

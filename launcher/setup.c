@@ -191,7 +191,7 @@ static bool mf_has_key(const char *entry, const char *key)
 
 /* The user's LD_PRELOAD without any libmalloc_freq.so (two copies would count every call
  * twice), words joined by spaces; "" if nothing is left. */
-static char *mf_other_preloads(const char *preload)
+char *mf_other_preloads(const char *preload)
 {
     char *copy = mf_xstrdup(preload ? preload : "");
     char *out = mf_xmalloc(strlen(copy) + 1), *p = out;
