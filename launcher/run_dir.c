@@ -25,31 +25,33 @@ extern char **environ;
 static bool mf_mkdir_p(const char *path, mode_t mode, bool *made)
 {
     char *p = mf_xstrdup(path);
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/')
+    for (size_t n = strlen(p); n > 1 && p[n - 1] == '/'; n--)
+        p[n - 1] = '\0'; /* out/ is out */
+    bool ok = true;
+    for (char *s = p + 1; *s && ok; s++) {
+        if (*s != '/' || s[-1] == '/')
             continue;
         *s = '\0';
-        if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-            free(p);
-            return false;
-        }
+        ok = mkdir(p, 0777) == 0 || errno == EEXIST;
         *s = '/';
     }
-    free(p);
-    *made = mkdir(path, mode) == 0;
-    if (!*made && errno != EEXIST)
-        return false;
     struct stat st;
-    if (stat(path, &st) != 0)
-        return false;
-    if (!S_ISDIR(st.st_mode)) {
+    *made = ok && mkdir(p, mode) == 0;
+    if (ok && !*made && errno != EEXIST)
+        ok = false;
+    if (ok && stat(p, &st) != 0)
+        ok = false;
+    if (ok && !S_ISDIR(st.st_mode)) {
         errno = ENOTDIR;
-        return false;
+        ok = false;
     }
     /* The umask may have taken the owner's bits. */
-    if (*made && chmod(path, mode) != 0)
-        return false;
-    return true;
+    if (ok && *made && chmod(p, mode) != 0)
+        ok = false;
+    int e = errno;
+    free(p);
+    errno = e;
+    return ok;
 }
 
 static bool mf_is_process_dir_name(const char *name)

@@ -452,6 +452,12 @@ def test_launcher_output_dir_and_options_reach_the_program():
     rt.expect_eq(sorted(values(pairs, "kept")), ["MALLOC_FREQ_SAMPLE=7", "MALLOC_FREQ_SEED=42"],
                  "run.txt kept")
     rt.expect_eq(len(process_dirs(run_dir)), 1, "process directories in -o DIR")
+    # A trailing slash names the same directory, made 0700 too; a file is not one.
+    launch_ok(["-q", "-o", "out/run2/", "true"], cwd=cwd)
+    rt.expect_eq(stat_mode(os.path.join(cwd, "out", "run2")), 0o700, "-o DIR/'s mode")
+    r = launch(["-q", "-o", "/etc/passwd/x", "true"], cwd=cwd)
+    rt.expect_eq(r.rc, 2, "exit status for -o under a file")
+    one_line_error(r, r"-o /etc/passwd/x: Not a directory")
     # The same -o again: it holds a run.
     r = launch(["-q", "-o", "out/run", "true"], cwd=cwd)
     rt.expect_eq(r.rc, 2, "exit status for an -o DIR holding a run")
