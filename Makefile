@@ -1,5 +1,7 @@
-# malloc_freq — `make` builds the preload library and mf_print; `make demo` profiles the bundled
-# example and prints its report; `make test` runs every test; `make bench` measures overhead.
+# malloc_freq — `make` builds the preload library, mf_print and the launcher; `make install`
+# installs them (PREFIX, DESTDIR) and `make uninstall` removes them; `make demo` profiles the
+# bundled example and prints its report; `make test` runs every test; `make bench` measures
+# overhead.
 CC      ?= gcc
 CXX     ?= g++
 BUILD   := build
@@ -17,6 +19,17 @@ PRELOAD_SRC := lib_preload/mf_preload.c lib_preload/mf_next.c
 PRELOAD_HDR := $(wildcard lib_preload/*.h)
 PRINT_SRC   := $(wildcard mf_print/*.c)
 PRINT_HDR   := $(wildcard mf_print/*.h)
+LAUNCH_SRC  := $(wildcard launcher/*.c)
+LAUNCH_HDR  := $(wildcard launcher/*.h)
+
+# make install: the launcher finds the library at ../lib from its own bin/ (launcher/setup.c).
+PREFIX  ?= /usr/local
+BINDIR  := $(PREFIX)/bin
+LIBDIR  := $(PREFIX)/lib
+MANDIR  := $(PREFIX)/share/man/man1
+INSTALLED := $(DESTDIR)$(LIBDIR)/libmalloc_freq.so $(DESTDIR)$(BINDIR)/mf_print \
+             $(DESTDIR)$(BINDIR)/malloc_freq $(DESTDIR)$(MANDIR)/malloc_freq.1 \
+             $(DESTDIR)$(MANDIR)/mf_print.1
 
 # Cargo, through scripts/cargo: Debian's packaged crates when they are installed (this machine
 # has no crates.io), decided when cargo runs, after `deps-test` may have installed them; with
@@ -24,8 +37,9 @@ PRINT_HDR   := $(wildcard mf_print/*.h)
 RUST_ENV := MALLOC_FREQ_WERROR=1 RUSTFLAGS=-Dwarnings
 CARGO    := $(RUST_ENV) scripts/cargo
 
-.PHONY: all deps deps-build deps-demo deps-test demo test test-c test-rust test-sanitize bench clean
-all: $(BUILD)/libmalloc_freq.so $(BUILD)/mf_print
+.PHONY: all deps deps-build deps-demo deps-test demo test test-c test-rust test-sanitize bench clean \
+        install uninstall
+all: $(BUILD)/libmalloc_freq.so $(BUILD)/mf_print $(BUILD)/malloc_freq
 
 # Each target installs the Debian packages it needs (scripts/ensure_deps.sh says which), or
 # stops with the apt-get line to run. The test and demo packages come after the build's.
@@ -47,8 +61,35 @@ $(BUILD)/mf_entry.o: lib_preload/mf_entry.c $(PRELOAD_HDR) $(CORE_HDR) | $(BUILD
 $(BUILD)/mf_print: $(PRINT_SRC) $(PRINT_HDR) c_core/mf_format.h | $(BUILD) deps-build
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Ic_core -o $@ $(PRINT_SRC) -ldw -lelf -liberty -lz
 
+$(BUILD)/malloc_freq: $(LAUNCH_SRC) $(LAUNCH_HDR) | $(BUILD) deps-build
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -o $@ $(LAUNCH_SRC)
+
 $(BUILD):
 	mkdir -p $@
+
+# The library where the dynamic loader finds it by name (LD_PRELOAD=libmalloc_freq.so): in
+# $(LIBDIR), which on Debian is in the loader's path for /usr/local (ld.so.conf.d/libc.conf),
+# and in its cache once ldconfig has run (as root, and only for a real install, not a DESTDIR).
+install: all
+	install -D -m 0644 $(BUILD)/libmalloc_freq.so $(DESTDIR)$(LIBDIR)/libmalloc_freq.so
+	install -D -m 0755 $(BUILD)/mf_print $(DESTDIR)$(BINDIR)/mf_print
+	install -D -m 0755 $(BUILD)/malloc_freq $(DESTDIR)$(BINDIR)/malloc_freq
+	install -D -m 0644 man/malloc_freq.1 $(DESTDIR)$(MANDIR)/malloc_freq.1
+	install -D -m 0644 man/mf_print.1 $(DESTDIR)$(MANDIR)/mf_print.1
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then \
+	    echo ldconfig; ldconfig || exit 1; \
+	    ldconfig -p | grep -qF '$(LIBDIR)/libmalloc_freq.so' || \
+	        echo "note: $(LIBDIR) is not in the dynamic loader's path: use" \
+	             "LD_PRELOAD=$(LIBDIR)/libmalloc_freq.so (or malloc_freq)"; \
+	elif [ -z "$(DESTDIR)" ]; then \
+	    echo "note: ldconfig needs root: until it runs, use" \
+	         "LD_PRELOAD=$(LIBDIR)/libmalloc_freq.so (or malloc_freq)"; \
+	fi
+
+# Exactly the files install made; the directories stay (they may hold other files).
+uninstall:
+	rm -f $(INSTALLED)
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then echo ldconfig; ldconfig; fi
 
 # The main job: profile the bundled example and print its caller tree.
 demo: deps-demo all

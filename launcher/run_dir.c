@@ -1,0 +1,454 @@
+/* The run directory: made before the program may start (0700, like the profile directories
+ * in it), run.txt (the run's description; its format is documented in README.md, and
+ * mf_print reads it), and the summary printed after the run. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "launcher.h"
+
+extern char **environ;
+
+#define MF_RUN_FILE "run.txt"
+#define MF_SUMMARY_THRESHOLD "5" /* percent: the summary shows the sites above it */
+
+/* mkdir -p: the parents with the umask's mode, the last one with `mode`. *made says whether
+ * the last one was created here. */
+static bool mf_mkdir_p(const char *path, mode_t mode, bool *made)
+{
+    char *p = mf_xstrdup(path);
+    for (size_t n = strlen(p); n > 1 && p[n - 1] == '/'; n--)
+        p[n - 1] = '\0'; /* out/ is out */
+    bool ok = true;
+    for (char *s = p + 1; *s && ok; s++) {
+        if (*s != '/' || s[-1] == '/')
+            continue;
+        *s = '\0';
+        ok = mkdir(p, 0777) == 0 || errno == EEXIST;
+        *s = '/';
+    }
+    struct stat st;
+    *made = ok && mkdir(p, mode) == 0;
+    if (ok && !*made && errno != EEXIST)
+        ok = false;
+    if (ok && stat(p, &st) != 0)
+        ok = false;
+    if (ok && !S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        ok = false;
+    }
+    /* The umask may have taken the owner's bits. */
+    if (ok && *made && chmod(p, mode) != 0)
+        ok = false;
+    int e = errno;
+    free(p);
+    errno = e;
+    return ok;
+}
+
+static bool mf_is_process_dir_name(const char *name)
+{
+    if (strncmp(name, "malloc_freq.", 12) != 0 || !name[12])
+        return false;
+    for (const char *c = name + 12; *c; c++)
+        if (*c < '0' || *c > '9')
+            return false;
+    return true;
+}
+
+/* Before the program starts: -o DIR is made (or must be a directory that holds no run);
+ * otherwise the base of the run directory, $MALLOC_FREQ_DIR or the working directory, is
+ * made absolute. A bad directory is one line and exit 2. */
+void mf_prepare_dirs(struct mf_launch *l)
+{
+    const char *dir = l->output, *what = "-o";
+    if (!dir) {
+        const char *env = getenv("MALLOC_FREQ_DIR");
+        dir = env && *env ? env : ".";
+        what = env && *env ? "MALLOC_FREQ_DIR" : "the working directory";
+    }
+    bool made;
+    if (!mf_mkdir_p(dir, l->output ? 0700 : 0777, &made))
+        mf_die("%s %s: %s", what, dir, strerror(errno));
+    char *abs = realpath(dir, NULL);
+    if (!abs)
+        mf_die("%s %s: %s", what, dir, strerror(errno));
+    if (access(abs, W_OK | X_OK) != 0)
+        mf_die("%s %s: %s", what, dir, strerror(errno));
+    if (!l->output) {
+        l->base_dir = abs;
+        return;
+    }
+    if (!made) {
+        DIR *d = opendir(abs);
+        if (!d)
+            mf_die("-o %s: %s", dir, strerror(errno));
+        for (struct dirent *e; (e = readdir(d));)
+            if (strcmp(e->d_name, MF_RUN_FILE) == 0 || mf_is_process_dir_name(e->d_name))
+                mf_die("-o %s holds a previous run (%s): name a new or empty directory", dir,
+                       e->d_name);
+        closedir(d);
+    }
+    l->run_dir = abs;
+    l->run_dir_made = made;
+}
+
+/* After fork: the run directory malloc_freq.<pid> in the base (malloc_freq.<pid>-2, -3, ...
+ * if a stale one has the name), 0700. */
+bool mf_make_run_dir(struct mf_launch *l)
+{
+    if (l->run_dir)
+        return true;
+    const char *base = strcmp(l->base_dir, "/") == 0 ? "" : l->base_dir;
+    for (int i = 1; i <= 1000; i++) {
+        char *path = i == 1 ? mf_xasprintf("%s/malloc_freq.%d", base, (int)l->pid)
+                            : mf_xasprintf("%s/malloc_freq.%d-%d", base, (int)l->pid, i);
+        if (mkdir(path, 0700) == 0) {
+            if (chmod(path, 0700) != 0) {
+                mf_msg("cannot make %s 0700: %s", path, strerror(errno));
+                rmdir(path);
+                free(path);
+                return false;
+            }
+            l->run_dir = path;
+            l->run_dir_made = true;
+            return true;
+        }
+        if (errno != EEXIST) {
+            mf_msg("cannot create the run directory %s: %s", path, strerror(errno));
+            free(path);
+            return false;
+        }
+        free(path);
+    }
+    mf_msg("cannot create a run directory malloc_freq.%d in %s: the names are taken",
+           (int)l->pid, l->base_dir);
+    return false;
+}
+
+/* Removes what the launcher made when the program could not be run at all. */
+void mf_remove_run_dir(struct mf_launch *l)
+{
+    if (!l->run_dir)
+        return;
+    char *file = mf_xasprintf("%s/%s", l->run_dir, MF_RUN_FILE);
+    unlink(file);
+    free(file);
+    if (l->run_dir_made)
+        rmdir(l->run_dir);
+}
+
+/* ---- run.txt ------------------------------------------------------------------------- */
+
+/* A value on one line: backslash, control characters and DEL escaped (\\, \n, \t, \r, \xHH). */
+static void mf_put_value(FILE *f, const char *s)
+{
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '\\')
+            fputs("\\\\", f);
+        else if (*c == '\n')
+            fputs("\\n", f);
+        else if (*c == '\t')
+            fputs("\\t", f);
+        else if (*c == '\r')
+            fputs("\\r", f);
+        else if (*c < 0x20 || *c == 0x7f)
+            fprintf(f, "\\x%02x", *c);
+        else
+            fputc(*c, f);
+    }
+}
+
+static void mf_put(FILE *f, const char *key, const char *value)
+{
+    fprintf(f, "%s: ", key);
+    mf_put_value(f, value);
+    fputc('\n', f);
+}
+
+/* Local time, ISO 8601 with milliseconds and the UTC offset: 2025-11-23T19:40:12.345+01:00 */
+static void mf_iso_time(const struct timespec *t, char *out, size_t n)
+{
+    struct tm tm;
+    localtime_r(&t->tv_sec, &tm);
+    char date[24];
+    if (strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm) == 0)
+        date[0] = '\0';
+    long off = tm.tm_gmtoff / 60 % (100 * 60);
+    snprintf(out, n, "%s.%03ld%c%02ld:%02ld", date, t->tv_nsec / 1000000, off < 0 ? '-' : '+',
+             labs(off) / 60, labs(off) % 60);
+}
+
+static FILE *mf_open_run_file(struct mf_launch *l, int flags)
+{
+    char *path = mf_xasprintf("%s/%s", l->run_dir, MF_RUN_FILE);
+    int fd = open(path, flags | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
+    FILE *f = fd >= 0 ? fdopen(fd, "a") : NULL;
+    if (!f) {
+        mf_msg("cannot write %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+    }
+    free(path);
+    return f;
+}
+
+static bool mf_close_run_file(struct mf_launch *l, FILE *f)
+{
+    if (ferror(f) | fclose(f)) {
+        mf_msg("cannot write %s/%s: %s", l->run_dir, MF_RUN_FILE, strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+/* Written before the program starts, so that a run still going, or one whose launcher was
+ * killed, is described too; `end` and `status` are appended when the program has ended. */
+bool mf_write_run_file(struct mf_launch *l, const struct timespec *start)
+{
+    l->envp[l->dir_slot] = mf_xasprintf("MALLOC_FREQ_DIR=%s", l->run_dir);
+    FILE *f = mf_open_run_file(l, O_CREAT | O_EXCL);
+    if (!f)
+        return false;
+    fputs("malloc_freq run: 1\n", f);
+    char *cmd = mf_shell_quote(l->argv);
+    mf_put(f, "command", cmd);
+    free(cmd);
+    mf_put(f, "program", l->program ? l->program : l->argv[0]);
+    char *cwd = getcwd(NULL, 0);
+    if (cwd)
+        mf_put(f, "cwd", cwd);
+    free(cwd);
+    fprintf(f, "pid: %d\n", (int)l->pid);
+    char when[64];
+    mf_iso_time(start, when, sizeof when);
+    mf_put(f, "start", when);
+    if (l->python)
+        mf_put(f, "python", l->python);
+    for (size_t i = l->first_set; l->envp[i]; i++)
+        mf_put(f, "set", l->envp[i]);
+    /* What the user had set that the profiler (or Python, for us) reads, left as it was. */
+    for (size_t i = 0; i < l->first_set; i++)
+        if (strncmp(l->envp[i], "MALLOC_FREQ_", 12) == 0 ||
+            (l->python && strncmp(l->envp[i], "PYTHONMALLOC=", 13) == 0))
+            mf_put(f, "kept", l->envp[i]);
+    return mf_close_run_file(l, f);
+}
+
+void mf_append_run_end(struct mf_launch *l, int status)
+{
+    struct timespec end;
+    clock_gettime(CLOCK_REALTIME, &end);
+    FILE *f = mf_open_run_file(l, O_APPEND);
+    if (!f)
+        return;
+    char when[64];
+    mf_iso_time(&end, when, sizeof when);
+    mf_put(f, "end", when);
+    if (WIFSIGNALED(status))
+        fprintf(f, "status: signal %d %s\n", WTERMSIG(status), mf_signal_name(WTERMSIG(status)));
+    else
+        fprintf(f, "status: exit %d\n", WEXITSTATUS(status));
+    mf_close_run_file(l, f);
+}
+
+/* ---- the summary --------------------------------------------------------------------- */
+
+struct mf_proc_dir {
+    long pid;
+    char *path;
+};
+
+static int mf_by_pid(const void *a, const void *b)
+{
+    long x = ((const struct mf_proc_dir *)a)->pid, y = ((const struct mf_proc_dir *)b)->pid;
+    return (x > y) - (x < y);
+}
+
+/* The run's process directories, malloc_freq.<pid> (directories, not links), by pid. */
+static size_t mf_process_dirs(const char *run_dir, struct mf_proc_dir **out)
+{
+    size_t n = 0, cap = 16;
+    struct mf_proc_dir *v = mf_xmalloc(cap * sizeof *v);
+    DIR *d = opendir(run_dir);
+    if (d) {
+        for (struct dirent *e; (e = readdir(d));) {
+            struct stat st;
+            if (!mf_is_process_dir_name(e->d_name) ||
+                fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+                !S_ISDIR(st.st_mode))
+                continue;
+            if (n == cap) {
+                struct mf_proc_dir *w = realloc(v, (cap *= 2) * sizeof *v);
+                if (!w)
+                    mf_die("out of memory");
+                v = w;
+            }
+            v[n].pid = strtol(e->d_name + 12, NULL, 10);
+            v[n++].path = mf_xasprintf("%s/%s", run_dir, e->d_name);
+        }
+        closedir(d);
+    }
+    qsort(v, n, sizeof *v, mf_by_pid);
+    *out = v;
+    return n;
+}
+
+/* `mf_print` if that is the one $PATH finds, else its path. */
+static const char *mf_print_command(const char *path)
+{
+    char *found = NULL;
+    const char *env = getenv("PATH");
+    for (const char *p = env ? env : ""; *p;) {
+        const char *colon = strchrnul(p, ':');
+        char *cand = mf_xasprintf("%.*s/%s", (int)(colon - p), p, MF_PRINT_NAME);
+        if (colon > p && access(cand, X_OK) == 0) {
+            found = cand;
+            break;
+        }
+        free(cand);
+        p = *colon ? colon + 1 : colon;
+    }
+    bool same = false;
+    if (found) {
+        struct stat a, b;
+        same = stat(found, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
+               a.st_ino == b.st_ino;
+        free(found);
+    }
+    return same ? MF_PRINT_NAME : path;
+}
+
+static const char *mf_skip(const char *p, const char *set)
+{
+    while (*p && strchr(set, *p))
+        p++;
+    return p;
+}
+
+/* Where a tree line's text starts (`site (file:line)`, the tree's glyphs, a fold line),
+ * after its columns: calls (~ when estimated), ±error, percent, bytes and unit, two spaces.
+ * NULL if the line is not one. */
+static const char *mf_tree_text(const char *line)
+{
+    const char *p = mf_skip(line, " "), *q;
+    if (*p == '~')
+        p++;
+    if (p == (q = mf_skip(p, "0123456789,")))
+        return NULL;
+    p = mf_skip(q, " ");
+    if (strncmp(p, "±", strlen("±")) == 0)
+        p = mf_skip(strpbrk(p, " ") ? strpbrk(p, " ") : "", " ");
+    if (p == (q = mf_skip(p, "0123456789.")) || *q != '%')
+        return NULL;
+    p = mf_skip(q + 1, " ");
+    if (p == (q = mf_skip(p, "0123456789.")) || *q != ' ')
+        return NULL;
+    p = strchr(q + 1, ' '); /* after the unit */
+    return p && p[1] == ' ' ? p + 2 : NULL;
+}
+
+/* mf_print's caller tree cut to its first level, the allocation sites: the header, the
+ * column titles, then the lines whose text is not indented under a parent (deeper lines
+ * start with spaces or the tree's box-drawing characters, U+2500..U+257F: bytes e2 94 xx or
+ * e2 95 xx). Lines that are not tree lines are passed on. */
+static void mf_copy_sites(FILE *in, FILE *out)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    bool tree = false;
+    while ((len = getline(&line, &cap, in)) > 0) {
+        const unsigned char *t;
+        if (!tree)
+            tree = strstr(line, "allocation site") != NULL;
+        else if ((t = (const unsigned char *)mf_tree_text(line)) &&
+                 (t[0] == ' ' || (t[0] == 0xe2 && (t[1] == 0x94 || t[1] == 0x95))))
+            continue;
+        fwrite(line, 1, (size_t)len, out);
+    }
+    free(line);
+}
+
+void mf_summary(struct mf_launch *l, int status)
+{
+    if (WIFSIGNALED(status))
+        mf_msg("%s was killed by %s%s", l->argv[0], mf_signal_name(WTERMSIG(status)),
+               WCOREDUMP(status) ? " (core dumped)" : "");
+    struct mf_proc_dir *dirs;
+    size_t n = mf_process_dirs(l->run_dir, &dirs);
+    if (n == 0) {
+        mf_msg("no process wrote a profile into %s (a statically linked or set-user-ID "
+               "program cannot be profiled by preloading)",
+               l->run_dir);
+        return;
+    }
+    mf_msg("profile of %zu process%s in %s", n, n == 1 ? "" : "es", l->run_dir);
+    char *mf_print = mf_xasprintf("%s/%s", l->self_dir, MF_PRINT_NAME);
+    if (access(mf_print, X_OK) != 0) {
+        mf_msg("no %s beside the launcher (%s) to summarize it", MF_PRINT_NAME, mf_print);
+        return;
+    }
+
+    char **args = mf_xmalloc((n + 5) * sizeof *args);
+    size_t k = 0;
+    args[k++] = (char *)MF_PRINT_NAME;
+    args[k++] = (char *)"--threshold";
+    args[k++] = (char *)MF_SUMMARY_THRESHOLD;
+    args[k++] = (char *)"--";
+    for (size_t i = 0; i < n; i++)
+        args[k++] = dirs[i].path;
+    args[k] = NULL;
+    int out[2];
+    if (pipe2(out, O_CLOEXEC) != 0) {
+        mf_msg("cannot make a pipe: %s", strerror(errno));
+        return;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        mf_msg("cannot fork to run %s: %s", mf_print, strerror(errno));
+        close(out[0]);
+        close(out[1]);
+        return;
+    }
+    if (pid == 0) {
+        /* mf_print is not profiled, even if the user's LD_PRELOAD names the library. */
+        char *others = mf_other_preloads(getenv("LD_PRELOAD"));
+        if (*others)
+            setenv("LD_PRELOAD", others, 1);
+        else
+            unsetenv("LD_PRELOAD");
+        dup2(out[1], 1);
+        mf_restore_signals_in_child();
+        execv(mf_print, args);
+        mf_msg("cannot run %s: %s", mf_print, strerror(errno));
+        _exit(127);
+    }
+    mf_current_child = pid;
+    close(out[1]);
+    FILE *in = fdopen(out[0], "r");
+    if (in) {
+        mf_copy_sites(in, stderr);
+        fclose(in);
+    } else {
+        close(out[0]);
+    }
+    fflush(stderr);
+    int st = mf_wait_child(pid);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        mf_msg("%s %s", mf_print,
+               WIFSIGNALED(st) ? mf_signal_name(WTERMSIG(st)) : "failed (above)");
+    char *const quoted_args[] = {l->run_dir, NULL};
+    char *quoted = mf_shell_quote(quoted_args);
+    mf_msg("the sites' callers: %s %s/malloc_freq.*", mf_print_command(mf_print), quoted);
+    free(quoted);
+}

@@ -1,0 +1,724 @@
+"""The launcher (build/malloc_freq) and `make install`.
+
+The launcher runs a program with the preload library and every process of the run writing
+into one run directory; the program must not notice: same output, same exit status (128+N
+for signal N), same signal dispositions, signals sent to the launcher reach it once. Known
+programs give exact counts through it: a shell script that runs ls, a forking program, an
+exec'd pair and exact_sites; `make -j2` of tests/make_project (make, gcc, cc1, as, collect2,
+ld); CPython with PYTHONMALLOC=malloc set for it, and kept when the user set it.
+
+`make install` into a DESTDIR installs exactly five files, whose launcher finds the library
+beside it; as root (CI) a real install to /usr/local lets `LD_PRELOAD=libmalloc_freq.so`
+work by name from any directory, and `make uninstall` takes it all back (a previous install
+of these files is put back afterwards). The man pages list exactly the options --help
+lists."""
+
+import glob
+import os
+import pty
+import re
+import select
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+import run_tests as rt
+
+LAUNCHER = os.path.join(rt.BUILD, "malloc_freq")
+MAKE_PROJECT = os.path.join(rt.REPO, "tests", "make_project")
+MAN = os.path.join(rt.REPO, "man")
+
+
+def clean_env(extra=None, drop=()):
+    """The runner's environment without the profiler's variables (and PYTHONMALLOC, which
+    the Python tests set themselves), plus `extra`."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LD_PRELOAD", "PYTHONMALLOC") + tuple(drop)
+           and not k.startswith("MALLOC_FREQ_")}
+    env.update(extra or {})
+    return env
+
+
+class Launched:
+    def __init__(self, p, out, err, cwd):
+        self.rc, self.stdout, self.stderr, self.cwd = p.returncode, out, err, cwd
+
+    @property
+    def run_dir(self):
+        """The one run directory the launcher made in its working directory."""
+        dirs = [d for d in glob.glob(os.path.join(self.cwd, "malloc_freq.*")) if os.path.isdir(d)]
+        rt.expect_eq(len(dirs), 1, f"run directories in {self.cwd} ({dirs})")
+        return dirs[0]
+
+
+def launch(args, cwd=None, extra_env=None, env=None, stdin=b"", launcher=LAUNCHER):
+    cwd = cwd or rt.fresh_dir()
+    p = subprocess.Popen([launcher] + args, cwd=cwd, env=env or clean_env(extra_env),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = p.communicate(stdin, timeout=rt.TIMEOUT)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise rt.TestFailure(f"malloc_freq {' '.join(args)} timed out after {rt.TIMEOUT} s")
+    return Launched(p, out.decode(errors="replace"), err.decode(errors="replace"), cwd)
+
+
+def launch_ok(args, rc=0, **kw):
+    r = launch(args, **kw)
+    rt.expect(r.rc == rc, f"malloc_freq {' '.join(args)} exited {r.rc}, expected {rc}; "
+                          f"stderr: {r.stderr.strip()[-800:]!r}")
+    return r
+
+
+def process_dirs(run_dir):
+    """The run's malloc_freq.<pid> directories."""
+    return sorted(d for d in glob.glob(os.path.join(run_dir, "malloc_freq.*"))
+                  if re.fullmatch(r"malloc_freq\.\d+", os.path.basename(d)))
+
+
+def process_images(profile):
+    """(pid, ppid, exe) of each process image that wrote into a malloc_freq.<pid> directory
+    (struct mf_process_header: pid at 24, ppid at 28, exe[256] at 80)."""
+    out = []
+    for path in rt.process_files(profile):
+        with open(path, "rb") as f:
+            data = f.read(80 + 256)
+        rt.expect(data[:8] == b"MFREQPRC", f"{path} has no process magic")
+        pid, ppid = struct.unpack_from("<II", data, 24)
+        out.append((pid, ppid, data[80:].split(b"\0")[0].decode()))
+    return out
+
+
+def run_images(run_dir):
+    return [img for d in process_dirs(run_dir) for img in process_images(d)]
+
+
+def run_file(run_dir):
+    """run.txt as a list of (key, value)."""
+    with open(os.path.join(run_dir, "run.txt")) as f:
+        lines = f.read().splitlines()
+    pairs = []
+    for line in lines:
+        key, sep, value = line.partition(": ")
+        rt.expect(sep, f"run.txt line without `key: value`: {line!r}")
+        pairs.append((key, value))
+    return pairs
+
+
+def values(pairs, key):
+    return [v for k, v in pairs if k == key]
+
+
+def exact_total(run_dir):
+    return rt.exact_total_calls(*process_dirs(run_dir))
+
+
+def one_line_error(r, pattern):
+    rt.expect_eq(r.stdout, "", "stdout")
+    lines = r.stderr.splitlines()
+    rt.expect(len(lines) == 1 and re.search(pattern, lines[0]) and
+              lines[0].startswith("malloc_freq: "),
+              f"stderr should be one `malloc_freq: ...{pattern}...` line: {r.stderr!r}")
+
+
+# ---- the program runs as without us ------------------------------------------------------
+
+@rt.test
+def test_launcher_exit_status_passthrough():
+    prog = rt.c_program("signal_wait")
+    for args, rc in [(["sh", "-c", "exit 0"], 0), (["sh", "-c", "exit 3"], 3),
+                     ([rt.c_program("output_status")], 3),
+                     ([prog, "self"], 128 + signal.SIGTERM)]:
+        r = launch_ok(["-q", "--"] + args, rc=rc)
+        rt.expect_eq(r.stderr.count("malloc_freq:"), 0, f"launcher lines under -q ({args})")
+        pairs = run_file(r.run_dir)
+        want = f"signal 15 SIGTERM" if rc == 143 else f"exit {rc}"
+        rt.expect_eq(values(pairs, "status"), [want], f"run.txt status of {args}")
+    # Not -q: the launcher says what killed it.
+    r = launch_ok(["--", prog, "self"], rc=143)
+    rt.expect("malloc_freq: " + prog + " was killed by SIGTERM" in r.stderr,
+              f"no `killed by SIGTERM` line: {r.stderr[-600:]!r}")
+
+
+@rt.test
+def test_launcher_output_unchanged():
+    prog = rt.c_program("output_status")
+    plain = rt.run([prog], profile=False)
+    rt.expect_eq(plain.rc, 3, "output_status's own exit status")
+    quiet = launch_ok(["-q", "--", prog], rc=3)
+    rt.expect_eq((quiet.stdout, quiet.stderr), (plain.stdout, plain.stderr),
+                 "stdout and stderr under malloc_freq -q")
+    loud = launch_ok([prog], rc=3)
+    rt.expect_eq(loud.stdout, plain.stdout, "stdout under malloc_freq")
+    rt.expect(loud.stderr.startswith(plain.stderr),
+              f"the program's stderr does not come first: {loud.stderr[:300]!r}")
+    summary = loud.stderr[len(plain.stderr):]
+    run_dir = loud.run_dir
+    rt.expect(summary.startswith(f"malloc_freq: profile of 1 process in {run_dir}\n"),
+              f"summary's first line: {summary[:300]!r}")
+    rt.expect(re.search(r"^\s+100\s.*__strdup", summary, re.M),
+              f"the summary has no __strdup site with output_status's 100 calls: {summary!r}")
+    rt.expect(summary.endswith(f"malloc_freq: the sites' callers: {rt.MF_PRINT} "
+                               f"{run_dir}/malloc_freq.*\n"),
+              f"summary's last line: {summary[-300:]!r}")
+    # Standard input is the program's.
+    r = launch_ok(["-q", "--", "sh", "-c", "read a b; echo \"[$b] [$a]\"; cat"],
+                  stdin=b"one two\nthree\n")
+    rt.expect_eq(r.stdout, "[two] [one]\nthree\n", "output of a program reading stdin")
+
+
+@rt.test
+def test_launcher_stderr_closed_keeps_status():
+    # The summary is written to a pipe nobody reads any more: the launcher must not die of
+    # SIGPIPE, and must still return the program's status.
+    cwd = rt.fresh_dir()
+    p = subprocess.Popen([LAUNCHER, "--", "sh", "-c", "sleep 0.3; exit 5"], cwd=cwd,
+                         env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    p.stderr.close()
+    rt.expect_eq(p.wait(timeout=rt.TIMEOUT), 5, "exit status with stderr closed")
+
+
+@rt.test
+def test_launcher_signal_dispositions_unchanged():
+    prog = rt.c_program("signal_wait")
+
+    def ignore_hup():
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    for preexec in (None, ignore_hup):
+        plain = subprocess.run([prog, "show"], capture_output=True, text=True, env=clean_env(),
+                               preexec_fn=preexec, timeout=rt.TIMEOUT)
+        cwd = rt.fresh_dir()
+        under = subprocess.run([LAUNCHER, "-q", "--", prog, "show"], capture_output=True,
+                               text=True, env=clean_env(), cwd=cwd, preexec_fn=preexec,
+                               timeout=rt.TIMEOUT)
+        rt.expect_eq(under.stdout, plain.stdout, "signal dispositions and mask of the program")
+    rt.expect("SIGHUP ignored\n" in under.stdout, f"SIGHUP ignored: {under.stdout!r}")
+
+
+def start_waiting(args, cwd):
+    """Starts the launcher on signal_wait and returns it once the program said `ready`."""
+    p = subprocess.Popen([LAUNCHER, "-q", "--", rt.c_program("signal_wait")] + args, cwd=cwd,
+                         env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    ready, _, _ = select.select([p.stdout], [], [], 60)
+    line = p.stdout.readline() if ready else b""
+    if line != b"ready\n":
+        p.kill()
+        p.communicate()
+        raise rt.TestFailure(f"signal_wait {args} did not say ready: {line!r}")
+    return p
+
+
+@rt.test
+def test_launcher_forwards_signals():
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        p = start_waiting(["catch"], rt.fresh_dir())
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=rt.TIMEOUT)
+        rt.expect_eq((p.returncode, out.decode()), (64 + sig, f"caught {sig.name}\n"),
+                     f"exit status and output after {sig.name} to the launcher")
+    # Not caught: the program dies of it, and the launcher exits as a shell reports it.
+    cwd = rt.fresh_dir()
+    p = start_waiting(["default"], cwd)
+    p.send_signal(signal.SIGTERM)
+    p.communicate(timeout=rt.TIMEOUT)
+    rt.expect_eq(p.returncode, 143, "exit status after SIGTERM to the launcher")
+    (run_dir,) = glob.glob(os.path.join(cwd, "malloc_freq.*"))
+    rt.expect_eq(values(run_file(run_dir), "status"), ["signal 15 SIGTERM"], "run.txt status")
+
+
+def terminal_interrupt(mode):
+    """Runs signal_wait MODE under the launcher on a terminal, types ^C once it is ready;
+    returns (exit status, what the terminal showed)."""
+    cwd, prog, env = rt.fresh_dir(), rt.c_program("signal_wait"), clean_env()
+    pid, fd = pty.fork()
+    if pid == 0:
+        try:
+            os.chdir(cwd)
+            os.execve(LAUNCHER, [LAUNCHER, "-q", "--", prog, mode], env)
+        finally:
+            os._exit(127)
+    out = b""
+    deadline = time.monotonic() + 60
+    sent = False
+    while time.monotonic() < deadline:
+        if not sent and b"ready" in out:
+            os.write(fd, b"\x03")
+            sent = True
+        r, _, _ = select.select([fd], [], [], 1)
+        if not r:
+            continue
+        try:
+            chunk = os.read(fd, 1024)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    rt.expect(sent, f"signal_wait {mode} never said ready on the terminal: {out!r}")
+    return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
+
+
+@rt.test
+def test_launcher_terminal_interrupt_arrives_once():
+    # ^C on a terminal signals its whole foreground process group, the program with the
+    # launcher: the launcher must not send it a second SIGINT.
+    rt.expect_eq(terminal_interrupt("count"), (0, "ready\r\n^CSIGINT 1\r\n"),
+                 "exit status and terminal after ^C")
+    # A program that left the launcher's process group does not get the terminal's: the
+    # launcher sends it on.
+    rt.expect_eq(terminal_interrupt("count-alone"), (0, "ready\r\n^CSIGINT 1\r\n"),
+                 "exit status and terminal after ^C, the program in a group of its own")
+
+
+# ---- every process of the run in one directory -----------------------------------------
+
+FORK_EXEC_SCRIPT = """#!/bin/sh
+ls / > /dev/null
+"$1"
+"$2" fork > /dev/null
+exec "$3" "$4"
+"""
+
+
+@rt.test
+def test_launcher_children_and_exec_in_one_run_dir():
+    cwd = rt.fresh_dir()
+    script = os.path.join(cwd, "children.sh")
+    with open(script, "w") as f:
+        f.write(FORK_EXEC_SCRIPT)
+    os.chmod(script, 0o755)
+    exact, forking = rt.c_program("exact_sites"), rt.c_program("fork_children")
+    first, second = rt.c_program("exec_first"), rt.c_program("exec_second")
+    r = launch_ok(["-q", "-s", "1", "--", script, exact, forking, first, second], cwd=cwd)
+    rt.expect_eq(r.stdout, "exact_sites done\nexec_second done\n", "the script's output")
+    run_dir = r.run_dir
+    rt.expect(os.path.basename(run_dir).startswith("malloc_freq."), f"run directory {run_dir}")
+    rt.expect_eq(stat_mode(run_dir), 0o700, "the run directory's mode")
+    dirs = process_dirs(run_dir)
+    # sh (then exec_first, then exec_second, in its pid's directory), ls, exact_sites,
+    # fork_children and its three children: seven processes, nine images.
+    images = run_images(run_dir)
+    names = sorted(os.path.basename(exe) for _, _, exe in images)
+    rt.expect_eq(names, sorted(["dash", "ls", "exact_sites", "exec_first", "exec_second"] +
+                               ["fork_children"] * 4), "the run's process images")
+    rt.expect_eq(len(dirs), 7, "process directories in the run directory")
+    shell = [pid for pid, _, exe in images if exe.endswith("/dash")]
+    rt.expect_eq(os.path.basename(run_dir), f"malloc_freq.{shell[0]}",
+                 "the run directory is named after the launched program's pid")
+    # Every process is a descendant of the shell.
+    parent = {pid: ppid for pid, ppid, _ in images}
+    for pid in parent:
+        p = pid
+        while p in parent and p != shell[0]:
+            p = parent[p]
+        rt.expect_eq(p, shell[0], f"process {pid}'s ancestry")
+    # Exact counts (-s 1 reached every process).
+    by_exe = {}
+    for d in dirs:
+        for _, _, exe in process_images(d):
+            by_exe.setdefault(os.path.basename(exe), set()).add(d)
+    (exact_dir,) = by_exe["exact_sites"]
+    rt.expect_sites(rt.csv_rows(exact_dir), rt.EXACT_SITES)
+    (exec_dir,) = by_exe["exec_second"]
+    rt.expect_sites(rt.csv_rows(exec_dir), {"site_before_exec": (700, 14000),
+                                            "site_after_exec": (900, 27000)})
+    forks = sorted(by_exe["fork_children"])
+    parent_dir = [d for d in forks if rt.site_totals(rt.csv_rows(d), "site_parent")[0]]
+    rt.expect_eq(len(parent_dir), 1, "fork_children's parent directory")
+    rt.expect_sites(rt.csv_rows(parent_dir[0]), {"site_parent": (1000, 64000)})
+    children = sorted(rt.site_totals(rt.csv_rows(d), "site_child")[:2]
+                      for d in forks if d != parent_dir[0])
+    rt.expect_eq(children, [(100, 3200), (200, 6400), (300, 9600)],
+                 "fork_children's children (calls, bytes) at site_child")
+    # run.txt: the command and what was set.
+    pairs = run_file(run_dir)
+    rt.expect_eq(pairs[0], ("malloc_freq run", "1"), "run.txt's first line")
+    rt.expect_eq(values(pairs, "command"), [" ".join([script, exact, forking, first, second])],
+                 "run.txt command")
+    rt.expect_eq(values(pairs, "pid"), [str(shell[0])], "run.txt pid")
+    rt.expect_eq(values(pairs, "cwd"), [os.path.realpath(cwd)], "run.txt cwd")
+    rt.expect_eq(values(pairs, "set"), [f"LD_PRELOAD={os.path.realpath(rt.LIB)}",
+                                        f"MALLOC_FREQ_DIR={run_dir}", "MALLOC_FREQ_SAMPLE=1"],
+                 "run.txt set")
+    rt.expect_eq(values(pairs, "status"), ["exit 0"], "run.txt status")
+    rt.expect_eq(stat_mode(os.path.join(run_dir, "run.txt")), 0o600, "run.txt's mode")
+
+
+def stat_mode(path):
+    return os.stat(path).st_mode & 0o7777
+
+
+@rt.test
+def test_launcher_make_j2_in_one_run_dir():
+    cwd = rt.fresh_dir()
+    project = os.path.join(cwd, "project")
+    shutil.copytree(MAKE_PROJECT, project)
+    r = launch_ok(["-q", "--", "make", "-j2"], cwd=project)
+    out = subprocess.run([os.path.join(project, "wordfreq")], capture_output=True, text=True)
+    rt.expect_eq(out.stdout, "11 words, 9 distinct, 'the' 3 times\n", "the built program")
+    images = run_images(r.run_dir)
+    kinds = {}
+    for _, _, exe in images:
+        base = os.path.basename(exe)
+        kind = ("as" if base == "as" or base.endswith("-as") else
+                "ld" if re.fullmatch(r"(.*-)?ld(\.\w+)?", base) else
+                "gcc" if re.fullmatch(r"(.*-)?gcc(-\d+)?", base) else base)
+        kinds[kind] = kinds.get(kind, 0) + 1
+    # Three sources compiled (gcc, cc1, as each), one link (gcc, collect2, ld).
+    rt.expect_eq(kinds, {"make": 1, "gcc": 4, "cc1": 3, "as": 3, "collect2": 1, "ld": 1},
+                 "the run's processes by program")
+    rt.expect_eq(len(process_dirs(r.run_dir)), len(images), "one directory per process")
+    total = exact_total(r.run_dir)
+    rt.expect(total > 10000, f"{total} calls in all: cc1 alone makes thousands")
+
+
+# ---- options ------------------------------------------------------------------------------
+
+@rt.test
+def test_launcher_bad_options_one_line_exit_2():
+    cases = [(["-s", "0", "true"], r"-s wants a number of calls from 1 to 1000000000, not '0'"),
+             (["-s", "12x", "true"], r"not '12x'"),
+             (["-s", "-5", "true"], r"not '-5'"),
+             (["--sample=1000000001", "true"], r"not '1000000001'"),
+             (["--depth", "0", "true"], r"--depth wants a number of frames from 1 to 512"),
+             (["--depth", "513", "true"], r"not '513'"),
+             (["--unwind", "dwarf", "true"], r"--unwind is fp or libunwind, not 'dwarf'"),
+             (["--bogus", "true"], r"unknown option '--bogus'"),
+             (["-x", "true"], r"unknown option '-x'"),
+             (["-s"], r"-s needs a value"),
+             (["--depth"], r"--depth needs a value"),
+             ([], r"no program given"),
+             (["--"], r"no program given"),
+             (["-q"], r"no program given"),
+             (["-o", "", "true"], r"-o needs a directory")]
+    for args, pattern in cases:
+        cwd = rt.fresh_dir()
+        r = launch(args, cwd=cwd)
+        rt.expect_eq(r.rc, 2, f"exit status of malloc_freq {args}")
+        one_line_error(r, re.escape(pattern) if "'" in pattern else pattern)
+        rt.expect_eq(os.listdir(cwd), [], f"files left by malloc_freq {args}")
+    # Options stop at the program: its own options are its own.
+    r = launch_ok(["-q", "sh", "-c", "echo \"$0 $1\"", "-s", "--bogus"])
+    rt.expect_eq(r.stdout, "-s --bogus\n", "the program's own options")
+    help_text = launch_ok(["--help"]).stdout
+    rt.expect(help_text.startswith("usage: malloc_freq [options] [--] PROGRAM [ARGS...]\n"),
+              f"--help: {help_text[:200]!r}")
+
+
+@rt.test
+def test_launcher_program_not_run():
+    cwd = rt.fresh_dir()
+    r = launch(["--", "/nonexistent/prog"], cwd=cwd)
+    rt.expect_eq(r.rc, 127, "exit status for a missing program")
+    one_line_error(r, r"cannot run /nonexistent/prog: No such file or directory")
+    r = launch(["no-such-command-mf"], cwd=cwd)
+    rt.expect_eq(r.rc, 127, "exit status for a command not in PATH")
+    one_line_error(r, r"no-such-command-mf: command not found")
+    text = os.path.join(cwd, "not_executable")
+    with open(text, "w") as f:
+        f.write("x\n")
+    r = launch([text], cwd=cwd)
+    rt.expect_eq(r.rc, 126, "exit status for a file without execute permission")
+    one_line_error(r, r"Permission denied")
+    rt.expect_eq(os.listdir(cwd), ["not_executable"], "files left when nothing could run")
+
+
+@rt.test
+def test_launcher_output_dir_and_options_reach_the_program():
+    cwd = rt.fresh_dir()
+    show = ["sh", "-c", 'echo "$LD_PRELOAD|$MALLOC_FREQ_DIR|$MALLOC_FREQ_SAMPLE|'
+                        '$MALLOC_FREQ_DEPTH|$MALLOC_FREQ_UNWIND|$MALLOC_FREQ_SEED"']
+    other = "/lib/x86_64-linux-gnu/libm.so.6"
+    extra = {"LD_PRELOAD": f"{rt.LIB}:{other}", "MALLOC_FREQ_SAMPLE": "7",
+             "MALLOC_FREQ_SEED": "42"}
+    r = launch_ok(["-q", "-o", "out/run", "--depth", "9", "--unwind", "fp", "--"] + show,
+                  cwd=cwd, extra_env=extra)
+    run_dir = os.path.join(os.path.realpath(cwd), "out", "run")
+    lib = os.path.realpath(rt.LIB)
+    # Ours first, the user's after it without a second copy of ours; the user's
+    # MALLOC_FREQ_SAMPLE and SEED kept (no -s given).
+    rt.expect_eq(r.stdout, f"{lib} {other}|{run_dir}|7|9|fp|42\n", "the program's environment")
+    rt.expect_eq(stat_mode(run_dir), 0o700, "-o DIR's mode")
+    pairs = run_file(run_dir)
+    rt.expect_eq(values(pairs, "set"), [f"LD_PRELOAD={lib} {other}", f"MALLOC_FREQ_DIR={run_dir}",
+                                        "MALLOC_FREQ_DEPTH=9", "MALLOC_FREQ_UNWIND=fp"],
+                 "run.txt set")
+    rt.expect_eq(sorted(values(pairs, "kept")), ["MALLOC_FREQ_SAMPLE=7", "MALLOC_FREQ_SEED=42"],
+                 "run.txt kept")
+    rt.expect_eq(len(process_dirs(run_dir)), 1, "process directories in -o DIR")
+    # A trailing slash names the same directory, made 0700 too; a file is not one.
+    launch_ok(["-q", "-o", "out/run2/", "true"], cwd=cwd)
+    rt.expect_eq(stat_mode(os.path.join(cwd, "out", "run2")), 0o700, "-o DIR/'s mode")
+    r = launch(["-q", "-o", "/etc/passwd/x", "true"], cwd=cwd)
+    rt.expect_eq(r.rc, 2, "exit status for -o under a file")
+    one_line_error(r, r"-o /etc/passwd/x: Not a directory")
+    # The same -o again: it holds a run.
+    r = launch(["-q", "-o", "out/run", "true"], cwd=cwd)
+    rt.expect_eq(r.rc, 2, "exit status for an -o DIR holding a run")
+    one_line_error(r, r"-o out/run holds a previous run")
+    # MALLOC_FREQ_DIR is the base of the default run directory, made absolute.
+    r = launch_ok(["-q", "-s", "3", "--"] + show, cwd=cwd,
+                  extra_env={"MALLOC_FREQ_DIR": "base"})
+    (run_dir,) = glob.glob(os.path.join(cwd, "base", "malloc_freq.*"))
+    rt.expect_eq(r.stdout, f"{lib}|{run_dir}|3|||\n", "the program's environment")
+
+
+# ---- Python -------------------------------------------------------------------------------
+
+PY_OBJECTS = """import os
+objects = [(i, str(i), [i]) for i in range(300000)]
+print(os.environ.get("PYTHONMALLOC"), len(objects))
+"""
+
+
+def python_script(cwd, text, shebang=None):
+    path = os.path.join(cwd, "script.py")
+    with open(path, "w") as f:
+        f.write((f"#!{shebang}\n" if shebang else "") + text)
+    os.chmod(path, 0o755)
+    return path
+
+
+@rt.test
+def test_launcher_python_gets_pythonmalloc():
+    py = sys.executable
+    cwd = rt.fresh_dir()
+    script = python_script(cwd, PY_OBJECTS)
+    r = launch_ok(["--", py, script], cwd=cwd)
+    rt.expect_eq(r.stdout, "malloc 300000\n", "the script's output (its PYTHONMALLOC)")
+    rt.expect(r.stderr.startswith(f"malloc_freq: {py} is Python: PYTHONMALLOC=malloc"),
+              f"the note on stderr: {r.stderr[:300]!r}")
+    with_malloc = exact_total(r.run_dir)
+    pairs = run_file(r.run_dir)
+    rt.expect("PYTHONMALLOC=malloc" in values(pairs, "set"), f"run.txt set: {pairs}")
+    rt.expect_eq(values(pairs, "python"), [py], "run.txt python")
+    # 300,000 tuples, ints, strs, lists and list arrays: each one a malloc call.
+    rt.expect(with_malloc > 1500000, f"{with_malloc} calls with PYTHONMALLOC=malloc")
+
+    # The user's PYTHONMALLOC is kept: pymalloc serves the small objects from its pools.
+    cwd = rt.fresh_dir()
+    script = python_script(cwd, PY_OBJECTS)
+    r = launch_ok(["--", py, script], cwd=cwd, extra_env={"PYTHONMALLOC": "pymalloc"})
+    rt.expect_eq(r.stdout, "pymalloc 300000\n", "the script's output (its PYTHONMALLOC)")
+    rt.expect(r.stderr.startswith(f"malloc_freq: {py} is Python: PYTHONMALLOC=pymalloc kept"),
+              f"the note on stderr: {r.stderr[:300]!r}")
+    with_pymalloc = exact_total(r.run_dir)
+    pairs = run_file(r.run_dir)
+    rt.expect_eq(values(pairs, "kept"), ["PYTHONMALLOC=pymalloc"], "run.txt kept")
+    rt.expect(not any(v.startswith("PYTHONMALLOC") for v in values(pairs, "set")),
+              f"run.txt set: {pairs}")
+    rt.expect(with_pymalloc < 100000, f"{with_pymalloc} calls with pymalloc")
+
+
+@rt.test
+def test_launcher_python_found_by_shebang_and_env():
+    py = sys.executable
+    small = 'import os\nprint(os.environ.get("PYTHONMALLOC"))\n'
+    cwd = rt.fresh_dir()
+    script = python_script(cwd, small, shebang=py)
+    r = launch_ok(["-q", "./script.py"], cwd=cwd)
+    rt.expect_eq(r.stdout, "malloc\n", "PYTHONMALLOC of a script whose #! line names Python")
+    rt.expect_eq(values(run_file(r.run_dir), "python"), [f"./script.py (its #! line runs {py})"],
+                 "run.txt python")
+    cwd = rt.fresh_dir()
+    python_script(cwd, small)
+    r = launch_ok(["-q", "env", "X=1", py, "script.py"], cwd=cwd)
+    rt.expect_eq(r.stdout, "malloc\n", "PYTHONMALLOC of Python run by env")
+    # Not Python: nothing set.
+    r = launch_ok(["-q", "sh", "-c", 'echo "${PYTHONMALLOC-unset}"'])
+    rt.expect_eq(r.stdout, "unset\n", "PYTHONMALLOC of a shell")
+    rt.expect_eq(values(run_file(r.run_dir), "python"), [], "run.txt python of a shell")
+
+
+# ---- man pages ------------------------------------------------------------------------------
+
+_OPTION = re.compile(r"(?:(-[A-Za-z]), )?(--[a-z][a-z-]*)(?: (\S+))?")
+
+
+def help_options(text):
+    """(short, long, argument) of each option line of a --help text, and the words listed
+    under --format (mf_print's formats)."""
+    options, formats, in_format = [], [], False
+    for line in text.splitlines():
+        m = re.match(r"  \s*" + _OPTION.pattern + r"(?:\s{2,}|$)", line)
+        if m and line.lstrip().startswith("-"):
+            options.append(m.groups())
+            in_format = m.group(2) == "--format"
+            words = line[m.end():].split()
+            if in_format and words:
+                formats.append(words[0])
+        elif in_format and re.match(r"\s{20,}\S", line):
+            formats.append(line.split()[0])
+        else:
+            in_format = False
+    return options, formats
+
+
+def roff_text(line):
+    """A roff line without font changes and escapes: `\\fB\\-d\\fR, ...` -> `-d, ...`."""
+    line = re.sub(r"\\f[BIRP]", "", line)
+    return line.replace("\\-", "-").replace("\\&", "").replace("\\(bv", "|")
+
+
+def man_options(path):
+    """The same from a man page's OPTIONS section: each .TP entry whose tag is an option,
+    and the .B tags of the .RS list inside --format's entry."""
+    with open(path) as f:
+        lines = f.read().splitlines()
+    start = lines.index(".SH OPTIONS")
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith(".SH "))
+    options, formats, current, depth = [], [], None, 0
+    for i in range(start + 1, end):
+        line = lines[i]
+        if line == ".RS":
+            depth += 1
+        elif line == ".RE":
+            depth -= 1
+        elif line.startswith(".TP") and i + 1 < end:
+            tag = roff_text(lines[i + 1])
+            if depth == 0:
+                m = _OPTION.fullmatch(tag)
+                if m:
+                    options.append(m.groups())
+                    current = m.group(2)
+            elif current == "--format" and tag.startswith(".B "):
+                formats.append(tag[3:].strip())
+    return options, formats
+
+
+@rt.test
+def test_man_pages_list_the_help_options():
+    for prog, page in [(rt.MF_PRINT, "mf_print.1"), (LAUNCHER, "malloc_freq.1")]:
+        text = subprocess.run([prog, "--help"], capture_output=True, text=True).stdout
+        helped, man = help_options(text), man_options(os.path.join(MAN, page))
+        rt.expect(helped[0], f"no options found in {prog} --help")
+        rt.expect_eq(sorted(man[0], key=str), sorted(helped[0], key=str),
+                     f"man/{page}'s options vs {os.path.basename(prog)} --help")
+        rt.expect_eq(man[1], helped[1], f"man/{page}'s formats vs --help")
+        # The page renders without a warning (groff-base: `make test` installs it).
+        if shutil.which("groff"):
+            r = subprocess.run(["groff", "-man", "-Tutf8", "-ww", "-z",
+                                os.path.join(MAN, page)], capture_output=True, text=True)
+            rt.expect_eq((r.returncode, r.stderr), (0, ""), f"groff's warnings on man/{page}")
+
+
+# ---- make install --------------------------------------------------------------------------
+
+INSTALLED = {"lib/libmalloc_freq.so": 0o644, "bin/mf_print": 0o755, "bin/malloc_freq": 0o755,
+             "share/man/man1/malloc_freq.1": 0o644, "share/man/man1/mf_print.1": 0o644}
+SOURCES = {"lib/libmalloc_freq.so": os.path.join(rt.BUILD, "libmalloc_freq.so"),
+           "bin/mf_print": rt.MF_PRINT, "bin/malloc_freq": LAUNCHER,
+           "share/man/man1/malloc_freq.1": os.path.join(MAN, "malloc_freq.1"),
+           "share/man/man1/mf_print.1": os.path.join(MAN, "mf_print.1")}
+
+
+def make(*args):
+    r = subprocess.run(["make", "-C", rt.REPO, "--no-print-directory"] + list(args),
+                       capture_output=True, text=True, timeout=rt.TIMEOUT)
+    rt.expect(r.returncode == 0, f"make {' '.join(args)} exited {r.returncode}: "
+                                 f"{(r.stdout + r.stderr).strip()[-800:]}")
+    return r.stdout
+
+
+def files_under(root):
+    return sorted(os.path.relpath(os.path.join(d, f), root)
+                  for d, _, fs in os.walk(root) for f in fs)
+
+
+def same_file(a, b):
+    with open(a, "rb") as f, open(b, "rb") as g:
+        return f.read() == g.read()
+
+
+def installed_exact_sites(bindir, env, cwd):
+    """exact_sites under the launcher in bindir: exact counts, read by the mf_print there."""
+    r = launch_ok(["-q", "-s", "1", rt.c_program("exact_sites")], cwd=cwd, env=env,
+                  launcher=os.path.join(bindir, "malloc_freq"))
+    (profile,) = process_dirs(r.run_dir)
+    csv = subprocess.run([os.path.join(bindir, "mf_print"), "--format", "csv", profile],
+                         capture_output=True, text=True, timeout=rt.TIMEOUT)
+    rt.expect_eq((csv.returncode, csv.stderr), (0, ""), "the installed mf_print's status, stderr")
+    rt.expect_sites(rt.parse_csv(csv.stdout), rt.EXACT_SITES)
+    return r
+
+
+@rt.test
+def test_make_install_into_destdir():
+    for prefix in ("/usr/local", "/opt/mf"):
+        destdir = rt.fresh_dir()
+        make("install", f"DESTDIR={destdir}", f"PREFIX={prefix}")
+        root = destdir + prefix
+        rt.expect_eq(files_under(destdir),
+                     sorted(os.path.join(prefix.lstrip("/"), f) for f in INSTALLED),
+                     f"files installed into DESTDIR with PREFIX={prefix}")
+        for f, mode in INSTALLED.items():
+            rt.expect_eq(stat_mode(os.path.join(root, f)), mode, f"mode of {f}")
+            rt.expect(same_file(os.path.join(root, f), SOURCES[f]), f"{f} is not {SOURCES[f]}")
+        # The installed launcher finds the library installed beside it, not the build's.
+        r = installed_exact_sites(os.path.join(root, "bin"), clean_env(), rt.fresh_dir())
+        rt.expect_eq(values(run_file(r.run_dir), "set")[0],
+                     f"LD_PRELOAD={root}/lib/libmalloc_freq.so", "the library the launcher used")
+        make("uninstall", f"DESTDIR={destdir}", f"PREFIX={prefix}")
+        rt.expect_eq(files_under(destdir), [], f"files left after make uninstall (PREFIX={prefix})")
+
+
+@rt.test
+def test_make_install_real_preload_by_name():
+    """As root (CI): a real `make install` to /usr/local; LD_PRELOAD=libmalloc_freq.so by
+    name works from an unrelated directory. As another user it checks nothing."""
+    if os.geteuid() != 0:
+        return
+    prefix = "/usr/local"
+    paths = [os.path.join(prefix, f) for f in INSTALLED]
+    backup = rt.fresh_dir()
+    saved = [p for p in paths if os.path.lexists(p)]
+    for p in saved:  # a previous install of these files is put back afterwards
+        shutil.copy2(p, os.path.join(backup, p.replace("/", "%")), follow_symlinks=False)
+    try:
+        make("install")
+        for p in paths:
+            rt.expect(os.path.isfile(p), f"{p} not installed")
+        cache = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+        rt.expect(f"=> {prefix}/lib/libmalloc_freq.so" in cache,
+                  "libmalloc_freq.so is not in the loader's cache after make install")
+        # Literally LD_PRELOAD=libmalloc_freq.so, from a directory unrelated to the build.
+        cwd = rt.fresh_dir()
+        env = clean_env({"LD_PRELOAD": "libmalloc_freq.so", "MALLOC_FREQ_SAMPLE": "1"})
+        p = subprocess.run([rt.c_program("exact_sites")], cwd=cwd, env=env,
+                           capture_output=True, text=True, timeout=rt.TIMEOUT)
+        rt.expect_eq((p.returncode, p.stdout, p.stderr), (0, "exact_sites done\n", ""),
+                     "exact_sites under LD_PRELOAD=libmalloc_freq.so")
+        (profile,) = glob.glob(os.path.join(cwd, "malloc_freq.*"))
+        csv = subprocess.run([f"{prefix}/bin/mf_print", "--format", "csv", profile],
+                             capture_output=True, text=True, timeout=rt.TIMEOUT, cwd="/")
+        rt.expect_eq(csv.returncode, 0, "the installed mf_print's exit status")
+        rows = rt.parse_csv(csv.stdout)
+        rt.expect_sites(rows, rt.EXACT_SITES)
+        rt.expect_eq(rt.csv_total(rows), rt.exact_total_calls(profile), "CSV total vs headers")
+        # The launcher as installed, found by PATH, uses the installed library.
+        r = installed_exact_sites(f"{prefix}/bin", clean_env(), rt.fresh_dir())
+        rt.expect_eq(values(run_file(r.run_dir), "set")[0],
+                     f"LD_PRELOAD={prefix}/lib/libmalloc_freq.so", "the installed launcher's library")
+        if shutil.which("man"):
+            m = subprocess.run(["man", "-w", "malloc_freq", "mf_print"], capture_output=True,
+                               text=True, env=clean_env({"MANPATH": f"{prefix}/share/man"}))
+            rt.expect_eq(m.stdout.split(), [f"{prefix}/share/man/man1/malloc_freq.1",
+                                            f"{prefix}/share/man/man1/mf_print.1"], "man -w")
+    finally:
+        out = make("uninstall")
+        for p in saved:
+            shutil.copy2(os.path.join(backup, p.replace("/", "%")), p, follow_symlinks=False)
+        if saved:
+            subprocess.run(["ldconfig"])
+    rt.expect("ldconfig" in out, f"make uninstall did not run ldconfig: {out!r}")
+    for p in paths:
+        rt.expect(p in saved or not os.path.lexists(p), f"{p} left after make uninstall")
+    if not saved:
+        cache = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+        rt.expect("libmalloc_freq.so" not in cache, "libmalloc_freq.so still in the loader's cache")
