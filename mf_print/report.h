@@ -31,8 +31,8 @@ void mf_report_tree(FILE *out, const struct mf_profile *p, const struct mf_tree 
                     const struct mf_report_options *o);
 
 /* calls,bytes,samples,stack,locations: one row per merged stack (report_csv.c); frames
- * joined by ';', each percent-encoded where it holds '%', ';', a control character or a
- * byte that is not UTF-8. */
+ * joined by ';', each percent-encoded where it holds '%', ';', a control character, a line
+ * separator or a byte that is not UTF-8. */
 void mf_report_csv(FILE *out, const struct mf_tree *t);
 
 /* The others return true if they failed (after saying why on stderr). */
@@ -47,8 +47,9 @@ bool mf_report_json(FILE *out, const struct mf_model *m, const struct mf_report_
 
 /* The length (1..4) of the valid UTF-8 character s starts with, 1 for the terminating NUL,
  * or 0 if the bytes there are not one: a stray continuation byte, an overlong form, a
- * surrogate, past U+10FFFF or cut short (report_csv.c; names are bytes, the text formats
- * are UTF-8). */
-size_t mf_utf8_char_len(const char *s);
+ * surrogate, past U+10FFFF or cut short. *control tells whether it is a control character
+ * (C0 but NUL, DEL, C1) or U+2028/U+2029, which some readers take for a line break.
+ * (report_csv.c: names are bytes, the text formats UTF-8.) */
+size_t mf_utf8_char(const char *s, bool *control);
 
 #endif

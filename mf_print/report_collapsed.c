@@ -9,8 +9,8 @@
  * recorded for included as the one-frame stack "[not profiled]".
  *
  * A name never breaks a line: ';' becomes ':' (as flamegraph.pl's stackcollapse scripts
- * do: `<[u8: 4] as T>::f`), control characters and bytes that are not UTF-8 become '?', an
- * empty name is "?", and when the last frame ends in a space and a number ("f 12", which
+ * do: `<[u8: 4] as T>::f`), a control character (C0, DEL, C1), U+2028, U+2029 and each byte
+ * that is not UTF-8 become '?', an empty name is "?", and when the last frame ends in a space and a number ("f 12", which
  * flamegraph.pl would read as a second count column) that space becomes '_'. */
 #include <stdlib.h>
 #include <string.h>
@@ -46,15 +46,13 @@ static void mf_add_name(struct mf_text *t, const char *s)
         return;
     }
     while (*s) {
-        unsigned char c = (unsigned char)*s;
-        size_t len = mf_utf8_char_len(s);
-        if (len == 0 || c < 0x20 || c == 0x7f) {
+        bool control;
+        size_t len = mf_utf8_char(s, &control);
+        if (len == 0 || control)
             mf_text_add(t, "?", 1);
-            s++;
-        } else {
-            mf_text_add(t, c == ';' ? ":" : s, len);
-            s += len;
-        }
+        else
+            mf_text_add(t, *s == ';' ? ":" : s, len);
+        s += len ? len : 1;
     }
 }
 

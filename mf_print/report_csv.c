@@ -3,7 +3,8 @@
  * apply: a spreadsheet can filter for itself. RFC 4180 quoting; lines end in \n.
  *
  * The stack and locations columns join their frames with ';'. Inside a frame, '%', ';',
- * control characters and bytes that are not UTF-8 are percent-encoded (%25, %3B, %0A, %FF:
+ * control characters (C0, DEL, C1), U+2028 and U+2029 (line breaks to some readers) and
+ * bytes that are not UTF-8 are percent-encoded byte by byte (%25, %3B, %0A, %C2%85, %FF:
  * RFC 3986's %XX), so that splitting at ';' and percent-decoding each part gives back every
  * name byte for byte (Rust's `<[u8; 4] as T>::f`, a C++ `operator,`), and the file is valid
  * UTF-8. ',' '"' and spaces are left to the CSV quoting. */
@@ -40,20 +41,28 @@ static void mf_buf_add(struct mf_buf *b, const char *s)
     mf_buf_addn(b, s, strlen(s));
 }
 
-size_t mf_utf8_char_len(const char *str)
+size_t mf_utf8_char(const char *str, bool *control)
 {
     const unsigned char *s = (const unsigned char *)str;
-    if (s[0] < 0x80)
+    *control = false;
+    if (s[0] < 0x80) {
+        *control = (s[0] < 0x20 && s[0]) || s[0] == 0x7f;
         return 1;
+    }
     if (s[0] < 0xc2) /* a continuation byte, or the start of an overlong form */
         return 0;
-    if (s[0] < 0xe0)
-        return (s[1] & 0xc0) == 0x80 ? 2 : 0;
+    if (s[0] < 0xe0) {
+        if ((s[1] & 0xc0) != 0x80)
+            return 0;
+        *control = s[0] == 0xc2 && s[1] < 0xa0; /* C1: U+0080..U+009F, NEL among them */
+        return 2;
+    }
     if (s[0] < 0xf0) {
         if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80)
             return 0;
         if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0))
             return 0; /* overlong, or a surrogate */
+        *control = s[0] == 0xe2 && s[1] == 0x80 && (s[2] == 0xa8 || s[2] == 0xa9);
         return 3;
     }
     if (s[0] < 0xf5) {
@@ -71,12 +80,14 @@ static void mf_buf_add_frame(struct mf_buf *b, const char *s)
 {
     static const char hex[] = "0123456789ABCDEF";
     while (*s) {
-        unsigned char c = (unsigned char)*s;
-        size_t len = mf_utf8_char_len(s);
-        if (len == 0 || c == '%' || c == ';' || c < 0x20 || c == 0x7f) {
-            char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
-            mf_buf_addn(b, esc, 3);
-            s++;
+        bool control;
+        size_t len = mf_utf8_char(s, &control);
+        if (len == 0 || control || *s == '%' || *s == ';') {
+            for (size_t i = 0; i < (len ? len : 1); i++, s++) {
+                unsigned char c = (unsigned char)*s;
+                char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
+                mf_buf_addn(b, esc, 3);
+            }
         } else {
             mf_buf_addn(b, s, len);
             s += len;

@@ -4,9 +4,10 @@
  * innermost first (function, file, line, module, inlined), its counts and the standard
  * error of its calls. The README's "JSON" section sketches the schema.
  *
- * Strings are JSON-escaped ('"', '\', control characters as \n, \t or \u00XX); a byte that
- * is not UTF-8 becomes U+FFFD, so the output is always valid UTF-8 JSON. Each process and
- * each stack is one line, so that grep and line-based tools still work. */
+ * Strings are JSON-escaped: '"', '\', control characters as \n, \t or \u00XX (C1 too), U+2028
+ * and U+2029 as \u2028 and \u2029 (line breaks to JavaScript); a byte that is not UTF-8
+ * becomes U+FFFD, so the output is always valid UTF-8 JSON. Each process and each stack is
+ * one line, so that grep and line-based tools still work. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,21 +26,26 @@ static void mf_json_str(FILE *out, const char *s)
     }
     fputc('"', out);
     while (*s) {
-        unsigned char c = (unsigned char)*s;
-        size_t len = mf_utf8_char_len(s);
+        const unsigned char *c = (const unsigned char *)s;
+        bool control;
+        size_t len = mf_utf8_char(s, &control);
         if (len == 0) {
             fputs("\xef\xbf\xbd", out); /* U+FFFD REPLACEMENT CHARACTER */
             s++;
             continue;
         }
-        if (c == '"' || c == '\\')
-            fprintf(out, "\\%c", c);
-        else if (c == '\n')
+        if (*c == '"' || *c == '\\')
+            fprintf(out, "\\%c", *c);
+        else if (*c == '\n')
             fputs("\\n", out);
-        else if (c == '\t')
+        else if (*c == '\t')
             fputs("\\t", out);
-        else if (c < 0x20 || c == 0x7f)
-            fprintf(out, "\\u%04x", c);
+        else if (control) /* the code point of a 1-, 2- or 3-byte control character */
+            fprintf(out, "\\u%04x",
+                    len == 1 ? *c
+                    : len == 2 ? (unsigned)(c[0] & 0x1f) << 6 | (c[1] & 0x3f)
+                               : (unsigned)(c[0] & 0x0f) << 12 | (unsigned)(c[1] & 0x3f) << 6 |
+                                     (c[2] & 0x3f));
         else
             fwrite(s, 1, len, out);
         s += len;
