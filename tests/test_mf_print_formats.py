@@ -324,13 +324,12 @@ def odd_names_program():
     """odd_names.c without debug information (-g0 after the runner's -g), so that names come
     from the symbol table, with odd_K renamed by objcopy."""
     plain = rt.build("odd_names", ["odd_names.c"], libs=("-g0", "-ldl"))
-    renamed = plain + ".renamed"
-    if not os.path.exists(renamed):
-        argv = [b"objcopy"]
-        for k, (name, _, _) in ODD_NAMES.items():
-            argv += [b"--redefine-sym", b"odd_%d=" % k + name]
-        r = subprocess.run(argv + [plain.encode(), renamed.encode()], capture_output=True)
-        rt.expect(r.returncode == 0, f"objcopy failed: {r.stderr!r}")
+    renamed = plain + ".renamed"  # made anew each run, as the plain build is
+    argv = [b"objcopy"]
+    for k, (name, _, _) in ODD_NAMES.items():
+        argv += [b"--redefine-sym", b"odd_%d=" % k + name]
+    r = subprocess.run(argv + [plain.encode(), renamed.encode()], capture_output=True)
+    rt.expect(r.returncode == 0, f"objcopy failed: {r.stderr!r}")
     return renamed
 
 
