@@ -30,7 +30,9 @@ struct mf_report_options {
 void mf_report_tree(FILE *out, const struct mf_profile *p, const struct mf_tree *t,
                     const struct mf_report_options *o);
 
-/* calls,bytes,samples,stack,locations: one row per merged stack (report_csv.c). */
+/* calls,bytes,samples,stack,locations: one row per merged stack (report_csv.c); frames
+ * joined by ';', each percent-encoded where it holds '%', ';', a control character, a line
+ * separator or a byte that is not UTF-8. */
 void mf_report_csv(FILE *out, const struct mf_tree *t);
 
 /* The others return true if they failed (after saying why on stderr). */
@@ -42,5 +44,12 @@ bool mf_report_pprof(FILE *out, const struct mf_model *m, const struct mf_report
 bool mf_report_html(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
 /* The model as JSON (report_json.c). */
 bool mf_report_json(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
+
+/* The length (1..4) of the valid UTF-8 character s starts with, 1 for the terminating NUL,
+ * or 0 if the bytes there are not one: a stray continuation byte, an overlong form, a
+ * surrogate, past U+10FFFF or cut short. *control tells whether it is a control character
+ * (C0 but NUL, DEL, C1) or U+2028/U+2029, which some readers take for a line break.
+ * (report_csv.c: names are bytes, the text formats UTF-8.) */
+size_t mf_utf8_char(const char *s, bool *control);
 
 #endif

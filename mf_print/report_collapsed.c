@@ -1,10 +1,117 @@
-/* --format collapsed: not written yet (issue 12). */
+/* --format collapsed: the folded-stack text flamegraph.pl reads, and inferno, speedscope and
+ * others with it. One line per distinct stack (after trimming and merging by function
+ * name, as the tree shows it): its frames root first (the outermost caller first, the
+ * allocation site last) joined by ';', one space, and an integer count: calls, or bytes
+ * with --weight bytes. Lines are sorted by their text; a stack whose count is 0 (bytes of
+ * malloc(0)) has no line. The counts are the model's, so they are the tree's and the CSV's
+ * numbers: estimates when sampled (whole numbers already: sums of integer weights), exact
+ * otherwise, when they add up to the header's exact totals, the calls no stack could be
+ * recorded for included as the one-frame stack "[not profiled]".
+ *
+ * A name never breaks a line: ';' becomes ':' (as flamegraph.pl's stackcollapse scripts
+ * do: `<[u8: 4] as T>::f`), a control character (C0, DEL, C1), U+2028, U+2029 and each byte
+ * that is not UTF-8 become '?', an empty name is "?", and when the last frame ends in a space and a number ("f 12", which
+ * flamegraph.pl would read as a second count column) that space becomes '_'. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "mf_print.h"
 #include "report.h"
 
+struct mf_folded {
+    char *text;
+    uint64_t count;
+};
+
+struct mf_text {
+    char *s;
+    size_t n, cap;
+};
+
+static void mf_text_add(struct mf_text *t, const char *s, size_t len)
+{
+    if (t->n + len + 1 > t->cap) {
+        t->cap = (t->n + len + 1) * 2;
+        t->s = mf_xrealloc(t->s, t->cap);
+    }
+    memcpy(t->s + t->n, s, len);
+    t->n += len;
+    t->s[t->n] = '\0';
+}
+
+static void mf_add_name(struct mf_text *t, const char *s)
+{
+    if (!*s) {
+        mf_text_add(t, "?", 1);
+        return;
+    }
+    while (*s) {
+        bool control;
+        size_t len = mf_utf8_char(s, &control);
+        if (len == 0 || control)
+            mf_text_add(t, "?", 1);
+        else
+            mf_text_add(t, *s == ';' ? ":" : s, len);
+        s += len ? len : 1;
+    }
+}
+
+/* flamegraph.pl takes a line's count from /\s+?(\d+(?:\.\d*)?)$/ and then, for differential
+ * graphs, a second one from what is left: a stack must not end in a space and a number. */
+static void mf_guard_last_number(struct mf_text *t)
+{
+    char *space = strrchr(t->s, ' ');
+    if (!space || space[1] < '0' || space[1] > '9')
+        return;
+    const char *p = space + 1;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9'; p++)
+            ;
+    if (!*p)
+        *space = '_';
+}
+
+static int mf_folded_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct mf_folded *)a)->text, ((const struct mf_folded *)b)->text);
+}
+
 bool mf_report_collapsed(FILE *out, const struct mf_model *m, const struct mf_report_options *o)
 {
-    (void)out, (void)m, (void)o;
-    mf_error("--format collapsed is not available yet");
-    return true;
+    struct mf_folded *lines = NULL;
+    uint32_t n = 0, cap = 0;
+    struct mf_frames fr = {0};
+    for (uint32_t i = 0; i < m->nstacks; i++) {
+        const struct mf_stack *s = &m->stacks[i];
+        uint64_t count = o->weight_bytes ? s->bytes : s->calls;
+        if (count == 0)
+            continue;
+        mf_model_frames(m, s, &fr);
+        struct mf_text t = {0};
+        mf_text_add(&t, "", 0);
+        for (uint32_t k = fr.n; k-- > 0;) { /* root first */
+            mf_add_name(&t, mf_str(fr.v[k].name));
+            if (k)
+                mf_text_add(&t, ";", 1);
+        }
+        mf_guard_last_number(&t);
+        MF_GROW(lines, n, cap);
+        lines[n++] = (struct mf_folded){t.s, count};
+    }
+    free(fr.v);
+    if (n > 1)
+        qsort(lines, n, sizeof *lines, mf_folded_cmp);
+    for (uint32_t i = 0; i < n;) {
+        uint64_t count = 0;
+        uint32_t j = i;
+        for (; j < n && strcmp(lines[j].text, lines[i].text) == 0; j++)
+            count += lines[j].count; /* stacks that differ only in addresses or lines */
+        fprintf(out, "%s %llu\n", lines[i].text, (unsigned long long)count);
+        for (; i < j; i++)
+            free(lines[i].text);
+    }
+    free(lines);
+    return false;
 }

@@ -1,6 +1,13 @@
 /* CSV: one row per distinct stack after trimming and merging by function names (a node of
  * the caller tree where stacks end), sorted by calls descending. The threshold does not
- * apply: a spreadsheet can filter for itself. RFC 4180 quoting; lines end in \n. */
+ * apply: a spreadsheet can filter for itself. RFC 4180 quoting; lines end in \n.
+ *
+ * The stack and locations columns join their frames with ';'. Inside a frame, '%', ';',
+ * control characters (C0, DEL, C1), U+2028 and U+2029 (line breaks to some readers) and
+ * bytes that are not UTF-8 are percent-encoded byte by byte (%25, %3B, %0A, %C2%85, %FF:
+ * RFC 3986's %XX), so that splitting at ';' and percent-decoding each part gives back every
+ * name byte for byte (Rust's `<[u8; 4] as T>::f`, a C++ `operator,`), and the file is valid
+ * UTF-8. ',' '"' and spaces are left to the CSV quoting. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,15 +25,74 @@ struct mf_buf {
     size_t n, cap;
 };
 
-static void mf_buf_add(struct mf_buf *b, const char *s)
+static void mf_buf_addn(struct mf_buf *b, const char *s, size_t len)
 {
-    size_t len = strlen(s);
     if (b->n + len + 1 > b->cap) {
         b->cap = (b->n + len + 1) * 2;
         b->s = mf_xrealloc(b->s, b->cap);
     }
-    memcpy(b->s + b->n, s, len + 1);
+    memcpy(b->s + b->n, s, len);
     b->n += len;
+    b->s[b->n] = '\0';
+}
+
+static void mf_buf_add(struct mf_buf *b, const char *s)
+{
+    mf_buf_addn(b, s, strlen(s));
+}
+
+size_t mf_utf8_char(const char *str, bool *control)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    *control = false;
+    if (s[0] < 0x80) {
+        *control = (s[0] < 0x20 && s[0]) || s[0] == 0x7f;
+        return 1;
+    }
+    if (s[0] < 0xc2) /* a continuation byte, or the start of an overlong form */
+        return 0;
+    if (s[0] < 0xe0) {
+        if ((s[1] & 0xc0) != 0x80)
+            return 0;
+        *control = s[0] == 0xc2 && s[1] < 0xa0; /* C1: U+0080..U+009F, NEL among them */
+        return 2;
+    }
+    if (s[0] < 0xf0) {
+        if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80)
+            return 0;
+        if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0))
+            return 0; /* overlong, or a surrogate */
+        *control = s[0] == 0xe2 && s[1] == 0x80 && (s[2] == 0xa8 || s[2] == 0xa9);
+        return 3;
+    }
+    if (s[0] < 0xf5) {
+        if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80)
+            return 0;
+        if ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
+            return 0; /* overlong, or past U+10FFFF */
+        return 4;
+    }
+    return 0;
+}
+
+/* Appends one frame's text, percent-encoded where it could be taken for a separator. */
+static void mf_buf_add_frame(struct mf_buf *b, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    while (*s) {
+        bool control;
+        size_t len = mf_utf8_char(s, &control);
+        if (len == 0 || control || *s == '%' || *s == ';') {
+            for (size_t i = 0; i < (len ? len : 1); i++, s++) {
+                unsigned char c = (unsigned char)*s;
+                char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
+                mf_buf_addn(b, esc, 3);
+            }
+        } else {
+            mf_buf_addn(b, s, len);
+            s += len;
+        }
+    }
 }
 
 static int mf_row_cmp(const void *a, const void *b)
@@ -72,11 +138,11 @@ void mf_report_csv(FILE *out, const struct mf_tree *t)
             const struct mf_loc *loc = mf_node_loc(x);
             char line[32];
             mf_buf_add(&stack, d + 1 < depth ? ";" : "");
-            mf_buf_add(&stack, mf_str(x->name));
+            mf_buf_add_frame(&stack, mf_str(x->name));
             mf_buf_add(&locs, d + 1 < depth ? ";" : "");
             if (loc) {
                 snprintf(line, sizeof line, ":%u", loc->line);
-                mf_buf_add(&locs, mf_str(loc->file));
+                mf_buf_add_frame(&locs, mf_str(loc->file));
                 mf_buf_add(&locs, line);
             } else {
                 mf_buf_add(&locs, "??");

@@ -1,10 +1,284 @@
-/* --format json: not written yet (issue 12). */
+/* --format json: the model for scripts. One object: the exact totals, the processes (pid,
+ * program, sampling mode, whether they had exited), and every stack of the model as it is,
+ * not merged by name: one per distinct stack of each process image, with its frames
+ * innermost first (function, file, line, module, inlined), its counts and the standard
+ * error of its calls. The README's "JSON" section sketches the schema.
+ *
+ * Strings are JSON-escaped: '"', '\', control characters as \n, \t or \u00XX (C1 too), U+2028
+ * and U+2029 as \u2028 and \u2029 (line breaks to JavaScript); a byte that is not UTF-8
+ * becomes U+FFFD, so the output is always valid UTF-8 JSON. Each process and each stack is
+ * one line, so that grep and line-based tools still work. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "mf_print.h"
 #include "report.h"
 
+#define MF_JSON_VERSION 1
+
+static const char *const mf_fn_names[] = {MF_FN_NAMES};
+
+static void mf_json_str(FILE *out, const char *s)
+{
+    if (!s) {
+        fputs("null", out);
+        return;
+    }
+    fputc('"', out);
+    while (*s) {
+        const unsigned char *c = (const unsigned char *)s;
+        bool control;
+        size_t len = mf_utf8_char(s, &control);
+        if (len == 0) {
+            fputs("\xef\xbf\xbd", out); /* U+FFFD REPLACEMENT CHARACTER */
+            s++;
+            continue;
+        }
+        if (*c == '"' || *c == '\\')
+            fprintf(out, "\\%c", *c);
+        else if (*c == '\n')
+            fputs("\\n", out);
+        else if (*c == '\t')
+            fputs("\\t", out);
+        else if (control) /* the code point of a 1-, 2- or 3-byte control character */
+            fprintf(out, "\\u%04x",
+                    len == 1 ? *c
+                    : len == 2 ? (unsigned)(c[0] & 0x1f) << 6 | (c[1] & 0x3f)
+                               : (unsigned)(c[0] & 0x0f) << 12 | (unsigned)(c[1] & 0x3f) << 6 |
+                                     (c[2] & 0x3f));
+        else
+            fwrite(s, 1, len, out);
+        s += len;
+    }
+    fputc('"', out);
+}
+
+static void mf_json_key(FILE *out, const char *key)
+{
+    fprintf(out, "\"%s\": ", key);
+}
+
+static void mf_json_u64(FILE *out, const char *key, uint64_t v)
+{
+    fprintf(out, "\"%s\": %llu", key, (unsigned long long)v);
+}
+
+static const char *mf_bool(bool b)
+{
+    return b ? "true" : "false";
+}
+
+/* Newton's method: the Makefile links no libm. */
+static double mf_sqrt(double x)
+{
+    double r = x > 1 ? x / 2 : 1;
+    for (int i = 0; i < 64 && x > 0; i++)
+        r = (r + x / r) / 2;
+    return x > 0 ? r : 0;
+}
+
+/* The standard error of an estimated count of calls, as the tree's ± (report_tree.c): a
+ * sample of weight w adds w(w-1) to the variance; with no weighted sample yet, one sample
+ * at the interval is counted, since calls after the exact stretch may have been missed. */
+static double mf_calls_stderr(const struct mf_model *m, const struct mf_stack *s)
+{
+    if (!s->estimated || !s->calls)
+        return 0;
+    double v = (double)s->var, n = (double)m->sample_interval;
+    if (m->sample_interval > 1 && v < n * (n - 1))
+        v = n * (n - 1);
+    return mf_sqrt(v);
+}
+
+static void mf_json_sampling(FILE *out, const struct mf_process *pr)
+{
+    if (!pr->has_file) {
+        fputs("null", out);
+    } else if (pr->sample_interval == 1) {
+        fputs("{\"mode\": \"exact\"}", out);
+    } else if (pr->sample_interval == 0) {
+        fprintf(out, "{\"mode\": \"adaptive\", \"exact_calls\": %llu, \"exact_ns_max\": %u, "
+                     "\"cost_share\": %g}",
+                (unsigned long long)pr->exact_calls, MF_EXACT_NS_MAX,
+                (double)pr->cost_share_ppm / 1e6);
+    } else {
+        fprintf(out, "{\"mode\": \"interval\", \"interval\": %llu, \"exact_calls\": %llu}",
+                (unsigned long long)pr->sample_interval, (unsigned long long)pr->exact_calls);
+    }
+}
+
+static void mf_json_process(FILE *out, const struct mf_process *pr)
+{
+    bool exited = pr->has_file && (pr->flags & MF_PROCESS_EXITED);
+    fputs("    {", out);
+    fprintf(out, "\"pid\": %u, ", pr->pid);
+    mf_json_key(out, "program");
+    mf_json_str(out, pr->has_file && pr->exe[0] ? pr->exe : NULL);
+    fputs(", ", out);
+    mf_json_key(out, "directory");
+    mf_json_str(out, pr->dir);
+    fprintf(out, ", \"exited\": %s, ", mf_bool(exited));
+    mf_json_u64(out, "threads", pr->nthreads);
+    fputs(", ", out);
+    mf_json_u64(out, "calls", pr->calls);
+    fputs(", ", out);
+    mf_json_key(out, "start_ns");
+    uint64_t start = pr->has_file ? pr->start_ns : pr->threads_start_ns;
+    if (start == UINT64_MAX)
+        fputs("null", out);
+    else
+        fprintf(out, "%llu", (unsigned long long)start);
+    fputs(", ", out);
+    mf_json_key(out, "end_ns");
+    if (exited)
+        fprintf(out, "%llu", (unsigned long long)pr->end_ns);
+    else
+        fputs("null", out);
+    fputs(", ", out);
+    mf_json_key(out, "sampling");
+    mf_json_sampling(out, pr);
+    fprintf(out, ", \"estimated\": %s}", mf_bool(pr->sampled || pr->weighted));
+}
+
+static void mf_json_frame(FILE *out, const struct mf_model *m, const struct mf_frame *f,
+                          const struct mf_location *l, bool inlined)
+{
+    fputs("{", out);
+    mf_json_key(out, "function");
+    mf_json_str(out, mf_str(f->name));
+    fputs(", ", out);
+    mf_json_key(out, "file");
+    mf_json_str(out, f->file ? mf_str(f->file) : NULL);
+    fputs(", ", out);
+    mf_json_key(out, "line");
+    if (f->line)
+        fprintf(out, "%u", f->line);
+    else
+        fputs("null", out);
+    fputs(", ", out);
+    mf_json_key(out, "module");
+    const struct mf_process *pr = l ? &m->p->procs[l->process] : NULL;
+    mf_json_str(out, pr && l->module != MF_NO_MODULE ? pr->modules[l->module].path : NULL);
+    fprintf(out, ", \"inlined\": %s}", mf_bool(inlined));
+}
+
+/* One stack: its frames are mf_model_frames()'s, each with the module of its location. */
+static void mf_json_stack(FILE *out, const struct mf_model *m, const struct mf_stack *s,
+                          struct mf_frames *fr)
+{
+    mf_model_frames(m, s, fr);
+    bool not_profiled = s->flags & MF_STACK_NOT_PROFILED;
+    fputs("    {", out);
+    mf_json_key(out, "process");
+    if (not_profiled)
+        fputs("null", out);
+    else
+        fprintf(out, "%u", s->process);
+    fputs(", ", out);
+    mf_json_u64(out, "calls", s->calls);
+    fputs(", ", out);
+    mf_json_u64(out, "bytes", s->bytes);
+    fputs(", ", out);
+    mf_json_u64(out, "samples", s->samples);
+    fprintf(out, ", \"estimated\": %s, \"calls_stderr\": %.6g, \"truncated\": %s, "
+                 "\"frames\": [",
+            mf_bool(s->estimated), mf_calls_stderr(m, s),
+            mf_bool(s->flags & MF_ENTRY_TRUNCATED));
+    /* Walk the locations' frames past the trimmed ones alongside fr. */
+    uint32_t k = 0, skip = s->trimmed;
+    for (uint32_t i = 0; i < s->depth && k < fr->n; i++) {
+        const struct mf_location *l = &m->locs[m->stack_locs[s->first + i]];
+        for (uint32_t j = 0; j < l->n && k < fr->n; j++) {
+            if (skip) {
+                skip--;
+                continue;
+            }
+            fputs(k ? ", " : "", out);
+            mf_json_frame(out, m, &fr->v[k++], l, j + 1 < l->n);
+        }
+    }
+    for (; k < fr->n; k++) { /* pseudo-frames: [deeper frames not recorded], ... */
+        fputs(k ? ", " : "", out);
+        mf_json_frame(out, m, &fr->v[k], NULL, false);
+    }
+    fputs("]}", out);
+}
+
+static const struct mf_model *mf_sort_model;
+
+static int mf_stack_cmp(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    const struct mf_stack *s = &mf_sort_model->stacks[x], *t = &mf_sort_model->stacks[y];
+    if (s->calls != t->calls)
+        return s->calls > t->calls ? -1 : 1;
+    if (s->bytes != t->bytes)
+        return s->bytes > t->bytes ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
 bool mf_report_json(FILE *out, const struct mf_model *m, const struct mf_report_options *o)
 {
-    (void)out, (void)m, (void)o;
-    mf_error("--format json is not available yet");
-    return true;
+    const struct mf_profile *p = m->p;
+    fputs("{\n", out);
+    fprintf(out, "  \"format\": \"malloc_freq\",\n  \"version\": %d,\n", MF_JSON_VERSION);
+    fputs("  \"directories\": [", out);
+    for (int i = 0; i < o->ndirs; i++) {
+        fputs(i ? ", " : "", out);
+        mf_json_str(out, o->dirs[i]);
+    }
+    fputs("],\n", out);
+
+    fputs("  \"totals\": {", out);
+    mf_json_u64(out, "calls", mf_profile_total_calls(p));
+    fputs(", ", out);
+    mf_json_u64(out, "bytes", mf_profile_total_bytes(p));
+    fputs(", ", out);
+    mf_json_u64(out, "threads", p->nthreads);
+    fputs(", ", out);
+    mf_json_u64(out, "wall_ns", mf_profile_wall_ns(p));
+    fputs(", \"functions\": {", out);
+    bool first = true;
+    for (int f = 0; f < MF_FN_COUNT; f++) {
+        if (!p->totals.calls[f] && !p->totals.bytes[f])
+            continue;
+        char name[32];
+        if (f < MF_FN_NAMED)
+            snprintf(name, sizeof name, "%s", mf_fn_names[f]);
+        else
+            snprintf(name, sizeof name, "function #%d", f);
+        fprintf(out, "%s\"%s\": {\"calls\": %llu, \"bytes\": %llu}", first ? "" : ", ", name,
+                (unsigned long long)p->totals.calls[f], (unsigned long long)p->totals.bytes[f]);
+        first = false;
+    }
+    fputs("}},\n", out);
+
+    fprintf(out, "  \"estimated\": %s,\n  \"sample_interval\": %llu,\n  \"trimmed\": %s,\n",
+            mf_bool(m->estimated), (unsigned long long)m->sample_interval, mf_bool(m->trim));
+    fprintf(out, "  \"files_read\": %u,\n  \"files_skipped\": %u,\n", p->nfiles_read,
+            p->nfiles_skipped);
+
+    fputs("  \"processes\": [", out);
+    for (uint32_t i = 0; i < p->nprocs; i++) {
+        fputs(i ? ",\n" : "\n", out);
+        mf_json_process(out, &p->procs[i]);
+    }
+    fputs(p->nprocs ? "\n  ],\n" : "],\n", out);
+
+    uint32_t *order = mf_xcalloc(m->nstacks ? m->nstacks : 1, sizeof *order);
+    for (uint32_t i = 0; i < m->nstacks; i++)
+        order[i] = i;
+    mf_sort_model = m;
+    if (m->nstacks > 1)
+        qsort(order, m->nstacks, sizeof *order, mf_stack_cmp);
+    struct mf_frames fr = {0};
+    fputs("  \"stacks\": [", out);
+    for (uint32_t i = 0; i < m->nstacks; i++) {
+        fputs(i ? ",\n" : "\n", out);
+        mf_json_stack(out, m, &m->stacks[order[i]], &fr);
+    }
+    fputs(m->nstacks ? "\n  ]\n}\n" : "]\n}\n", out);
+    free(fr.v);
+    free(order);
+    return false;
 }

@@ -23,6 +23,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.join(REPO, "build")
@@ -155,13 +156,21 @@ def mf_print(args, check=True):
     return r
 
 
+def csv_frames(field):
+    """A CSV stack or locations field as its frames: split at ';', each percent-decoded
+    (mf_print encodes '%', ';', control characters and bytes that are not UTF-8 as %XX).
+    A byte that is not UTF-8 comes back as a lone surrogate (errors="surrogateescape"):
+    .encode(errors="surrogateescape") gives the name's bytes."""
+    return [urllib.parse.unquote(f, errors="surrogateescape") for f in field.split(";")]
+
+
 class Row:
     def __init__(self, d):
         self.calls = int(d["calls"])
         self.bytes = int(d["bytes"])
         self.samples = int(d["samples"])
-        self.stack = d["stack"].split(";")
-        self.locations = d["locations"].split(";")
+        self.stack = csv_frames(d["stack"])
+        self.locations = csv_frames(d["locations"])
 
     @property
     def site(self):

@@ -173,9 +173,10 @@ pub struct Row {
     pub calls: u64,
     pub bytes: u64,
     pub samples: u64,
-    /// Function names, the allocation site first.
+    /// Function names, the allocation site first (decoded: see `csv_frames`).
     pub stack: Vec<String>,
-    pub locations: String,
+    /// `file:line` (or `??`) of each frame of `stack`, decoded the same way.
+    pub locations: Vec<String>,
 }
 
 /// A profile as mf_print reports it.
@@ -217,8 +218,8 @@ impl Profile {
                     calls: number(&r[0]),
                     bytes: number(&r[1]),
                     samples: number(&r[2]),
-                    stack: r[3].split(';').map(str::to_owned).collect(),
-                    locations: r[4].clone(),
+                    stack: csv_frames(&r[3]),
+                    locations: csv_frames(&r[4]),
                 }
             })
             .collect();
@@ -247,6 +248,33 @@ impl Profile {
             .filter(|r| r.stack == ["[not profiled]"])
             .fold((0, 0), |(c, b), r| (c + r.calls, b + r.bytes))
     }
+}
+
+/// A CSV stack or locations field as its frames: split at `;`, each percent-decoded
+/// (mf_print writes `%`, `;`, control characters and bytes that are not UTF-8 as `%XX`).
+/// A name that is not UTF-8 comes back with U+FFFD for its stray bytes.
+pub fn csv_frames(field: &str) -> Vec<String> {
+    field.split(';').map(|f| String::from_utf8_lossy(&percent_decode(f)).into_owned()).collect()
+}
+
+/// The bytes `%XX` escapes stand for; anything else as it is.
+pub fn percent_decode(s: &str) -> Vec<u8> {
+    let bytes = s.as_bytes();
+    let hex = |c: u8| (c as char).to_digit(16);
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    out
 }
 
 /// RFC 4180: comma-separated fields, `"`-quoted when they hold `,` `"` or a line break,
