@@ -174,8 +174,8 @@ static int mf_compare(const char *const *base, int nbase, enum mf_format format,
             struct stat a, b;
             if (stat(base[i], &a) == 0 && stat(o->dirs[j], &b) == 0 && a.st_dev == b.st_dev &&
                 a.st_ino == b.st_ino)
-                mf_usage_error("%s is both OLD and NEW (to compare a directory with itself later, "
-                               "keep a snapshot of it with --save)", o->dirs[j]);
+                mf_usage_error("%s is both OLD and NEW (to compare a profile with itself later, "
+                               "keep a snapshot of it now with --save)", o->dirs[j]);
         }
     static struct mf_side old, new_;
     int rc = mf_side_read(&old, base, nbase, o->trim);

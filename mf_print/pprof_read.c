@@ -77,7 +77,10 @@ static bool mf_gunzip(uint8_t **data, size_t *n, const char **err)
         rc = inflate(&z, Z_NO_FLUSH);
         len = cap - z.avail_out;
         if (rc == Z_NEED_DICT || rc == Z_DATA_ERROR || rc == Z_MEM_ERROR) {
-            *err = "damaged gzip data";
+            static char msg[160];
+            snprintf(msg, sizeof msg, "damaged gzip data (zlib: %.100s)",
+                     z.msg ? z.msg : rc == Z_MEM_ERROR ? "out of memory" : "needs a dictionary");
+            *err = msg;
             goto fail;
         }
         if (rc == Z_BUF_ERROR && z.avail_in == 0) {
@@ -121,7 +124,7 @@ struct mf_pr_function {
 };
 
 struct mf_pr_mapping {
-    uint64_t id, start, limit, filename, build_id;
+    uint64_t id, start, limit, offset, filename, build_id;
 };
 
 struct mf_pr {
@@ -317,7 +320,7 @@ static void mf_pr_function(struct mf_pr *d, struct mf_pb_reader m)
 
 static void mf_pr_mapping(struct mf_pr *d, struct mf_pb_reader m)
 {
-    struct mf_pr_mapping mp = {0, 0, 0, 0, 0};
+    struct mf_pr_mapping mp = {0, 0, 0, 0, 0, 0};
     uint32_t field, wire;
     while (mf_pb_next(&m, &field, &wire)) {
         if (wire != MF_PB_VARINT)
@@ -328,6 +331,8 @@ static void mf_pr_mapping(struct mf_pr *d, struct mf_pb_reader m)
             mp.start = mf_pb_read_varint(&m);
         else if (field == 3)
             mp.limit = mf_pb_read_varint(&m);
+        else if (field == 4)
+            mp.offset = mf_pb_read_varint(&m);
         else if (field == 5)
             mp.filename = mf_pb_read_varint(&m);
         else if (field == 6)
@@ -493,7 +498,9 @@ static const char *mf_pr_check_and_build(struct mf_pr *d, struct mf_side *s, int
     if (err)
         goto out;
 
-    /* The processes the samples' labels name, each mapping a module of them all. */
+    /* The processes the samples' labels name, each mapping a module of them all: lo and hi its
+     * memory start and limit, bias its file offset (a comparison written as pprof writes the
+     * mapping as it was read: report_pprof.c). */
     struct mf_profile *p = &s->profile;
     struct mf_model *m = &s->model;
     char buf[4096];
@@ -502,6 +509,7 @@ static const char *mf_pr_check_and_build(struct mf_pr *d, struct mf_side *s, int
         const struct mf_pr_mapping *mp = &d->mappings[i];
         mods[i].lo = mp->start;
         mods[i].hi = mp->limit;
+        mods[i].bias = mp->offset;
         mods[i].path = mf_xstrdup(mf_pr_str(d, mp->filename, buf, sizeof buf));
         const char *hex = mf_pr_str(d, mp->build_id, buf, sizeof buf);
         for (uint32_t k = 0; hex[2 * k] && hex[2 * k + 1] && k < sizeof mods[i].build_id; k++) {
@@ -637,7 +645,7 @@ int mf_pprof_read(struct mf_side *s, const char *path, bool trim)
         return 1;
     }
     if (mf_gunzip(&data, &n, &err)) {
-        mf_error("%s: %s: not a pprof profile mf_print can read", path, err);
+        mf_error("%s: %s", path, err);
         free(data);
         return 1;
     }

@@ -15,11 +15,16 @@
  *                 into last. Pseudo-frames ([not profiled], ...) are locations without a
  *                 mapping or an address.
  *   function      one per (demangled name, source file)
- *   mapping       one per module of a process image used: path, its address range, file
- *                 offset 0 (where the GNU and LLVM linkers put the first loaded segment), the
- *                 build id in hex, has_functions/filenames/line_numbers/inline_frames set
- *                 (mf_print has symbolized everything it could: pprof need not try again);
- *                 the main executable's first, as pprof wants
+ *   mapping       one per module of a process image used: path, build id in hex, and the
+ *                 address range and file offset of its executable segment, read from the
+ *                 file's program headers (what /proc/pid/maps would show, and what pprof's
+ *                 own symbolizer needs to find the segment: given the whole image from
+ *                 offset 0 it takes the first, read-only, segment for the code and finds no
+ *                 line); if the file is gone or has another build id, the module's whole
+ *                 range at offset 0. has_functions/filenames/line_numbers/inline_frames are
+ *                 set: mf_print has symbolized everything it could, pprof need not try
+ *                 again (-symbolize=force makes it, and it finds the same lines). The main
+ *                 executable's mapping comes first, as pprof wants.
  *   period        the sample interval (1: exact; default mode: the largest weight), with
  *                 period_type calls/count; comments say the sampling mode, the exact totals
  *                 and whether plumbing frames were trimmed (pprof_read.c reads them back)
@@ -29,6 +34,9 @@
  * OLD's total), each labelled change=significant|within error|none by the diff's rule.
  *
  * The encoding is written by hand (protobuf.h) and compressed with zlib's gzip. */
+#include <elfutils/libdwelf.h>
+#include <fcntl.h>
+#include <gelf.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -57,7 +65,7 @@ enum {
 };
 
 struct mf_pp_mapping {
-    uint64_t start, limit;
+    uint64_t start, limit, offset;
     uint32_t file, build_id; /* interned */
     bool main;               /* the process's executable */
 };
@@ -117,8 +125,50 @@ static uint64_t mf_pp_function(struct mf_pp *pp, uint32_t name, uint32_t file)
     return id;
 }
 
+/* The span of the executable PT_LOAD segments of the module's file, page-aligned: start and
+ * limit as file virtual addresses, and the file offset of start. False if the file cannot be
+ * read or is not the one recorded (another build id). */
+static bool mf_exec_segment(const struct mf_module *mod, uint64_t *start, uint64_t *limit,
+                            uint64_t *offset)
+{
+    const uint64_t page = 4096;
+    if (!mod->path || !mod->path[0])
+        return false;
+    int fd = open(mod->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    elf_version(EV_CURRENT);
+    Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    bool found = false;
+    size_t n = 0;
+    if (e && elf_kind(e) == ELF_K_ELF && elf_getphdrnum(e, &n) == 0) {
+        const void *id = NULL;
+        ssize_t len = dwelf_elf_gnu_build_id(e, &id);
+        bool same = mod->build_id_len == 0 ||
+                    (len == (ssize_t)mod->build_id_len && memcmp(id, mod->build_id, (size_t)len) == 0);
+        for (size_t i = 0; same && i < n; i++) {
+            GElf_Phdr ph;
+            if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD || !(ph.p_flags & PF_X) ||
+                (ph.p_vaddr - ph.p_offset) % page)
+                continue;
+            if (!found) {
+                *start = ph.p_vaddr & ~(page - 1);
+                *offset = ph.p_offset & ~(page - 1);
+            }
+            *limit = (ph.p_vaddr + ph.p_memsz + page - 1) & ~(page - 1);
+            found = true;
+        }
+    }
+    if (e)
+        elf_end(e);
+    close(fd);
+    return found;
+}
+
+/* The mapping of location l's module. A side read from a pprof file keeps the mapping it
+ * read (pprof_read.c: lo, hi and the file offset in bias). */
 static uint64_t mf_pp_mapping(struct mf_pp *pp, int side, const struct mf_model *m,
-                              const struct mf_location *l)
+                              const struct mf_location *l, bool as_read)
 {
     if (l->module == MF_NO_MODULE)
         return 0;
@@ -128,15 +178,24 @@ static uint64_t mf_pp_mapping(struct mf_pp *pp, int side, const struct mf_model 
     bool added;
     uint32_t i = mf_map_put(&pp->maps, key, NULL, NULL, pp->nmappings, &added);
     if (added) {
-        char hex[2 * sizeof mod->build_id + 1];
-        for (uint32_t k = 0; k < mod->build_id_len && k < sizeof mod->build_id; k++)
+        char hex[2 * sizeof mod->build_id + 1] = "";
+        uint32_t idlen = mod->build_id_len < sizeof mod->build_id ? mod->build_id_len
+                                                                  : sizeof mod->build_id;
+        for (uint32_t k = 0; k < idlen; k++)
             snprintf(hex + 2 * k, 3, "%02x", mod->build_id[k]);
-        hex[2 * (mod->build_id_len < sizeof mod->build_id ? mod->build_id_len
-                                                          : sizeof mod->build_id)] = '\0';
+        struct mf_pp_mapping mp = {mod->lo, mod->hi, 0, mf_intern(mod->path ? mod->path : ""),
+                                   mf_intern(hex),
+                                   pr->has_file && mod->path && strcmp(mod->path, pr->exe) == 0};
+        uint64_t start, limit, offset;
+        if (as_read) {
+            mp.offset = mod->bias;
+        } else if (mf_exec_segment(mod, &start, &limit, &offset)) {
+            mp.start = start + mod->bias;
+            mp.limit = limit + mod->bias;
+            mp.offset = offset;
+        }
         MF_GROW(pp->mappings, pp->nmappings, pp->mappings_cap);
-        pp->mappings[pp->nmappings++] = (struct mf_pp_mapping){
-            mod->lo, mod->hi, mf_intern(mod->path ? mod->path : ""), mf_intern(hex),
-            pr->has_file && mod->path && strcmp(mod->path, pr->exe) == 0};
+        pp->mappings[pp->nmappings++] = mp;
     }
     return i + 1;
 }
@@ -160,7 +219,7 @@ static uint64_t mf_pp_pseudo(struct mf_pp *pp, const char *name)
 
 /* Location loc of the model of this side, without its first `skip` frames (trimmed). */
 static uint64_t mf_pp_location(struct mf_pp *pp, int side, const struct mf_model *m, uint32_t loc,
-                               uint32_t skip, struct mf_pb *lines)
+                               uint32_t skip, struct mf_pb *lines, bool as_read)
 {
     uint64_t key = (uint64_t)side << 63 | (uint64_t)(skip & 0x3fffffff) << 32 | loc;
     bool added;
@@ -178,7 +237,7 @@ static uint64_t mf_pp_location(struct mf_pp *pp, int side, const struct mf_model
         mf_pb_message(lines, LOCATION_LINE, &pp->line);
     }
     mf_pb_uint(&pp->tmp, LOCATION_ID, id);
-    mf_pb_uint(&pp->tmp, LOCATION_MAPPING_ID, mf_pp_mapping(pp, side, m, l));
+    mf_pb_uint(&pp->tmp, LOCATION_MAPPING_ID, mf_pp_mapping(pp, side, m, l, as_read));
     mf_pb_uint(&pp->tmp, LOCATION_ADDRESS, l->pc ? l->pc - 1 : 0);
     mf_pb_append(&pp->tmp, lines);
     mf_pb_message(&pp->locations, PROFILE_LOCATION, &pp->tmp);
@@ -217,7 +276,7 @@ static int64_t mf_pp_clamp(uint64_t v)
 /* One sample per stack of model m. side 1 (a comparison's OLD) is negated and labelled
  * pprof::base=true; d, if given, labels each sample with its row's change. */
 static void mf_pp_add_model(struct mf_pp *pp, int side, const struct mf_model *m, int sign,
-                            const struct mf_diff *d, int dside)
+                            const struct mf_diff *d, int dside, bool as_read)
 {
     for (uint32_t i = 0; i < m->nstacks; i++) {
         const struct mf_stack *s = &m->stacks[i];
@@ -232,7 +291,7 @@ static void mf_pp_add_model(struct mf_pp *pp, int side, const struct mf_model *m
                     skip -= l->n;
                     continue;
                 }
-                mf_pb_varint(&pp->ids, mf_pp_location(pp, side, m, loc, skip, &pp->lines));
+                mf_pb_varint(&pp->ids, mf_pp_location(pp, side, m, loc, skip, &pp->lines, as_read));
                 skip = 0;
                 n++;
             }
@@ -330,7 +389,7 @@ static bool mf_pp_finish(struct mf_pp *pp, FILE *out, const char *const *comment
         mf_pb_uint(&sub, MAPPING_ID, i + 1);
         mf_pb_uint(&sub, MAPPING_MEMORY_START, mp->start);
         mf_pb_uint(&sub, MAPPING_MEMORY_LIMIT, mp->limit);
-        mf_pb_uint(&sub, MAPPING_FILE_OFFSET, 0);
+        mf_pb_uint(&sub, MAPPING_FILE_OFFSET, mp->offset);
         mf_pb_uint(&sub, MAPPING_FILENAME, mf_pp_str(pp, mp->file));
         mf_pb_uint(&sub, MAPPING_BUILD_ID, mf_pp_str(pp, mp->build_id));
         mf_pb_bool(&sub, MAPPING_HAS_FUNCTIONS, true);
@@ -401,7 +460,7 @@ bool mf_report_pprof(FILE *out, const struct mf_model *m, const struct mf_report
     }
     struct mf_pp pp;
     memset(&pp, 0, sizeof pp);
-    mf_pp_add_model(&pp, 0, m, 1, NULL, 0);
+    mf_pp_add_model(&pp, 0, m, 1, NULL, 0, false);
     char programs[512], sampling[300], what[900], mode[600], totals[160];
     mf_side_programs(m->p, programs, sizeof programs);
     mf_sampling_text(m->p, sampling, sizeof sampling);
@@ -432,8 +491,8 @@ bool mf_report_diff_pprof(FILE *out, const struct mf_diff *d, const struct mf_re
     struct mf_pp pp;
     memset(&pp, 0, sizeof pp);
     const struct mf_side *old = d->side[0], *new_ = d->side[1];
-    mf_pp_add_model(&pp, 0, &new_->model, 1, d, 1);
-    mf_pp_add_model(&pp, 1, &old->model, -1, d, 0);
+    mf_pp_add_model(&pp, 0, &new_->model, 1, d, 1, new_->pprof);
+    mf_pp_add_model(&pp, 1, &old->model, -1, d, 0, old->pprof);
     char what[1200], sides[2][1400], rule[300], pa[600], pb[600];
     mf_side_programs(&old->profile, pa, sizeof pa);
     mf_side_programs(&new_->profile, pb, sizeof pb);
