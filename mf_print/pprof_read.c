@@ -457,10 +457,10 @@ static const char *mf_pr_check_and_build(struct mf_pr *d, struct mf_side *s, int
             return "a comparison (samples labelled pprof::base), not a profile: compare the "
                    "profiles it was made of";
         if (x->nvals != ntypes)
-            return "a sample has not one value per sample type";
+            return "a damaged pprof profile: a sample has not one value per sample type";
         for (uint32_t v = 0; v < x->nvals; v++)
             if ((int64_t)d->vals[x->vals + v] < 0)
-                return "a sample has a negative count (a comparison?), not a profile";
+                return "a sample has a negative count: a comparison, not a profile";
     }
 
     struct mf_map maps = {0}, locs = {0}, funcs = {0};
@@ -473,28 +473,31 @@ static const char *mf_pr_check_and_build(struct mf_pr *d, struct mf_side *s, int
     for (uint32_t i = 0; i < d->nfunctions; i++)
         ids_ok &= mf_index_id(&funcs, d->functions[i].id, i);
     if (!ids_ok)
-        err = "a mapping, location or function id is 0 or given twice";
+        err = "a damaged pprof profile: a mapping, location or function id is 0 or given twice";
     for (uint32_t i = 0; !err && i < d->nlocations; i++) {
         const struct mf_pr_location *l = &d->locations[i];
         if (l->mapping && mf_lookup(&maps, l->mapping) == MF_MAP_EMPTY)
-            err = "a location refers to a mapping the file does not have";
+            err = "a damaged pprof profile: a location refers to a mapping the file does not have";
         for (uint32_t k = 0; !err && k < l->nlines; k++) {
             const struct mf_pr_line *ln = &d->lines[l->lines + k];
             uint32_t f = mf_lookup(&funcs, ln->function);
             if (f == MF_MAP_EMPTY)
-                err = "a location's line refers to a function the file does not have";
+                err = "a damaged pprof profile: a location's line refers to a function the file "
+                      "does not have";
             else if (d->functions[f].name >= d->nstrs || d->functions[f].filename >= d->nstrs)
-                err = "a function's name is past the end of the string table";
+                err = "a damaged pprof profile: a function's name is past the end of the string "
+                      "table";
             else if (ln->line < 0 || ln->line > UINT32_MAX)
-                err = "a line number is out of range";
+                err = "a damaged pprof profile: a line number is out of range";
         }
     }
     for (uint32_t i = 0; !err && i < d->nmappings; i++)
         if (d->mappings[i].filename >= d->nstrs || d->mappings[i].build_id >= d->nstrs)
-            err = "a mapping's file name is past the end of the string table";
+            err = "a damaged pprof profile: a mapping's file name is past the end of the string "
+                  "table";
     for (uint32_t i = 0; !err && i < d->nloc_ids; i++)
         if (mf_lookup(&locs, d->loc_ids[i]) == MF_MAP_EMPTY)
-            err = "a sample refers to a location the file does not have";
+            err = "a damaged pprof profile: a sample refers to a location the file does not have";
     if (err)
         goto out;
 
@@ -654,7 +657,7 @@ int mf_pprof_read(struct mf_side *s, const char *path, bool trim)
     const char *derr = mf_pr_decode(&d, data, n);
     int rc = 0;
     if (derr) {
-        mf_error("%s: not a pprof profile (damaged, or not profile.proto: %s)", path, derr);
+        mf_error("%s: not a pprof profile, or a damaged one (%s)", path, derr);
         rc = 1;
         goto out;
     }

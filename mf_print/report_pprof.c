@@ -144,8 +144,8 @@ static bool mf_exec_segment(const struct mf_module *mod, uint64_t *start, uint64
     if (e && elf_kind(e) == ELF_K_ELF && elf_getphdrnum(e, &n) == 0) {
         const void *id = NULL;
         ssize_t len = dwelf_elf_gnu_build_id(e, &id);
-        bool same = mod->build_id_len == 0 ||
-                    (len == (ssize_t)mod->build_id_len && memcmp(id, mod->build_id, (size_t)len) == 0);
+        bool same = mod->build_id_len == 0 || (len == (ssize_t)mod->build_id_len &&
+                                               memcmp(id, mod->build_id, (size_t)len) == 0);
         for (size_t i = 0; same && i < n; i++) {
             GElf_Phdr ph;
             if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD || !(ph.p_flags & PF_X) ||
@@ -430,8 +430,10 @@ static bool mf_pp_finish(struct mf_pp *pp, FILE *out, const char *const *comment
     }
     bool failed = mf_gzip_write(out, all, total);
     free(all);
-    struct mf_pb *owned[] = {&p, &sub, &maps, &tail, &strs, &pp->samples, &pp->locations,
-                             &pp->functions, &pp->tmp, &pp->line, &pp->lines, &pp->ids, &pp->values};
+    struct mf_pb *owned[] = {&p,         &sub,           &maps,          &tail,
+                             &strs,      &pp->samples,   &pp->locations, &pp->functions,
+                             &pp->tmp,   &pp->line,      &pp->lines,     &pp->ids,
+                             &pp->values};
     for (size_t i = 0; i < sizeof owned / sizeof *owned; i++)
         mf_pb_free(owned[i]);
     mf_map_free(&pp->strings);

@@ -10,6 +10,7 @@ import io
 import os
 import random
 import re
+import resource
 import select
 import shutil
 import subprocess
@@ -65,7 +66,7 @@ def traces(path, index="calls"):
     """-traces as [(value, [frames innermost first], {label: value})]."""
     out = pprof(["-traces", f"-sample_index={index}", path])
     result = []
-    for block in out.split("-----------+-------------------------------------------------------")[1:]:
+    for block in re.split(r"\n-+\+-+\n", out)[1:]:
         labels, value, frames = {}, None, []
         for line in block.splitlines():
             if not line.strip():
@@ -293,11 +294,7 @@ def test_pprof_exact_sites_read_by_go_tool_pprof():
     work = sorted((v, f.count("descend")) for v, f, _ in ts if f[0] == "site_thread_work")
     expect_eq(work, [(250, 1), (500, 6), (750, 11), (1000, 16)],
               "site_thread_work's traces (calls, descend frames)")
-    merged = {}
-    for v, frames, _ in ts:
-        key = tuple(rt.function_name(f) for f in frames)
-        merged[key] = merged.get(key, 0) + v
-    expect_eq(merged, {tuple(rt.function_name(f) for f in row.stack): row.calls for row in rows},
+    expect_eq(traces_by_names(pb), csv_by_names(rows),
               "go tool pprof -traces merged by function names vs mf_print's CSV rows")
 
 
@@ -347,6 +344,46 @@ def test_pprof_lines_are_the_call_lines():
         expect_eq(v, ours[k], f"location at {k} symbolized by pprof vs by mf_print")
 
 
+def traces_by_names(pb):
+    merged = {}
+    for v, frames, _ in traces(pb):
+        key = tuple(rt.function_name(f) for f in frames)
+        merged[key] = merged.get(key, 0) + v
+    return merged
+
+
+def csv_by_names(rows):
+    return {tuple(rt.function_name(f) for f in row.stack): row.calls for row in rows}
+
+
+@rt.test
+def test_pprof_pseudo_frames_as_in_the_csv():
+    # [not profiled] (a table that could not grow under `ulimit -f`) and [deeper frames not
+    # recorded] (MALLOC_FREQ_DEPTH=8) are frames in pprof as in the CSV; a snapshot with them
+    # compares to its own directory without a change.
+    prog = rt.c_program("many_stacks")
+    outdir = rt.fresh_dir()
+    limit = 256 * 1024
+    p = subprocess.run([prog], env=rt.profiled_env(outdir), cwd=outdir, capture_output=True,
+                       timeout=rt.TIMEOUT,
+                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
+    expect_eq(p.returncode, 0, f"many_stacks under `ulimit -f 256`: {p.stderr[-400:]!r}")
+    dirs = [d for d in os.listdir(outdir) if d.startswith("malloc_freq.")]
+    expect_eq(len(dirs), 1, "profile directories of many_stacks")
+    full = os.path.join(outdir, dirs[0])
+    deep = rt.run_ok([rt.c_program("exact_sites")], extra_env={"MALLOC_FREQ_DEPTH": "8"})
+    for profile, pseudo in ((full, "[not profiled]"),
+                            (deep.profile, "[deeper frames not recorded]")):
+        rows = rt.csv_rows(profile)
+        expect(any(pseudo in row.stack for row in rows), f"no {pseudo} in the CSV of {profile}")
+        pb = save(profile, os.path.join(outdir, "pseudo.pb.gz"))
+        expect_eq(traces_by_names(pb), csv_by_names(rows),
+                  f"{pseudo}: go tool pprof -traces merged by function names vs the CSV rows")
+        changes, _ = diff_rows(pb, profile)
+        expect_eq([r["stack"] for r in changes if r["calls_change"] or r["bytes_change"]], [],
+                  f"{pseudo}: snapshot vs its own directory, rows that changed")
+
+
 @rt.test
 def test_pprof_no_trim_keeps_the_allocator_frames():
     # --no-trim: the plumbing frames (the profiler's, malloc & co.) stay, in pprof as in CSV.
@@ -355,11 +392,7 @@ def test_pprof_no_trim_keeps_the_allocator_frames():
     rt.mf_print(["--format", "pprof", "--no-trim", "-o", pb, r.profile])
     rows = rt.csv_rows(r.profile, extra=["--no-trim"])
     ts = traces(pb)
-    merged = {}
-    for v, frames, _ in ts:
-        key = tuple(rt.function_name(f) for f in frames)
-        merged[key] = merged.get(key, 0) + v
-    expect_eq(merged, {tuple(rt.function_name(f) for f in row.stack): row.calls for row in rows},
+    expect_eq(traces_by_names(pb), csv_by_names(rows),
               "--no-trim: go tool pprof -traces vs mf_print's CSV rows")
     # The sites are no longer innermost: the profiler's and allocator's frames are inside them.
     for site in rt.EXACT_SITES:
@@ -483,7 +516,8 @@ def test_save_snapshot_of_a_running_process():
                    r["significant"]) for s, r in sites.items() if s.startswith("site_phase")},
               {"site_phase_one": (1000, 1250, 32000, 40000, "yes"),
                "site_phase_two": (0, 500, 0, 64000, "yes")}, "snapshot at phase one vs two")
-    others = sorted(s for s, r in sites.items() if r["calls_change"] and not s.startswith("site_phase"))
+    others = sorted(s for s, r in sites.items()
+                    if r["calls_change"] and not s.startswith("site_phase"))
     expect_eq(others, [], "other sites that changed between the phases")
     expect(re.search(r"^\* +\+500 +0 +500 +new +\+62\.5 KiB  site_phase_two", text, re.M),
            f"site_phase_two in the table:\n{text}")
@@ -536,7 +570,7 @@ def test_base_bad_pprof_files_get_one_line_and_lose_nothing():
         "empty.pb.gz": (b"", "is empty"),
         "gzip_of_garbage.pb.gz": (gzip.compress(b"\x0a\xff\xff\xff\x7f garbage"),
                                   "not a pprof profile"),
-        "cut_profile.pb.gz": (gzip.compress(raw[:len(raw) * 2 // 3]), "not a pprof profile"),
+        "cut_profile.pb.gz": (gzip.compress(raw[:len(raw) * 2 // 3]), "damaged"),
         "damaged_gzip.pb.gz": (data[:10] + bytes(x ^ 0x55 for x in data[10:40]) + data[40:],
                                "damaged gzip data"),
         "foreign.pb.gz": (foreign_pprof(), "not one mf_print wrote"),
