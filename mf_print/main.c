@@ -40,14 +40,13 @@ static void mf_usage(FILE *out)
           "  -t, --threshold PCT    tree: fold entries under PCT % of all calls (0..100,\n"
           "                         default 1)\n"
           "      --no-trim          keep allocator and profiler frames (malloc, operator new)\n"
-          "      --save FILE        write a pprof snapshot to FILE, to compare later: the same\n"
-          "                         as --format pprof -o FILE, but FILE is replaced only once\n"
-          "                         the snapshot is whole\n"
-          "  -b, --base OLD         compare: the change from OLD to NEW per site and stack,\n"
-          "                         largest first, * where it is beyond the error bars;\n"
-          "                         OLD and NEW are profile directories (repeat --base for\n"
-          "                         several) or a pprof file mf_print wrote; --format tree,\n"
-          "                         csv or pprof\n"
+          "      --save FILE        a pprof snapshot to compare later: --format pprof -o\n"
+          "                         FILE, but FILE is replaced only when it is whole\n"
+          "  -b, --base OLD         compare OLD with NEW: the change per site and stack,\n"
+          "                         largest first, * where beyond the error bars; OLD\n"
+          "                         and NEW are profile directories (repeat --base for\n"
+          "                         more) or a pprof file mf_print wrote; tree, csv or\n"
+          "                         pprof format\n"
           "  -h, --help             this text\n",
           out);
 }
@@ -112,7 +111,9 @@ static bool mf_output_open(struct mf_output *o, const char *path, bool replace)
         o->tmp = mf_xmalloc(n);
         snprintf(o->tmp, n, "%s.XXXXXX", path);
         int fd = mkstemp(o->tmp);
-        if (fd >= 0 && (o->f = fdopen(fd, "w")))
+        mode_t mask = umask(0); /* the mode fopen would give it, not mkstemp's 0600 */
+        umask(mask);
+        if (fd >= 0 && fchmod(fd, 0666 & ~mask) == 0 && (o->f = fdopen(fd, "w")))
             return false;
         mf_error("cannot write %s: %s", o->tmp, strerror(errno));
         if (fd >= 0) {

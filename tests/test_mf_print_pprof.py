@@ -159,6 +159,9 @@ def save(profile, path, extra=()):
     r = rt.mf_print(["--save", path, profile] + list(extra))
     expect(r.stderr == "", f"mf_print --save wrote to stderr: {r.stderr.strip()!r}")
     expect(r.stdout.startswith(f"saved {path} ("), f"mf_print --save said {r.stdout!r}")
+    mask = os.umask(0)
+    os.umask(mask)
+    expect_eq(oct(os.stat(path).st_mode & 0o777), oct(0o666 & ~mask), f"mode of {path}")
     return path
 
 
