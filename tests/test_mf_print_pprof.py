@@ -631,9 +631,10 @@ def test_pprof_and_base_usage_errors():
 
 
 @rt.test
-def test_pprof_reader_under_sanitizers_on_damaged_files():
-    # The reader is hand-written: every prefix and 300 random corruptions of a real profile,
-    # read by an ASan+UBSan build, give a comparison or one line, never a sanitizer report.
+def test_pprof_and_base_under_sanitizers():
+    # An ASan+UBSan build writes pprof and compares in every format without a report; the
+    # reader is hand-written: every prefix and 300 random corruptions of a real profile give a
+    # comparison or one line, never a sanitizer report.
     exe = os.path.join(rt.OUT, "mf_print_asan_pprof")
     src = sorted(os.path.join(rt.REPO, "mf_print", f) for f in os.listdir(
         os.path.join(rt.REPO, "mf_print")) if f.endswith(".c"))
@@ -655,6 +656,17 @@ def test_pprof_reader_under_sanitizers_on_damaged_files():
         cases.append(bytes(b))
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0:exitcode=86",
                UBSAN_OPTIONS="exitcode=86:print_stacktrace=1")
+    out_pb = os.path.join(old.outdir, "out.pb.gz")
+    for args in (["--format", "pprof", "-o", out_pb, old.profile],
+                 ["--format", "pprof", "--no-trim", "-o", out_pb, old.profile],
+                 ["--base", old.profile, new.profile],
+                 ["--base", pb, "--format", "csv", new.profile],
+                 ["--base", pb, "--format", "pprof", "-o", out_pb, new.profile],
+                 ["--base", old.profile, "--format", "pprof", "-o", out_pb, pb]):
+        r = subprocess.run([exe] + args, capture_output=True, text=True, env=env,
+                           timeout=rt.TIMEOUT)
+        expect((r.returncode, r.stderr) == (0, ""),
+               f"mf_print {' '.join(args)} under sanitizers: {r.returncode} {r.stderr[-1500:]}")
     path = os.path.join(old.outdir, "case.pb")
     status = {}
     for k, data in enumerate(cases):
