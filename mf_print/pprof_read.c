@@ -434,6 +434,40 @@ static int mf_pseudo(struct mf_pr *d, const struct mf_map *funcs, uint32_t i)
     return 0;
 }
 
+/* The process of a sample labelled pid and program (a string index), made on first sight. */
+static uint32_t mf_pr_process(struct mf_pr *d, struct mf_side *s, struct mf_map *procs,
+                              struct mf_module *mods, uint64_t pid, uint64_t prog)
+{
+    struct mf_profile *p = &s->profile;
+    bool added;
+    uint32_t k = mf_map_put(procs, (pid & 0xffffffff) << 32 | prog, NULL, NULL, p->nprocs, &added);
+    if (!added)
+        return k;
+    MF_GROW(p->procs, p->nprocs, p->procs_cap);
+    struct mf_process *pr = &p->procs[p->nprocs++];
+    memset(pr, 0, sizeof *pr);
+    pr->pid = (uint32_t)pid;
+    pr->dir = s->paths[0];
+    pr->has_file = true;
+    pr->flags = MF_PROCESS_EXITED;
+    pr->start_ns = d->time_ns;
+    pr->end_ns = d->time_ns + d->duration_ns;
+    pr->sample_interval = d->period ? d->period : 1;
+    pr->modules = mods;
+    pr->nmodules = d->nmappings;
+    /* the executable's path where a mapping has it: its mapping is the main one */
+    char buf[4096];
+    const char *name = prog ? mf_pr_str(d, prog, buf, sizeof buf) : NULL;
+    name = name ? name : "";
+    mf_copy(pr->exe, sizeof pr->exe, name);
+    for (uint32_t j = 0; *name && j < d->nmappings; j++)
+        if (strcmp(mf_basename(mods[j].path), name) == 0) {
+            mf_copy(pr->exe, sizeof pr->exe, mods[j].path);
+            break;
+        }
+    return k;
+}
+
 static const char *mf_pr_check_and_build(struct mf_pr *d, struct mf_side *s, int *calls_i,
                                          int *bytes_i, int *samples_i)
 {
@@ -526,41 +560,13 @@ static const char *mf_pr_check_and_build(struct mf_pr *d, struct mf_side *s, int
     }
     struct mf_map procs = {0};
     uint32_t *proc_of = mf_xcalloc(d->nsamples, sizeof *proc_of);
-    for (uint32_t i = 0; i <= d->nsamples; i++) {
-        /* i == nsamples: make sure there is a process 0 */
-        if (i == d->nsamples && p->nprocs)
-            break;
-        const struct mf_pr_sample *x = i < d->nsamples ? &d->samples[i] : NULL;
-        uint64_t pid = x ? x->pid : 0, prog = x ? x->program : 0;
-        bool added;
-        uint32_t k = mf_map_put(&procs, (pid & 0xffffffff) << 32 | prog, NULL, NULL, p->nprocs,
-                                &added);
-        if (added) {
-            MF_GROW(p->procs, p->nprocs, p->procs_cap);
-            struct mf_process *pr = &p->procs[p->nprocs++];
-            memset(pr, 0, sizeof *pr);
-            pr->pid = (uint32_t)pid;
-            pr->dir = s->paths[0];
-            pr->has_file = true;
-            pr->flags = MF_PROCESS_EXITED;
-            pr->start_ns = d->time_ns;
-            pr->end_ns = d->time_ns + d->duration_ns;
-            pr->sample_interval = d->period ? d->period : 1;
-            /* the executable's path where a mapping has it, for the main mapping */
-            const char *name = prog ? mf_pr_str(d, prog, buf, sizeof buf) : NULL;
-            name = name ? name : "";
-            mf_copy(pr->exe, sizeof pr->exe, name);
-            for (uint32_t j = 0; *name && j < d->nmappings; j++)
-                if (strcmp(mf_basename(mods[j].path), name) == 0) {
-                    mf_copy(pr->exe, sizeof pr->exe, mods[j].path);
-                    break;
-                }
-            pr->modules = mods;
-            pr->nmodules = d->nmappings;
-        }
-        if (x)
-            proc_of[i] = k;
-    }
+    /* Labelled samples make the processes; the unlabelled ([not profiled]) go to the first. */
+    for (uint32_t i = 0; i < d->nsamples; i++)
+        if (d->samples[i].pid || d->samples[i].program)
+            proc_of[i] = mf_pr_process(d, s, &procs, mods, d->samples[i].pid,
+                                       d->samples[i].program);
+    if (!p->nprocs)
+        mf_pr_process(d, s, &procs, mods, 0, 0);
     mf_map_free(&procs);
     p->nfiles_read = 1;
 

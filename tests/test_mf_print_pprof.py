@@ -385,6 +385,10 @@ def test_pprof_pseudo_frames_as_in_the_csv():
         changes, _ = diff_rows(pb, profile)
         expect_eq([r["stack"] for r in changes if r["calls_change"] or r["bytes_change"]], [],
                   f"{pseudo}: snapshot vs its own directory, rows that changed")
+        # The snapshot names the same process ([not profiled] has no labels of its own).
+        sides = re.findall(r"^  (?:old|new) +\S+(?: \(pprof\))?: (.*)$",
+                           tree_diff(pb, profile), re.M)
+        expect(len(sides) == 2 and sides[0] == sides[1], f"{pseudo}: the sides' programs {sides}")
 
 
 @rt.test
