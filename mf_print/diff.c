@@ -324,7 +324,8 @@ void mf_diff_build(struct mf_diff *d, const struct mf_side *old, const struct mf
     /* Sort the sites; then the stacks by their site's place, and point the sites at them. */
     uint32_t *order = mf_xmalloc((nsites ? nsites : 1) * sizeof *order);
     struct mf_diff_row *sorted = mf_xmalloc((nsites ? nsites : 1) * sizeof *sorted);
-    memcpy(sorted, srows, nsites * sizeof *srows);
+    if (nsites)
+        memcpy(sorted, srows, nsites * sizeof *srows);
     if (nsites > 1)
         qsort(sorted, nsites, sizeof *sorted, mf_site_qcmp);
     /* The site index each old site index went to: find it by the site name. */

@@ -111,11 +111,14 @@ static bool mf_output_open(struct mf_output *o, const char *path, bool replace)
         o->tmp = mf_xmalloc(n);
         snprintf(o->tmp, n, "%s.XXXXXX", path);
         int fd = mkstemp(o->tmp);
-        mode_t mask = umask(0); /* the mode fopen would give it, not mkstemp's 0600 */
+        /* The mode fopen would leave: the old file's, or 0666 less the umask (not 0600). */
+        struct stat st;
+        mode_t mask = umask(0);
         umask(mask);
-        if (fd >= 0 && fchmod(fd, 0666 & ~mask) == 0 && (o->f = fdopen(fd, "w")))
+        mode_t mode = stat(path, &st) == 0 ? st.st_mode & 07777 : 0666 & ~mask;
+        if (fd >= 0 && fchmod(fd, mode) == 0 && (o->f = fdopen(fd, "w")))
             return false;
-        mf_error("cannot write %s: %s", o->tmp, strerror(errno));
+        mf_error("cannot write %s: %s", path, strerror(errno));
         if (fd >= 0) {
             close(fd);
             unlink(o->tmp);
