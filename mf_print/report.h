@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "call_tree.h"
+#include "diff.h"
 #include "model.h"
 #include "profile_read.h"
 
@@ -40,6 +41,12 @@ void mf_report_csv(FILE *out, const struct mf_tree *t);
 bool mf_report_collapsed(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
 /* gzip-compressed profile.proto (report_pprof.c). */
 bool mf_report_pprof(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
+/* A comparison (--base, diff.h): the sites and their stacks by the size of the change, as a
+ * table (report_diff.c), as CSV rows (report_diff.c), or as one pprof profile holding NEW and
+ * OLD negated, as go tool pprof -diff_base sees them (report_pprof.c). */
+void mf_report_diff_tree(FILE *out, const struct mf_diff *d, const struct mf_report_options *o);
+void mf_report_diff_csv(FILE *out, const struct mf_diff *d);
+bool mf_report_diff_pprof(FILE *out, const struct mf_diff *d, const struct mf_report_options *o);
 /* One self-contained HTML file with an interactive flame graph (report_html.c). */
 bool mf_report_html(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
 /* The model as JSON (report_json.c). */

@@ -8,7 +8,8 @@
 #   demo   `make demo`: build, plus what the README's demo output needs (libunwind for the
 #          stacks, glibc's debug info for its file:line); no Rust, no Python
 #   test   `make test`: demo, plus the test suites' needs (g++, Python, allocators that the
-#          tests preload after ours, setpriv, make, groff to check the man pages, a cargo)
+#          tests preload after ours, setpriv, make, groff to check the man pages, a cargo,
+#          Go's pprof to read mf_print's pprof)
 #   ci     `.ci/run`: test, plus Debian's own cargo and rustc, the oldest Rust tested
 set -e
 target=${1:-build}
@@ -55,6 +56,8 @@ test_() {
     command -v setpriv >/dev/null 2>&1 || need util-linux
     command -v make >/dev/null 2>&1 || need make
     command -v groff >/dev/null 2>&1 || need groff-base
+    # `go tool pprof` reads the pprof files mf_print writes (tests/test_mf_print_pprof.py).
+    command -v go >/dev/null 2>&1 || need golang-go
     # Any cargo will do (rustup's too); Debian's if there is none.
     command -v cargo >/dev/null 2>&1 || need cargo
 }

@@ -1,0 +1,374 @@
+/* Comparing two profiles (diff.h): each side read into a model, then the two models' stacks
+ * matched as the reports show them and judged against their error bars. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "diff.h"
+#include "mf_print.h"
+#include "pprof_read.h"
+
+/* ---- reading a side ----------------------------------------------------------------------- */
+
+int mf_side_read(struct mf_side *s, const char *const *paths, int npaths, bool trim)
+{
+    memset(s, 0, sizeof *s);
+    s->paths = paths;
+    s->npaths = npaths;
+    int file = -1;
+    for (int i = 0; i < npaths && file < 0; i++) {
+        struct stat st;
+        if (stat(paths[i], &st) == 0 && S_ISREG(st.st_mode))
+            file = i;
+    }
+    if (file >= 0) {
+        if (npaths > 1) {
+            mf_error("%s is a file: a side of a comparison is one pprof file, or profile "
+                     "directories", paths[file]);
+            return 2;
+        }
+        s->pprof = true;
+        return mf_pprof_read(s, paths[0], trim);
+    }
+    for (int i = 0; i < npaths; i++)
+        if (mf_profile_read_dir(&s->profile, paths[i]))
+            return 2;
+    mf_profile_finish(&s->profile);
+    if (s->profile.nfiles_read == 0) {
+        mf_error("no readable profile file in %s%s", paths[0],
+                 npaths > 1 ? " and the other directories" : "");
+        return 1;
+    }
+    mf_model_build(&s->model, &s->profile, trim);
+    s->calls = mf_profile_total_calls(&s->profile);
+    s->bytes = mf_profile_total_bytes(&s->profile);
+    mf_sampling_text(&s->profile, s->sampling, sizeof s->sampling);
+    return 0;
+}
+
+void mf_sampling_text(const struct mf_profile *p, char *buf, size_t size)
+{
+    uint64_t seen[8][3];
+    int nseen = 0;
+    size_t at = 0;
+    buf[0] = '\0';
+    for (uint32_t i = 0; i < p->nprocs; i++) {
+        const struct mf_process *pr = &p->procs[i];
+        if (!pr->has_file)
+            continue;
+        uint64_t iv = pr->sample_interval;
+        uint64_t ex = iv == 1 ? 0 : pr->exact_calls;
+        uint64_t ppm = iv == 0 ? pr->cost_share_ppm : 0;
+        int k = 0;
+        while (k < nseen && !(seen[k][0] == iv && seen[k][1] == ex && seen[k][2] == ppm))
+            k++;
+        if (k < nseen || nseen == 8)
+            continue;
+        seen[nseen][0] = iv;
+        seen[nseen][1] = ex;
+        seen[nseen++][2] = ppm;
+        char a[40], b[40], text[160];
+        if (iv == 1)
+            snprintf(text, sizeof text, "exact: every call recorded");
+        else if (iv == 0)
+            snprintf(text, sizeof text, "first %s calls exact, then adaptive (samples take <= %g%% "
+                     "of time)", mf_fmt_count(a, ex), (double)ppm / 1e4);
+        else if (ex)
+            snprintf(text, sizeof text, "first %s calls exact, then 1 in %s sampled",
+                     mf_fmt_count(a, ex), mf_fmt_count(b, iv));
+        else
+            snprintf(text, sizeof text, "1 in %s calls sampled", mf_fmt_count(b, iv));
+        int w = snprintf(buf + at, size - at, "%s%s", nseen > 1 ? "; " : "", text);
+        if (w < 0 || (size_t)w >= size - at)
+            break;
+        at += (size_t)w;
+    }
+    if (!nseen)
+        snprintf(buf, size, "unknown (no process file)");
+}
+
+static const char *mf_program(const struct mf_process *pr)
+{
+    return pr->has_file && pr->exe[0] ? mf_basename(pr->exe) : "?";
+}
+
+void mf_side_programs(const struct mf_profile *p, char *buf, size_t size)
+{
+    size_t at = 0;
+    int shown = 0;
+    buf[0] = '\0';
+    for (uint32_t i = 0; i < p->nprocs; i++) {
+        const char *exe = mf_program(&p->procs[i]);
+        bool dup = false;
+        for (uint32_t j = 0; j < i && !dup; j++)
+            dup = strcmp(exe, mf_program(&p->procs[j])) == 0;
+        if (dup)
+            continue;
+        int w = snprintf(buf + at, size - at, "%s%s", shown ? ", " : "", shown == 3 ? "..." : exe);
+        if (w < 0 || (size_t)w >= size - at)
+            return;
+        at += (size_t)w;
+        if (++shown == 4)
+            break;
+    }
+    if (p->nprocs == 1)
+        snprintf(buf + at, size - at, " (pid %u)", p->procs[0].pid);
+    else
+        snprintf(buf + at, size - at, "%s(%u process images)", at ? " " : "", p->nprocs);
+}
+
+const char *mf_fmt_signed(char *buf, int64_t v)
+{
+    uint64_t mag = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    buf[0] = v > 0 ? '+' : v < 0 ? '-' : '\0';
+    mf_fmt_count(buf + (v != 0), mag);
+    return buf;
+}
+
+/* ---- matching the stacks --------------------------------------------------------------- */
+
+struct mf_row_key {
+    const struct mf_diff_row *rows;
+    const struct mf_frame *f;
+    uint32_t n;
+};
+
+static bool mf_row_eq(const void *ctx, uint32_t val)
+{
+    const struct mf_row_key *k = ctx;
+    const struct mf_diff_row *r = &k->rows[val];
+    if (r->nframes != k->n)
+        return false;
+    for (uint32_t i = 0; i < k->n; i++)
+        if (r->frames[i].name != k->f[i].name)
+            return false;
+    return true;
+}
+
+static uint64_t mf_names_hash(const struct mf_frame *f, uint32_t n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15u ^ n;
+    for (uint32_t i = 0; i < n; i++)
+        h = mf_hash_u64(h ^ f[i].name);
+    return h;
+}
+
+static void mf_vals_add(struct mf_diff_vals *v, const struct mf_diff_vals *x)
+{
+    v->calls += x->calls;
+    v->bytes += x->bytes;
+    v->samples += x->samples;
+    v->var += x->var;
+    v->estimated |= x->estimated;
+}
+
+static double mf_dsqrt(double x) /* Newton's method: mf_print links no libm */
+{
+    double r = x > 1 ? x / 2 : 1;
+    for (int i = 0; i < 64 && x > 0; i++)
+        r = (r + x / r) / 2;
+    return x > 0 ? r : 0;
+}
+
+static int64_t mf_sub(uint64_t a, uint64_t b)
+{
+    uint64_t d = a >= b ? a - b : b - a;
+    int64_t m = d > INT64_MAX ? INT64_MAX : (int64_t)d;
+    return a >= b ? m : -m;
+}
+
+/* The change and whether it counts. An estimate whose stack no weighted sample hit is given
+ * the error of one sample at its side's interval, as the tree's error bars are. */
+static void mf_judge(struct mf_diff_row *r, const uint64_t interval[2])
+{
+    r->dcalls = mf_sub(r->v[1].calls, r->v[0].calls);
+    r->dbytes = mf_sub(r->v[1].bytes, r->v[0].bytes);
+    double var = 0;
+    bool estimated = false;
+    for (int k = 0; k < 2; k++) {
+        if (!r->v[k].estimated)
+            continue;
+        estimated = true;
+        double v = (double)r->v[k].var, n = (double)interval[k];
+        var += n > 1 && v < n * (n - 1) ? n * (n - 1) : v;
+    }
+    r->error = mf_dsqrt(var);
+    double mag = r->dcalls < 0 ? -(double)r->dcalls : (double)r->dcalls;
+    r->significant = r->dcalls != 0 && (!estimated || mag > MF_DIFF_SIGMAS * r->error);
+}
+
+static int mf_frames_cmp(const struct mf_diff_row *x, const struct mf_diff_row *y)
+{
+    for (uint32_t i = 0; i < x->nframes && i < y->nframes; i++) {
+        int c = strcmp(mf_str(x->frames[i].name), mf_str(y->frames[i].name));
+        if (c)
+            return c;
+    }
+    return x->nframes < y->nframes ? -1 : x->nframes > y->nframes;
+}
+
+static uint64_t mf_mag(int64_t v)
+{
+    return v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+}
+
+/* By the size of the change in calls, then in bytes, then by name. */
+static int mf_row_cmp(const struct mf_diff_row *x, const struct mf_diff_row *y)
+{
+    if (mf_mag(x->dcalls) != mf_mag(y->dcalls))
+        return mf_mag(x->dcalls) > mf_mag(y->dcalls) ? -1 : 1;
+    if (mf_mag(x->dbytes) != mf_mag(y->dbytes))
+        return mf_mag(x->dbytes) > mf_mag(y->dbytes) ? -1 : 1;
+    return mf_frames_cmp(x, y);
+}
+
+static int mf_site_qcmp(const void *a, const void *b)
+{
+    return mf_row_cmp(a, b);
+}
+
+static const uint32_t *mf_site_rank; /* stack row sorting: its site's place */
+static const struct mf_diff_row *mf_sort_rows;
+
+static int mf_stack_qcmp(const void *a, const void *b)
+{
+    const struct mf_diff_row *x = &mf_sort_rows[*(const uint32_t *)a];
+    const struct mf_diff_row *y = &mf_sort_rows[*(const uint32_t *)b];
+    uint32_t sx = mf_site_rank[x->first], sy = mf_site_rank[y->first];
+    if (sx != sy)
+        return sx < sy ? -1 : 1;
+    return mf_row_cmp(x, y);
+}
+
+void mf_diff_build(struct mf_diff *d, const struct mf_side *old, const struct mf_side *new_)
+{
+    memset(d, 0, sizeof *d);
+    d->side[0] = old;
+    d->side[1] = new_;
+    struct mf_diff_row *rows = NULL;
+    uint32_t nrows = 0, cap = 0;
+    struct mf_map map = {0};
+    struct mf_frames fr = {0};
+    for (int k = 0; k < 2; k++) {
+        const struct mf_model *m = &d->side[k]->model;
+        d->interval[k] = m->sample_interval ? m->sample_interval : 1;
+        d->row_of[k] = mf_xcalloc(m->nstacks, sizeof *d->row_of[k]);
+        for (uint32_t i = 0; i < m->nstacks; i++) {
+            const struct mf_stack *s = &m->stacks[i];
+            mf_model_frames(m, s, &fr);
+            struct mf_row_key key = {rows, fr.v, fr.n};
+            bool added;
+            uint32_t r = mf_map_put(&map, mf_names_hash(fr.v, fr.n), mf_row_eq, &key, nrows,
+                                    &added);
+            if (added) {
+                MF_GROW(rows, nrows, cap);
+                memset(&rows[nrows], 0, sizeof *rows);
+                rows[nrows].site = fr.v[0].name;
+                rows[nrows].nframes = fr.n;
+                rows[nrows].frames = mf_xmalloc(fr.n * sizeof *fr.v);
+                memcpy(rows[nrows].frames, fr.v, fr.n * sizeof *fr.v);
+                nrows++;
+            }
+            struct mf_diff_row *row = &rows[r];
+            /* file:line as the stack with the most calls has them */
+            if (s->calls > row->best_calls) {
+                memcpy(row->frames, fr.v, fr.n * sizeof *fr.v);
+                row->best_calls = s->calls;
+            }
+            struct mf_diff_vals x = {s->calls, s->bytes, s->samples, s->var, s->estimated};
+            mf_vals_add(&row->v[k], &x);
+            d->row_of[k][i] = r;
+        }
+    }
+    free(fr.v);
+    mf_map_free(&map);
+    /* A stack one side does not have is exactly 0 there only if that side counted every call. */
+    for (uint32_t r = 0; r < nrows; r++)
+        for (int k = 0; k < 2; k++)
+            if (!rows[r].v[k].calls && !rows[r].v[k].samples && d->side[k]->model.estimated)
+                rows[r].v[k].estimated = true;
+
+    /* Sites: the stack rows summed by their first frame. */
+    struct mf_map sites = {0};
+    struct mf_diff_row *srows = NULL;
+    uint32_t nsites = 0, scap = 0;
+    for (uint32_t r = 0; r < nrows; r++) {
+        struct mf_diff_row *row = &rows[r];
+        bool added;
+        uint32_t s = mf_map_put(&sites, row->site, NULL, NULL, nsites, &added);
+        if (added) {
+            MF_GROW(srows, nsites, scap);
+            memset(&srows[nsites], 0, sizeof *srows);
+            srows[nsites].site = row->site;
+            srows[nsites].nframes = 1;
+            srows[nsites].frames = mf_xmalloc(sizeof *srows->frames);
+            nsites++;
+        }
+        struct mf_diff_row *site = &srows[s];
+        uint64_t calls = row->v[0].calls + row->v[1].calls;
+        if (site->n == 0 || calls > site->best_calls) { /* its busiest stack's file:line */
+            site->frames[0] = row->frames[0];
+            site->best_calls = calls;
+        }
+        for (int k = 0; k < 2; k++)
+            mf_vals_add(&site->v[k], &row->v[k]);
+        site->n++;
+        row->first = s; /* for now: the site's index */
+        mf_judge(row, d->interval);
+    }
+    mf_map_free(&sites);
+    for (uint32_t s = 0; s < nsites; s++)
+        mf_judge(&srows[s], d->interval);
+
+    /* Sort the sites; then the stacks by their site's place, and point the sites at them. */
+    uint32_t *order = mf_xmalloc((nsites ? nsites : 1) * sizeof *order);
+    struct mf_diff_row *sorted = mf_xmalloc((nsites ? nsites : 1) * sizeof *sorted);
+    if (nsites)
+        memcpy(sorted, srows, nsites * sizeof *srows);
+    if (nsites > 1)
+        qsort(sorted, nsites, sizeof *sorted, mf_site_qcmp);
+    /* The site index each old site index went to: find it by the site name. */
+    struct mf_map placed = {0};
+    for (uint32_t s = 0; s < nsites; s++) {
+        bool added;
+        mf_map_put(&placed, sorted[s].site, NULL, NULL, s, &added);
+    }
+    for (uint32_t s = 0; s < nsites; s++)
+        order[s] = mf_map_get(&placed, srows[s].site, NULL, NULL);
+    mf_map_free(&placed);
+    free(srows);
+    uint32_t *perm = mf_xmalloc((nrows ? nrows : 1) * sizeof *perm);
+    for (uint32_t r = 0; r < nrows; r++)
+        perm[r] = r;
+    mf_site_rank = order;
+    mf_sort_rows = rows;
+    if (nrows > 1)
+        qsort(perm, nrows, sizeof *perm, mf_stack_qcmp);
+    d->stacks = mf_xmalloc((nrows ? nrows : 1) * sizeof *d->stacks);
+    uint32_t *where = mf_xmalloc((nrows ? nrows : 1) * sizeof *where);
+    for (uint32_t i = 0; i < nrows; i++) {
+        d->stacks[i] = rows[perm[i]];
+        where[perm[i]] = i;
+    }
+    for (uint32_t i = 0; i < nrows; i++) {
+        struct mf_diff_row *site = &sorted[order[d->stacks[i].first]];
+        if (i == 0 || d->stacks[i - 1].first != d->stacks[i].first)
+            site->first = i;
+        d->sig_stacks += d->stacks[i].significant;
+    }
+    for (uint32_t i = 0; i < nrows; i++)
+        d->stacks[i].first = d->stacks[i].n = 0;
+    for (int k = 0; k < 2; k++)
+        for (uint32_t i = 0; i < d->side[k]->model.nstacks; i++)
+            d->row_of[k][i] = where[d->row_of[k][i]];
+    for (uint32_t s = 0; s < nsites; s++)
+        d->sig_sites += sorted[s].significant;
+    d->sites = sorted;
+    d->nsites = nsites;
+    d->nstacks = nrows;
+    free(rows);
+    free(perm);
+    free(where);
+    free(order);
+}
