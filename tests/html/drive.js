@@ -7,7 +7,10 @@
 //   node tests/html/drive.js STEPS.json    (writes one JSON result per step to stdout)
 //
 // STEPS.json: {"html": "/abs/page.html", "width": 1200, "height": 800, "steps": [...]}, a step:
-//   {"op": "load"}                             header text, state, drawn frames, timings
+//   {"op": "load", "find": N, "summary": N, "names": true}
+//                                              header text, state, drawn frames, timings;
+//                                              the frames named N (drawn or not), their sums,
+//                                              every name in the graph
 //   {"op": "hover_frame", "name": N}           the tooltip's text over the drawn frame N
 //   {"op": "click_frame", "name": N}           clicks frame N's middle; state and frames after
 //   {"op": "key", "key": "Escape"}             presses a key; state and frames after
@@ -78,7 +81,12 @@ async function main() {
       if (step.op === "load") {
         const t0 = Date.now();
         await page.goto(url, { waitUntil: "load" });
-        await page.waitForFunction(() => window.mfFlame && window.mfFlame.ready, null, { timeout: 30000 });
+        try {
+          await page.waitForFunction(() => window.mfFlame && window.mfFlame.ready, null, { timeout: 15000 });
+        } catch (e) {
+          throw new Error("the page never drew its graph (window.mfFlame.ready); page errors: " +
+                          JSON.stringify(errors) + "; " + e.message);
+        }
         out.wall_ms = Date.now() - t0;
         out.timing = await page.evaluate(() => window.mfFlame.timing);
         out.first_contentful_paint = await page.evaluate(() => {
@@ -89,6 +97,11 @@ async function main() {
         out.title = await page.title();
         out.nodes = await page.evaluate(() => window.mfFlame.nodes);
         if (step.find) out.found = await page.evaluate((n) => window.mfFlame.find(n).map(window.mfFlame.node), step.find);
+        if (step.summary) out.summary = await page.evaluate((n) => window.mfFlame.summary(n), step.summary);
+        if (step.names) out.names = await page.evaluate(() => window.mfFlame.names());
+        out.dom = await page.evaluate(() => ({
+          scripts: document.scripts.length, elements: document.getElementsByTagName("*").length,
+          pwned: window.mfPwned === undefined ? null : window.mfPwned }));
         out.html_bytes = fs.statSync(spec.html).size;
       } else if (step.op === "hover_frame") {
         const [f, k] = await frameNamed(step.name);
