@@ -8,7 +8,7 @@
 #   demo   `make demo`: build, plus what the README's demo output needs (libunwind for the
 #          stacks, glibc's debug info for its file:line); no Rust, no Python
 #   test   `make test`: demo, plus the test suites' needs (g++, Python, allocators that the
-#          tests preload after ours, setpriv, a cargo)
+#          tests preload after ours, setpriv, a cargo, chromium and npm for the HTML report)
 #   ci     `.ci/run`: test, plus Debian's own cargo and rustc, the oldest Rust tested
 set -e
 target=${1:-build}
@@ -53,6 +53,9 @@ test_() {
     have_lib libjemalloc.so.2 || need libjemalloc2
     have_lib libtcmalloc_minimal.so.4 || need libtcmalloc-minimal4
     command -v setpriv >/dev/null 2>&1 || need util-linux
+    # The HTML report's tests: Debian's chromium, driven from node (npm ci in tests/html).
+    command -v chromium >/dev/null 2>&1 || need chromium
+    command -v npm >/dev/null 2>&1 || need npm
     # Any cargo will do (rustup's too); Debian's if there is none.
     command -v cargo >/dev/null 2>&1 || need cargo
 }

@@ -429,3 +429,21 @@ def test_html_100k_stacks_open_fast():
     expect(size < 1_500_000, f"the page is {size:,} bytes")
     expect(timing["painted"] < 2000, f"the graph was painted {timing['painted']:.0f} ms after the "
                                       "page's start")
+
+
+@rt.test
+def test_html_live_process():
+    """A page made while the process runs says so, and has its counts as of that moment."""
+    made = []
+
+    def while_alive(profile):
+        made.append(html_report(profile, "live_sleeper"))
+
+    profile, _ = rt.killed_live_sleeper("1", while_alive)
+    (load,) = drive(made[0], [{"op": "load"}])
+    pid = int(profile.rsplit(".", 1)[1])
+    expect(f"pid {pid}: " in load["header"] and "still running when read" in load["header"],
+           f"a live process in the header: {load['header']!r}")
+    expect("exited" not in load["header"], f"'exited' in a live process's header: {load['header']!r}")
+    for site, calls in (("site_live_main", 1234), ("site_live_thread", 567)):
+        expect_eq(the(load["frames"], site)["calls"], calls, f"{site}'s calls")
