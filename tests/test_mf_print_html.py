@@ -440,3 +440,34 @@ def test_html_100k_stacks_open_fast():
     # 10^5 names written out would be over 3 MB; frames and numbers are about 1 MB.
     expect(size < 1_500_000, f"the page is {size:,} bytes")
     expect(on_screen < 2000, f"the graph was on screen {on_screen:.0f} ms after the page's start")
+
+
+@rt.test
+def test_html_how_processes_ended():
+    """The header says how each process ended: still running when the page was made, killed
+    (no exit recorded), exited, or exec'd another program; with its counts as of then."""
+    made = []
+
+    def while_alive(profile):
+        made.append(html_report(profile, "live_sleeper"))
+
+    profile, _ = rt.killed_live_sleeper("1", while_alive)
+    made.append(html_report(profile, "live_sleeper_killed"))
+    second = rt.c_program("exec_second")
+    r = rt.run_ok([rt.c_program("exec_first"), second])
+    made.append(html_report(r.profile, "exec_first"))
+    live, killed, execed = (drive(html, [{"op": "load"}])[0] for html in made)
+    pid, calls = int(profile.rsplit(".", 1)[1]), fmt_count(rt.exact_total_calls(profile))
+    procs = live["header"].split("\n")[2]
+    expect_eq(procs, f"process\tpid {pid}: {calls} calls, 2 threads, still running when read",
+              "the live process")
+    for site, n in (("site_live_main", 1234), ("site_live_thread", 567)):
+        expect_eq(the(live["frames"], site)["calls"], n, f"{site}'s calls")
+    procs = killed["header"].split("\n")[2]
+    expect_eq(procs, f"process\tpid {pid}: {calls} calls, 2 threads, ended without exiting "
+                     "(_exit, a signal or a crash: no exit recorded)", "the process killed")
+    images = execed["header"].split("processes\t", 1)[1].split("\n")[:2]
+    for prog, end in (("exec_first", "exec'd another program"), ("exec_second", "exited")):
+        line = [x for x in images if x.startswith(f"pid {r.pid} {prog}: ")]
+        expect(len(line) == 1 and line[0].endswith(", " + end),
+               f"{prog}'s image should have {end}: {images!r}")
