@@ -30,6 +30,8 @@ MANDIR  := $(PREFIX)/share/man/man1
 INSTALLED := $(DESTDIR)$(LIBDIR)/libmalloc_freq.so $(DESTDIR)$(BINDIR)/mf_print \
              $(DESTDIR)$(BINDIR)/malloc_freq $(DESTDIR)$(MANDIR)/malloc_freq.1 \
              $(DESTDIR)$(MANDIR)/mf_print.1
+# --format html's page, which report_html.c includes with the assembler's .incbin
+PRINT_PAGE  := mf_print/flame_graph/flame_graph.html
 
 # Cargo, through scripts/cargo: Debian's packaged crates when they are installed (this machine
 # has no crates.io), decided when cargo runs, after `deps-test` may have installed them; with
@@ -58,7 +60,7 @@ $(BUILD)/libmalloc_freq.so: $(CORE_SRC) $(PRELOAD_SRC) $(BUILD)/mf_entry.o $(COR
 $(BUILD)/mf_entry.o: lib_preload/mf_entry.c $(PRELOAD_HDR) $(CORE_HDR) | $(BUILD) deps-build
 	$(CC) $(CORE_CFLAGS) -fomit-frame-pointer -Ic_core -c -o $@ $<
 
-$(BUILD)/mf_print: $(PRINT_SRC) $(PRINT_HDR) c_core/mf_format.h | $(BUILD) deps-build
+$(BUILD)/mf_print: $(PRINT_SRC) $(PRINT_HDR) $(PRINT_PAGE) c_core/mf_format.h | $(BUILD) deps-build
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Ic_core -o $@ $(PRINT_SRC) -ldw -lelf -liberty -lz
 
 $(BUILD)/malloc_freq: $(LAUNCH_SRC) $(LAUNCH_HDR) | $(BUILD) deps-build

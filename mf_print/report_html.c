@@ -1,10 +1,657 @@
-/* --format html: not written yet (issue 12). */
+/* --format html: one self-contained HTML file with an interactive flame graph.
+ *
+ * The page is mf_print/flame_graph/flame_graph.html, built into the binary (the .incbin
+ * below), with three holes this file fills: {{MF:title}}, {{MF:header}} (the exact totals,
+ * the programs, their processes and how each ended, the sampling mode: HTML,
+ * escaped here) and {{MF:data}} (the flame graph's data: JSON, escaped so that it can never
+ * end its <script> element). The page's script draws the graph on a canvas.
+ *
+ * The data is the model's stacks (mf_model_frames: trimmed as the other reports) read
+ * outermost first, as a prefix tree keyed by function name, so that one function under one
+ * path is one frame however many addresses, lines or processes it came from (the caller tree
+ * merges the same way, from the other end). Compact for 10^5 stacks:
+ *   strings  every function and file name once
+ *   frames   [name, file, line] triples: a tree node's function and its location with the
+ *            most calls (file 0 and line 0 when unknown)
+ *   nodes    two numbers per node, in preorder, children sorted by name: how many levels
+ *            the node lies above the previous node's child level (0: it is that node's
+ *            first child), and its frame
+ *   ends     the stacks, per node where stacks end, in preorder: its distance from the
+ *            previous such node times 2 plus 1 if an estimate, calls, bytes (and the
+ *            variance of calls in an estimated profile); the page sums them up the tree
+ * Numbers in nodes and ends are written 5 bits a character (mf_varint), without commas:
+ * as JSON arrays of numbers a page of 10^5 stacks was twice the size and drawn twice as late.
+ * A node's calls, bytes and variance are the sums of the stacks through it, as in the tree,
+ * and the page computes the ± error from them as report_tree.c does. */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "mf_print.h"
 #include "report.h"
 
+/* The template, as the assembler reads it: make runs the compiler from the top directory. */
+#ifndef MF_FLAME_GRAPH_HTML
+#define MF_FLAME_GRAPH_HTML "mf_print/flame_graph/flame_graph.html"
+#endif
+__asm__(".pushsection .rodata,\"a\",@progbits\n"
+        ".globl mf_flame_graph_html\n"
+        ".hidden mf_flame_graph_html\n"
+        ".type mf_flame_graph_html, @object\n"
+        "mf_flame_graph_html:\n"
+        ".incbin \"" MF_FLAME_GRAPH_HTML "\"\n"
+        ".globl mf_flame_graph_html_end\n"
+        ".hidden mf_flame_graph_html_end\n"
+        "mf_flame_graph_html_end:\n"
+        ".byte 0\n"
+        ".popsection\n");
+extern const char mf_flame_graph_html[], mf_flame_graph_html_end[];
+
+static const char *const mf_fn_names[] = {MF_FN_NAMES};
+
+/* ---- the prefix tree ------------------------------------------------------------------ */
+
+struct mf_hloc {
+    uint32_t file, line;
+    uint64_t calls;
+};
+
+struct mf_hnode {
+    uint32_t name;
+    uint32_t *children; /* sorted by name once built */
+    uint32_t nchildren, children_cap;
+    struct mf_hloc *locs; /* where this function was, with the calls it made there */
+    uint32_t nlocs, locs_cap;
+    uint32_t frame;       /* index into the emitted frames */
+    uint32_t end;         /* index into ends + 1, 0 if no stack ends here */
+};
+
+struct mf_hend {
+    uint64_t calls, bytes, var;
+    bool estimated;
+};
+
+struct mf_htree {
+    struct mf_hnode *nodes; /* nodes[0] is the root ("all") */
+    uint32_t n, cap;
+    struct mf_hend *ends;
+    uint32_t nends, ends_cap;
+    struct mf_map child_ids; /* (parent, name) -> node */
+};
+
+static uint32_t mf_hchild(struct mf_htree *t, uint32_t parent, uint32_t name)
+{
+    bool added;
+    uint32_t id = mf_map_put(&t->child_ids, (uint64_t)parent << 32 | name, NULL, NULL, t->n,
+                             &added);
+    if (added) {
+        MF_GROW(t->nodes, t->n, t->cap);
+        struct mf_hnode *c = &t->nodes[t->n++];
+        memset(c, 0, sizeof *c);
+        c->name = name;
+        struct mf_hnode *p = &t->nodes[parent];
+        MF_GROW(p->children, p->nchildren, p->children_cap);
+        p->children[p->nchildren++] = id;
+    }
+    return id;
+}
+
+static void mf_hloc_add(struct mf_hnode *x, uint32_t file, uint32_t line, uint64_t calls)
+{
+    if (!file)
+        return;
+    for (uint32_t i = 0; i < x->nlocs; i++) {
+        if (x->locs[i].file == file && x->locs[i].line == line) {
+            x->locs[i].calls += calls;
+            return;
+        }
+    }
+    MF_GROW(x->locs, x->nlocs, x->locs_cap);
+    x->locs[x->nlocs++] = (struct mf_hloc){file, line, calls};
+}
+
+static const struct mf_htree *mf_sort_htree;
+
+static int mf_hchild_cmp(const void *a, const void *b)
+{
+    const struct mf_hnode *x = &mf_sort_htree->nodes[*(const uint32_t *)a];
+    const struct mf_hnode *y = &mf_sort_htree->nodes[*(const uint32_t *)b];
+    return strcmp(mf_str(x->name), mf_str(y->name));
+}
+
+static void mf_htree_build(struct mf_htree *t, const struct mf_model *m)
+{
+    memset(t, 0, sizeof *t);
+    MF_GROW(t->nodes, t->n, t->cap);
+    memset(&t->nodes[t->n++], 0, sizeof *t->nodes);
+    struct mf_frames fr = {0};
+    for (uint32_t i = 0; i < m->nstacks; i++) {
+        const struct mf_stack *s = &m->stacks[i];
+        mf_model_frames(m, s, &fr); /* never empty: [no stack] at least */
+        uint32_t node = 0;
+        for (uint32_t k = fr.n; k-- > 0;) { /* outermost first */
+            node = mf_hchild(t, node, fr.v[k].name);
+            mf_hloc_add(&t->nodes[node], fr.v[k].file, fr.v[k].line, s->calls);
+        }
+        struct mf_hnode *x = &t->nodes[node];
+        if (!x->end) {
+            MF_GROW(t->ends, t->nends, t->ends_cap);
+            memset(&t->ends[t->nends++], 0, sizeof *t->ends);
+            x->end = t->nends;
+        }
+        struct mf_hend *e = &t->ends[x->end - 1];
+        e->calls += s->calls;
+        e->bytes += s->bytes;
+        e->var += s->var;
+        e->estimated |= s->estimated;
+    }
+    free(fr.v);
+    mf_map_free(&t->child_ids);
+    mf_sort_htree = t;
+    for (uint32_t i = 0; i < t->n; i++)
+        if (t->nodes[i].nchildren > 1)
+            qsort(t->nodes[i].children, t->nodes[i].nchildren, sizeof(uint32_t), mf_hchild_cmp);
+}
+
+static void mf_htree_free(struct mf_htree *t)
+{
+    for (uint32_t i = 0; i < t->n; i++) {
+        free(t->nodes[i].children);
+        free(t->nodes[i].locs);
+    }
+    free(t->nodes);
+    free(t->ends);
+}
+
+/* ---- escaping ------------------------------------------------------------------------- */
+
+/* The length of the valid UTF-8 sequence at s (1..4), or 0 if it is not one (overlong
+ * forms, surrogates and code points past U+10FFFF are not). */
+static int mf_utf8_len(const unsigned char *s, uint32_t *cp)
+{
+    unsigned char c = s[0];
+    int n;
+    uint32_t v, min;
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    } else if ((c & 0xe0) == 0xc0) {
+        n = 2, v = c & 0x1f, min = 0x80;
+    } else if ((c & 0xf0) == 0xe0) {
+        n = 3, v = c & 0x0f, min = 0x800;
+    } else if ((c & 0xf8) == 0xf0) {
+        n = 4, v = c & 0x07, min = 0x10000;
+    } else {
+        return 0;
+    }
+    for (int i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) /* also stops at the NUL */
+            return 0;
+        v = v << 6 | (s[i] & 0x3f);
+    }
+    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+        return 0;
+    *cp = v;
+    return n;
+}
+
+/* Text into HTML (element content or a quoted attribute): markup characters as entities,
+ * control characters as spaces, bytes that are not UTF-8 as U+FFFD. */
+static void mf_html_text(FILE *out, const char *text)
+{
+    for (const unsigned char *s = (const unsigned char *)text; *s;) {
+        uint32_t cp;
+        int n = mf_utf8_len(s, &cp);
+        if (n == 0) {
+            fputs("\xef\xbf\xbd", out);
+            s++;
+            continue;
+        }
+        switch (cp) {
+        case '&': fputs("&amp;", out); break;
+        case '<': fputs("&lt;", out); break;
+        case '>': fputs("&gt;", out); break;
+        case '"': fputs("&quot;", out); break;
+        case '\'': fputs("&#39;", out); break;
+        default:
+            if (cp < 0x20 || cp == 0x7f)
+                fputc(' ', out);
+            else
+                fwrite(s, 1, (size_t)n, out);
+        }
+        s += n;
+    }
+}
+
+/* A JSON string that is safe inside <script>: no '<', '>' or '&' (so no "</script>" and no
+ * "<!--"), no raw control characters or line separators, bytes that are not UTF-8 as
+ * U+FFFD. */
+static void mf_json_str(FILE *out, const char *text)
+{
+    fputc('"', out);
+    for (const unsigned char *s = (const unsigned char *)text; *s;) {
+        uint32_t cp;
+        int n = mf_utf8_len(s, &cp);
+        if (n == 0) {
+            fputs("\\ufffd", out);
+            s++;
+            continue;
+        }
+        if (cp == '"' || cp == '\\')
+            fprintf(out, "\\%c", (char)cp);
+        else if (cp < 0x20 || cp == 0x7f || cp == '<' || cp == '>' || cp == '&' ||
+                 cp == 0x2028 || cp == 0x2029)
+            fprintf(out, "\\u%04x", (unsigned)cp);
+        else
+            fwrite(s, 1, (size_t)n, out);
+        s += n;
+    }
+    fputc('"', out);
+}
+
+/* ---- the header ----------------------------------------------------------------------- */
+
+static const char *mf_exe(const struct mf_process *pr)
+{
+    return pr->has_file && pr->exe[0] ? pr->exe : "?";
+}
+
+static void mf_html_sampling(FILE *out, const struct mf_profile *p)
+{
+    uint64_t seen[8][3];
+    int nseen = 0;
+    for (uint32_t i = 0; i < p->nprocs; i++) {
+        const struct mf_process *pr = &p->procs[i];
+        if (!pr->has_file)
+            continue;
+        uint64_t iv = pr->sample_interval, ex = iv == 1 ? 0 : pr->exact_calls;
+        uint64_t ppm = iv == 0 ? pr->cost_share_ppm : 0;
+        int k = 0;
+        while (k < nseen && !(seen[k][0] == iv && seen[k][1] == ex && seen[k][2] == ppm))
+            k++;
+        if (k == nseen && nseen < 8) {
+            seen[nseen][0] = iv;
+            seen[nseen][1] = ex;
+            seen[nseen++][2] = ppm;
+        }
+    }
+    if (!nseen)
+        fputs("unknown (no process file)", out);
+    for (int k = 0; k < nseen; k++) {
+        char a[32], b[32];
+        if (k)
+            fputs("; ", out);
+        if (seen[k][0] == 1)
+            fputs("exact: every call recorded", out);
+        else if (seen[k][0] == 0)
+            fprintf(out, "first %s calls exact (%g ms at most), then adaptive (samples take"
+                    " &lt;= %g%% of time)", mf_fmt_count(a, seen[k][1]), MF_EXACT_NS_MAX / 1e6,
+                    (double)seen[k][2] / 1e4);
+        else if (seen[k][1])
+            fprintf(out, "first %s calls exact, then 1 in %s sampled", mf_fmt_count(a, seen[k][1]),
+                    mf_fmt_count(b, seen[k][0]));
+        else
+            fprintf(out, "1 in %s calls sampled", mf_fmt_count(b, seen[k][0]));
+    }
+}
+
+/* How a process image ended. The profile knows only whether it ran its exit (a process
+ * that is still running and one that ended without exiting, by _exit, a signal or a crash,
+ * both have no end time); /proc tells them apart, where mf_print runs on the same machine:
+ * a live process with that pid, started no later than the image's start-up, running the
+ * same program. */
+enum mf_life { MF_LIFE_EXITED, MF_LIFE_RUNNING, MF_LIFE_ENDED, MF_LIFE_EXECED, MF_LIFE_UNKNOWN };
+
+static const char *const mf_life_text[] = {
+    [MF_LIFE_EXITED] = "<span class=\"mf-exited\">exited</span>",
+    [MF_LIFE_RUNNING] = "<span class=\"mf-running\">still running when read</span>",
+    [MF_LIFE_ENDED] = "<span class=\"mf-ended\">ended without exiting</span> (_exit, a signal or "
+                      "a crash: no exit recorded)",
+    [MF_LIFE_EXECED] = "<span class=\"mf-exited\">exec'd another program</span>",
+    [MF_LIFE_UNKNOWN] = "<span class=\"mf-running\">no exit recorded</span> (still running, or "
+                        "ended by _exit, a signal or a crash)",
+};
+
+/* When process pid started, in ns of CLOCK_REALTIME, and its state letter, from /proc; 0 if
+ * unknown. */
+static uint64_t mf_proc_start_ns(uint32_t pid, char *state)
+{
+    char path[64], buf[1024];
+    unsigned long long btime = 0, ticks = 0;
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f)
+        return 0;
+    while (fgets(buf, sizeof buf, f))
+        if (sscanf(buf, "btime %llu", &btime) == 1)
+            break;
+    fclose(f);
+    snprintf(path, sizeof path, "/proc/%u/stat", pid);
+    if (!(f = fopen(path, "r")))
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *s = strrchr(buf, ')'); /* the command name may hold anything */
+    long hz = sysconf(_SC_CLK_TCK);
+    /* After the name: the state, 18 more fields, then the start time (field 22). */
+    if (!s || hz <= 0 ||
+        sscanf(s + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d "
+                      "%*d %llu", state, &ticks) != 2 || !btime)
+        return 0;
+    return btime * 1000000000ull + ticks * (1000000000ull / (unsigned long long)hz);
+}
+
+static enum mf_life mf_life(const struct mf_profile *p, uint32_t i)
+{
+    const struct mf_process *pr = &p->procs[i];
+    if (!pr->has_file)
+        return MF_LIFE_UNKNOWN;
+    if (pr->flags & MF_PROCESS_EXITED)
+        return MF_LIFE_EXITED;
+    for (uint32_t j = 0; j < p->nprocs; j++)
+        if (j != i && p->procs[j].pid == pr->pid && p->procs[j].has_file &&
+            p->procs[j].start_ns > pr->start_ns)
+            return MF_LIFE_EXECED; /* a later image of the same pid */
+    if (kill((pid_t)pr->pid, 0) != 0 && errno == ESRCH)
+        return MF_LIFE_ENDED;
+    char state = 0;
+    uint64_t started = mf_proc_start_ns(pr->pid, &state);
+    if (!started)
+        return MF_LIFE_UNKNOWN;
+    if (state == 'Z' || state == 'X')
+        return MF_LIFE_ENDED; /* a zombie: ended, not yet waited for */
+    /* The boot time in /proc/stat is in whole seconds: allow two. */
+    if (started > pr->start_ns + 2000000000ull)
+        return MF_LIFE_ENDED; /* the pid is another, later process's */
+    char path[64], exe[sizeof pr->exe + 16];
+    snprintf(path, sizeof path, "/proc/%u/exe", pr->pid);
+    ssize_t n = readlink(path, exe, sizeof exe - 1);
+    if (n < 0)
+        return MF_LIFE_RUNNING; /* not ours to look at: the start time has to do */
+    exe[n] = '\0';
+    char *deleted = strstr(exe, " (deleted)");
+    if (deleted && deleted[10] == '\0')
+        *deleted = '\0';
+    return strcmp(exe, pr->exe) == 0 ? MF_LIFE_RUNNING : MF_LIFE_EXECED;
+}
+
+#define MF_HTML_PROCESSES_SHOWN 12
+
+static void mf_html_header(FILE *out, const struct mf_model *m, const struct mf_report_options *o,
+                           uint32_t nstacks)
+{
+    const struct mf_profile *p = m->p;
+    char a[40], b[40], c[40];
+    fputs("<h1>malloc_freq: ", out);
+    mf_html_text(out, o->dirs[0]);
+    if (o->ndirs > 1)
+        fprintf(out, " and %d more director%s", o->ndirs - 1, o->ndirs > 2 ? "ies" : "y");
+    fputs("</h1>\n<table id=\"mf-facts\">\n<tr><th>program</th><td id=\"mf-programs\">", out);
+    int shown = 0;
+    for (uint32_t i = 0; i < p->nprocs; i++) {
+        const char *exe = mf_exe(&p->procs[i]);
+        bool dup = false;
+        for (uint32_t j = 0; j < i && !dup; j++)
+            dup = strcmp(exe, mf_exe(&p->procs[j])) == 0;
+        if (dup)
+            continue;
+        if (shown == 8) {
+            fputs(", …", out);
+            break;
+        }
+        fputs(shown++ ? ", <code>" : "<code>", out);
+        mf_html_text(out, exe);
+        fputs("</code>", out);
+    }
+    fputs("</td></tr>\n", out);
+
+    /* The processes: pid, program, how it ended or that it still runs. */
+    uint32_t running = 0;
+    for (uint32_t i = 0; i < p->nprocs; i++)
+        running += mf_life(p, i) == MF_LIFE_RUNNING;
+    fprintf(out, "<tr><th>process%s</th><td id=\"mf-processes\">", p->nprocs == 1 ? "" : "es");
+    for (uint32_t i = 0; i < p->nprocs && i < MF_HTML_PROCESSES_SHOWN; i++) {
+        const struct mf_process *pr = &p->procs[i];
+        fprintf(out, "%s<span class=\"mf-proc\">pid <b>%u</b>", i ? "<br>" : "", pr->pid);
+        if (p->nprocs > 1) {
+            fputs(" <code>", out);
+            mf_html_text(out, mf_basename(mf_exe(pr)));
+            fputs("</code>", out);
+        }
+        fprintf(out, ": %s calls, %u thread%s, %s</span>", mf_fmt_count(a, pr->calls),
+                pr->nthreads, pr->nthreads == 1 ? "" : "s", mf_life_text[mf_life(p, i)]);
+    }
+    if (p->nprocs > MF_HTML_PROCESSES_SHOWN)
+        fprintf(out, "<br>… %u more (%u of all %u still running)", p->nprocs - MF_HTML_PROCESSES_SHOWN,
+                running, p->nprocs);
+    fputs("</td></tr>\n", out);
+
+    fprintf(out, "<tr><th>calls</th><td><b id=\"mf-total-calls\">%s</b> (exact), "
+            "<b id=\"mf-total-bytes\">%s</b> requested (%s B)</td></tr>\n",
+            mf_fmt_count(a, mf_profile_total_calls(p)),
+            mf_fmt_bytes(b, (double)mf_profile_total_bytes(p)),
+            mf_fmt_count(c, mf_profile_total_bytes(p)));
+    fputs("<tr><th>functions</th><td>", out);
+    const char *sep = "";
+    for (int f = 0; f < MF_FN_COUNT; f++) {
+        if (!p->totals.calls[f])
+            continue;
+        char name[32];
+        if (f < MF_FN_NAMED)
+            snprintf(name, sizeof name, "%s", mf_fn_names[f]);
+        else
+            snprintf(name, sizeof name, "function #%d", f);
+        fprintf(out, "%s%s %s (%s)", sep, name, mf_fmt_count(a, p->totals.calls[f]),
+                mf_fmt_bytes(b, (double)p->totals.bytes[f]));
+        sep = ", ";
+    }
+    fputs(*sep ? "</td></tr>\n" : "none</td></tr>\n", out);
+    fprintf(out, "<tr><th>threads</th><td>%u</td></tr>\n", p->nthreads);
+    fputs("<tr><th>sampling</th><td id=\"mf-sampling\">", out);
+    mf_html_sampling(out, p);
+    if (m->estimated)
+        fputs("<br>~ marks estimates, ± their relative standard error", out);
+    fputs("</td></tr>\n", out);
+    fprintf(out, "<tr><th>stacks</th><td>%s distinct, %s frames in the graph after %smerging "
+            "by function</td></tr>\n</table>\n",
+            mf_fmt_count(a, p->nstacks), mf_fmt_count(b, nstacks),
+            o->trim ? "trimming allocator frames and " : "");
+}
+
+/* ---- the data ------------------------------------------------------------------------- */
+
+/* Interned id -> index in the emitted string table (0 is ""). */
+struct mf_hstrings {
+    struct mf_map ids;
+    uint32_t *order; /* emitted index -> interned id */
+    uint32_t n, cap;
+};
+
+static uint32_t mf_hstring(struct mf_hstrings *s, uint32_t id)
+{
+    if (!s->n) {
+        MF_GROW(s->order, s->n, s->cap);
+        s->order[s->n++] = 0;
+    }
+    if (id == 0)
+        return 0;
+    bool added;
+    uint32_t k = mf_map_put(&s->ids, id, NULL, NULL, s->n, &added);
+    if (added) {
+        MF_GROW(s->order, s->n, s->cap);
+        s->order[s->n++] = id;
+    }
+    return k;
+}
+
+struct mf_hframe {
+    uint32_t name, file, line; /* emitted string indices */
+};
+
+struct mf_hframe_key {
+    const struct mf_hframe *frames, *f;
+};
+
+static bool mf_hframe_eq(const void *ctx, uint32_t val)
+{
+    const struct mf_hframe_key *k = ctx;
+    const struct mf_hframe *a = &k->frames[val];
+    return a->name == k->f->name && a->file == k->f->file && a->line == k->f->line;
+}
+
+/* Numbers for the page, without separators: 5 bits a character, most significant first,
+ * from an alphabet of 64 that JSON, HTML and the page's decoder all take as they are: the
+ * first 32 characters say that more follow, the last 32 end the number (0..31 is one). */
+static const char mf_varint_digits[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+struct mf_varint {
+    FILE *out;
+    unsigned col; /* a new line now and then keeps the file fit for line tools */
+};
+
+static void mf_varint(struct mf_varint *v, uint64_t x)
+{
+    char buf[16];
+    int n = 0;
+    buf[n++] = mf_varint_digits[32 + (x & 31)];
+    while (x >>= 5)
+        buf[n++] = mf_varint_digits[x & 31];
+    while (n)
+        fputc(buf[--n], v->out);
+    if (++v->col % 4096 == 0)
+        fputs("\",\n\"", v->out); /* the next string of the array, between two numbers */
+}
+
+static void mf_html_data(FILE *out, const struct mf_model *m, struct mf_htree *t,
+                         const struct mf_report_options *o)
+{
+    /* Frames: each distinct (function, location) once. */
+    struct mf_hstrings strs = {0};
+    struct mf_map frame_ids = {0};
+    struct mf_hframe *frames = NULL;
+    uint32_t nframes = 0, frames_cap = 0;
+    for (uint32_t i = 1; i < t->n; i++) {
+        struct mf_hnode *x = &t->nodes[i];
+        const struct mf_hloc *best = NULL;
+        for (uint32_t k = 0; k < x->nlocs; k++)
+            if (!best || x->locs[k].calls > best->calls)
+                best = &x->locs[k];
+        struct mf_hframe f = {mf_hstring(&strs, x->name), best ? mf_hstring(&strs, best->file) : 0,
+                              best ? best->line : 0};
+        struct mf_hframe_key k = {frames, &f};
+        bool added;
+        x->frame = mf_map_put(&frame_ids, mf_hash_u64((uint64_t)f.name << 32 | f.file) ^ f.line,
+                              mf_hframe_eq, &k, nframes, &added);
+        if (added) {
+            MF_GROW(frames, nframes, frames_cap);
+            frames[nframes++] = f;
+        }
+    }
+    mf_map_free(&frame_ids);
+
+    const struct mf_profile *p = m->p;
+    fprintf(out, "{\"version\":1,\"weight\":\"%s\",\"total_calls\":%llu,\"total_bytes\":%llu,"
+            "\"interval\":%llu,\"estimated\":%s,\n\"strings\":[",
+            o->weight_bytes ? "bytes" : "calls",
+            (unsigned long long)mf_profile_total_calls(p),
+            (unsigned long long)mf_profile_total_bytes(p),
+            (unsigned long long)m->sample_interval, m->estimated ? "true" : "false");
+    for (uint32_t i = 0; i < strs.n; i++) {
+        if (i)
+            fputc(',', out);
+        if (i % 16 == 0)
+            fputc('\n', out);
+        mf_json_str(out, mf_str(strs.order[i]));
+    }
+    fputs("],\n\"frames\":[", out);
+    for (uint32_t i = 0; i < nframes; i++)
+        fprintf(out, "%s%u,%u,%u", i ? "," : "", frames[i].name, frames[i].file, frames[i].line);
+
+    /* The nodes in preorder, children by name. */
+    uint32_t *order = mf_xmalloc((size_t)t->n * sizeof *order);
+    uint32_t *depth = mf_xmalloc((size_t)t->n * sizeof *depth);
+    uint32_t *stack = mf_xmalloc((size_t)t->n * sizeof *stack);
+    uint32_t norder = 0, nstack = 0;
+    depth[0] = 0;
+    stack[nstack++] = 0;
+    while (nstack) {
+        uint32_t i = stack[--nstack];
+        order[norder++] = i;
+        const struct mf_hnode *x = &t->nodes[i];
+        for (uint32_t k = x->nchildren; k-- > 0;) {
+            depth[x->children[k]] = depth[i] + 1;
+            stack[nstack++] = x->children[k];
+        }
+    }
+    fputs("],\n\"nodes\":[\"", out);
+    struct mf_varint v = {out, 0};
+    for (uint32_t k = 1; k < norder; k++) { /* order[0] is the root */
+        mf_varint(&v, depth[order[k - 1]] + 1 - depth[order[k]]);
+        mf_varint(&v, t->nodes[order[k]].frame);
+    }
+    fputs("\"],\n\"ends\":[\"", out);
+    v.col = 0;
+    uint32_t last = 0;
+    for (uint32_t k = 1; k < norder; k++) {
+        const struct mf_hnode *x = &t->nodes[order[k]];
+        if (!x->end)
+            continue;
+        const struct mf_hend *e = &t->ends[x->end - 1];
+        mf_varint(&v, (uint64_t)(k - last) << 1 | e->estimated);
+        mf_varint(&v, e->calls);
+        mf_varint(&v, e->bytes);
+        if (m->estimated)
+            mf_varint(&v, e->var);
+        last = k;
+    }
+    fputs("\"]}", out);
+    free(order);
+    free(depth);
+    free(stack);
+    free(frames);
+    mf_map_free(&strs.ids);
+    free(strs.order);
+}
+
+/* ---- the page ------------------------------------------------------------------------- */
+
 bool mf_report_html(FILE *out, const struct mf_model *m, const struct mf_report_options *o)
 {
-    (void)out, (void)m, (void)o;
-    mf_error("--format html is not available yet");
-    return true;
+    struct mf_htree t;
+    mf_htree_build(&t, m);
+    const char *s = mf_flame_graph_html, *end = mf_flame_graph_html_end;
+    bool failed = false;
+    while (s < end) {
+        const char *hole = memmem(s, (size_t)(end - s), "{{MF:", 5);
+        if (!hole) {
+            fwrite(s, 1, (size_t)(end - s), out);
+            break;
+        }
+        fwrite(s, 1, (size_t)(hole - s), out);
+        const char *name = hole + 5, *close = memmem(name, (size_t)(end - name), "}}", 2);
+        size_t len = close ? (size_t)(close - name) : 0;
+        if (len == 5 && memcmp(name, "title", 5) == 0) {
+            fputs("malloc_freq: ", out);
+            const struct mf_profile *p = m->p;
+            mf_html_text(out, p->nprocs ? mf_basename(mf_exe(&p->procs[0])) : "?");
+            if (p->nprocs == 1)
+                fprintf(out, " (pid %u)", p->procs[0].pid);
+            else
+                fprintf(out, " and more: %u processes", p->nprocs);
+        } else if (len == 6 && memcmp(name, "header", 6) == 0) {
+            mf_html_header(out, m, o, t.n - 1);
+        } else if (len == 4 && memcmp(name, "data", 4) == 0) {
+            mf_html_data(out, m, &t, o);
+        } else {
+            mf_error("the HTML template has an unknown hole at byte %td", hole - mf_flame_graph_html);
+            failed = true;
+            break;
+        }
+        s = close + 2;
+    }
+    mf_htree_free(&t);
+    return failed;
 }

@@ -9,7 +9,7 @@
 #          stacks, glibc's debug info for its file:line); no Rust, no Python
 #   test   `make test`: demo, plus the test suites' needs (g++, Python, allocators that the
 #          tests preload after ours, setpriv, make, groff to check the man pages, a cargo,
-#          Go's pprof to read mf_print's pprof)
+#          Go's pprof to read mf_print's pprof, chromium and npm for the HTML report)
 #   ci     `.ci/run`: test, plus Debian's own cargo and rustc, the oldest Rust tested
 set -e
 target=${1:-build}
@@ -58,6 +58,9 @@ test_() {
     command -v groff >/dev/null 2>&1 || need groff-base
     # `go tool pprof` reads the pprof files mf_print writes (tests/test_mf_print_pprof.py).
     command -v go >/dev/null 2>&1 || need golang-go
+    # The HTML report's tests: Debian's chromium, driven from node (npm ci in tests/html).
+    command -v chromium >/dev/null 2>&1 || need chromium
+    command -v npm >/dev/null 2>&1 || need npm
     # Any cargo will do (rustup's too); Debian's if there is none.
     command -v cargo >/dev/null 2>&1 || need cargo
 }
