@@ -32,6 +32,7 @@ uint64_t mf_thread_seq;
 static uint64_t mf_gen = 1;
 static int64_t mf_exact_budget;  /* calls still to record exactly, process-wide */
 static int64_t mf_exact_ns_left; /* time the exact stretch may still take, process-wide */
+static uint64_t mf_exact_taken;  /* calls of the exact stretch handed to threads */
 /* A MADV_WIPEONFORK page: it reads 0 in any child, also one made by _Fork() or clone(),
  * which run no atfork handler. A load, where asking getpid() would be a system call. A
  * vfork child shares the page, and so is told apart from a fork child (mf_check_pid). */
@@ -100,6 +101,7 @@ static bool mf_take_exact(struct mf_thread *t)
         int64_t take = left < MF_EXACT_CHUNK ? left : MF_EXACT_CHUNK;
         if (__atomic_compare_exchange_n(&mf_exact_budget, &left, left - take, false,
                                         __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            __atomic_fetch_add(&mf_exact_taken, (uint64_t)take, __ATOMIC_RELAXED);
             t->exact_left = (uint64_t)take;
             return true;
         }
@@ -630,6 +632,7 @@ static void mf_process_start(void)
     __atomic_store_n(&mf_thread_seq, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&mf_exact_budget, (int64_t)mf_opt.exact_calls, __ATOMIC_RELAXED);
     __atomic_store_n(&mf_exact_ns_left, (int64_t)MF_EXACT_NS_MAX, __ATOMIC_RELAXED);
+    __atomic_store_n(&mf_exact_taken, 0, __ATOMIC_RELAXED);
     /* <base>/malloc_freq.<pid>, private, under the base settled at the first start-up
      * (mf_files.c); under AT_SECURE it fails silently. */
     if (mf_files_start() || mf_process_file_create()) {
@@ -727,6 +730,7 @@ static void mf_thread_exit(void *arg)
             __atomic_store_n(&mf_exact_budget, 0, __ATOMIC_RELAXED);
         else if (t->exact_left)
             __atomic_fetch_add(&mf_exact_budget, (int64_t)t->exact_left, __ATOMIC_RELAXED);
+        __atomic_fetch_sub(&mf_exact_taken, t->exact_left, __ATOMIC_RELAXED);
         t->exact_ns = t->exact_left = 0;
     }
     if (s && t->state == MF_THREAD_READY && s->gen == mf_gen) {
@@ -779,11 +783,24 @@ __attribute__((constructor)) static void mf_core_constructor(void)
     mf_core_init();
 }
 
+/* The calls the exact stretch recorded: those handed to threads, less what the threads
+ * still running hold unused. */
+static uint64_t mf_exact_recorded(void)
+{
+    uint64_t taken = __atomic_load_n(&mf_exact_taken, __ATOMIC_RELAXED), held = 0;
+    mf_spin_lock(&mf_slots_lock);
+    for (struct mf_slot *o = mf_slots_used; o; o = o->next)
+        if (o->owner)
+            held += __atomic_load_n(&o->owner->exact_left, __ATOMIC_RELAXED);
+    mf_spin_unlock(&mf_slots_lock);
+    return held < taken ? taken - held : 0;
+}
+
 static void mf_exit_on_stack(void *arg)
 {
     (void)arg;
     mf_modules_refresh();
-    mf_process_file_finish();
+    mf_process_file_finish(mf_exact_recorded());
 }
 
 /* Also flushes every thread's pending counts; from here on this thread flushes each call as

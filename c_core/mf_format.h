@@ -158,6 +158,9 @@ struct mf_process_header {
     uint32_t max_depth;
     uint32_t cost_share_ppm;
     char exe[256]; /* /proc/self/exe, NUL-terminated (truncated if longer) */
+    /* Written at exit (MF_PROCESS_EXITED): the calls the exact stretch recorded, fewer than
+     * exact_calls when its time cap ended it first or the process made fewer calls. */
+    uint64_t exact_recorded;
 };
 
 /* Appended to the process file, one write() each. */

@@ -99,7 +99,7 @@ void mf_spin_unlock(uint32_t *lock);
 
 /* Process file and module list (mf_modules.c). */
 bool mf_process_file_create(void);
-void mf_process_file_finish(void);
+void mf_process_file_finish(uint64_t exact_recorded); /* at exit: end time, flags, ... */
 void mf_modules_start(void); /* the process file's module list: all loaded, or inherited */
 void mf_modules_refresh(void);
 bool mf_modules_changed(void); /* the loader loaded or unloaded something since the last look */

@@ -86,7 +86,7 @@ bool mf_process_file_create(void)
     return failed;
 }
 
-void mf_process_file_finish(void)
+void mf_process_file_finish(uint64_t exact_recorded)
 {
     char name[MF_NAME_MAX];
     int fd = mf_file_open(mf_process_name(name, sizeof name));
@@ -96,7 +96,9 @@ void mf_process_file_finish(void)
     uint32_t flags = MF_PROCESS_EXITED | (mf_tls_direct ? MF_PROCESS_TLS_DIRECT : 0);
     ssize_t a = mf_sys_pwrite(fd, &end_ns, sizeof end_ns, offsetof(struct mf_process_header, end_ns));
     ssize_t b = mf_sys_pwrite(fd, &flags, sizeof flags, offsetof(struct mf_process_header, flags));
-    (void)a, (void)b;
+    ssize_t c = mf_sys_pwrite(fd, &exact_recorded, sizeof exact_recorded,
+                              offsetof(struct mf_process_header, exact_recorded));
+    (void)a, (void)b, (void)c;
     mf_sys_close(fd);
 }
 
