@@ -708,6 +708,15 @@ static void mf_after_fork_child(void)
  * thread keeps its table until the last round; calls made after that, by destructors of keys
  * created after ours in that same last round, are counted nowhere. Then the slot, with its
  * table and file, goes back to the pool for the next new thread. */
+#ifdef __SANITIZE_THREAD__
+/* TSan destroys a thread's state in the last round, before our key's destructor runs in it
+ * (its key is older), and an atomic operation after that crashes inside TSan: under TSan
+ * the thread ends one round earlier. */
+#define MF_THREAD_EXIT_ROUND (PTHREAD_DESTRUCTOR_ITERATIONS - 1)
+#else
+#define MF_THREAD_EXIT_ROUND PTHREAD_DESTRUCTOR_ITERATIONS
+#endif
+
 static void mf_thread_exit(void *arg)
 {
     struct mf_thread *t = arg;
@@ -717,7 +726,7 @@ static void mf_thread_exit(void *arg)
         mf_flush(t);
         mf_slots_unlist(s);
     }
-    if (t->exit_round < PTHREAD_DESTRUCTOR_ITERATIONS) {
+    if (t->exit_round < MF_THREAD_EXIT_ROUND) {
         pthread_setspecific(mf_thread_key, t);
         return;
     }
