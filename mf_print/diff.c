@@ -78,9 +78,11 @@ static enum mf_stretch mf_stretch_of(const struct mf_process *pr)
     if (pr->exact_recorded >= pr->exact_calls)
         return MF_STRETCH_DONE;
     /* Fewer than the setting: either the 5 ms cap ended the stretch and calls followed it,
-     * or the process ended inside it (every call it made was recorded exactly). */
-    uint64_t profiled = pr->calls - (pr->unprofiled_calls < pr->calls ? pr->unprofiled_calls : pr->calls);
-    return profiled > pr->exact_recorded ? MF_STRETCH_CAPPED : MF_STRETCH_WHOLE_RUN;
+     * or the process ended inside it and every call it made was recorded exactly. The count
+     * is taken in the profiler's exit handler, so calls after it (later exit handlers) are
+     * not in it: tell the two apart by the calls instead. Sampled calls, or more calls than
+     * the stretch allows, came after the stretch. */
+    return pr->sampled || pr->calls > pr->exact_calls ? MF_STRETCH_CAPPED : MF_STRETCH_WHOLE_RUN;
 }
 
 void mf_sampling_text(const struct mf_profile *p, char *buf, size_t size)
@@ -155,24 +157,31 @@ void mf_sampling_text(const struct mf_profile *p, char *buf, size_t size)
                "came before %s), then adaptive", range, each, cap_ms, b);
     } else if (count[MF_STRETCH_UNKNOWN] == ndefault) {
         mf_put(buf, size, &at, "first %s calls%s exact or fewer (the stretch stops at %g ms: "
-               "its length is written at exit, and %s not exited), then adaptive", b, each,
-               cap_ms, ndefault == 1 ? "the process has" : "no process has");
+               "its length is written at exit, and %s not exited: still running, exec'd or "
+               "killed), then adaptive", b, each, cap_ms,
+               ndefault == 1 ? "the process has" : "no process has");
     } else {
         /* A mix: say how many processes each outcome had. */
-        mf_put(buf, size, &at, "an exact stretch of %s calls a process (%g ms at most), then "
-               "adaptive: completed in %u", b, cap_ms, count[MF_STRETCH_DONE]);
+        mf_put(buf, size, &at, "first %s calls of each process exact (%g ms at most), then "
+               "adaptive (samples take <= %g%% of time); the exact stretch ", b, cap_ms, share);
+        const char *sep2 = "";
+        if (count[MF_STRETCH_DONE])
+            mf_put(buf, size, &at, "%scompleted in %u", sep2, count[MF_STRETCH_DONE]), sep2 = ", ";
         if (count[MF_STRETCH_CAPPED]) {
-            mf_put(buf, size, &at, ", cut short by the time cap in %u (%s", count[MF_STRETCH_CAPPED],
-                   mf_fmt_count(a, capped_lo));
+            mf_put(buf, size, &at, "%scut short by its time cap in %u (%s", sep2,
+                   count[MF_STRETCH_CAPPED], mf_fmt_count(a, capped_lo));
             if (capped_hi != capped_lo)
                 mf_put(buf, size, &at, " to %s", mf_fmt_count(a, capped_hi));
             mf_put(buf, size, &at, " calls exact)");
+            sep2 = ", ";
         }
         if (count[MF_STRETCH_WHOLE_RUN])
-            mf_put(buf, size, &at, ", the whole run in %u (every call exact)",
-                   count[MF_STRETCH_WHOLE_RUN]);
+            mf_put(buf, size, &at, "%swas the whole run in %u (every call exact)", sep2,
+                   count[MF_STRETCH_WHOLE_RUN]), sep2 = ", ";
         if (count[MF_STRETCH_UNKNOWN])
-            mf_put(buf, size, &at, ", not known in %u (not exited)", count[MF_STRETCH_UNKNOWN]);
+            mf_put(buf, size, &at, "%sis not known in %u (not exited: still running, exec'd "
+                   "or killed)", sep2, count[MF_STRETCH_UNKNOWN]);
+        return;
     }
     mf_put(buf, size, &at, " (samples take <= %g%% of time)", share);
 }

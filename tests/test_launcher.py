@@ -162,8 +162,7 @@ def test_launcher_output_unchanged():
               f"summary's first line: {summary[:300]!r}")
     rt.expect(re.search(r"^\s+100\s.*__strdup", summary, re.M),
               f"the summary has no __strdup site with output_status's 100 calls: {summary!r}")
-    rt.expect(summary.endswith(f"malloc_freq: the sites' callers: {rt.MF_PRINT} "
-                               f"{run_dir}/malloc_freq.*\n"),
+    rt.expect(summary.endswith(f"malloc_freq: the sites' callers: {rt.MF_PRINT} {run_dir}\n"),
               f"summary's last line: {summary[-300:]!r}")
     # Standard input is the program's.
     r = launch_ok(["-q", "--", "sh", "-c", "read a b; echo \"[$b] [$a]\"; cat"],
