@@ -396,7 +396,7 @@ int main(int argc, char **argv)
             mf_report_tree(out, &profile, &tree, &o);
         if (format == MF_FORMAT_TREE) {
             mf_unresolved_add(&model);
-            mf_report_unresolved(out, mf_profile_total_calls(&profile));
+            mf_report_unresolved(out);
         }
     } else if (format == MF_FORMAT_COLLAPSED) {
         failed = mf_report_collapsed(out, &model, &o);

@@ -141,7 +141,7 @@ bool mf_report_by_program(FILE *out, const struct mf_profile *p, enum mf_format 
         }
     }
     if (format == MF_FORMAT_TREE)
-        mf_report_unresolved(out, total);
+        mf_report_unresolved(out);
     else
         mf_report_csv_by_program(out, trees, names, n);
     free(names);

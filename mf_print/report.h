@@ -67,10 +67,11 @@ bool mf_report_by_program(FILE *out, const struct mf_profile *p, enum mf_format 
 
 /* The tree's footer (unresolved.c): add each model reported, then print once the modules
  * whose frames could not be named in full (no debug information, stripped, missing or
- * rebuilt), with the calls whose stacks pass through each (as a share of total, or of
- * the calls added if 0) and what would fix it. Nothing if there are none. */
+ * rebuilt), with the calls whose stacks pass through each (and their share of the calls
+ * of every stack added: estimates, like the tree's) and what would fix it. Nothing if
+ * there are none. */
 void mf_unresolved_add(const struct mf_model *m);
-void mf_report_unresolved(FILE *out, uint64_t total);
+void mf_report_unresolved(FILE *out);
 void mf_unresolved_sysroot(const char *sysroot); /* --sysroot: its package lists first */
 
 /* The length (1..4) of the valid UTF-8 character s starts with, 1 for the terminating NUL,

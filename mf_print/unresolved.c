@@ -161,8 +161,10 @@ static int mf_unres_cmp(const void *a, const void *b)
     return strcmp(x->path, y->path);
 }
 
-void mf_report_unresolved(FILE *out, uint64_t total)
+void mf_report_unresolved(FILE *out)
 {
+    /* Of the calls the stacks hold: with estimates, the exact total is not what they add to. */
+    uint64_t total = mf_unres_total;
     uint32_t n = 0;
     for (uint32_t i = 0; i < mf_nunres; i++) {
         if (mf_unres[i].calls) {
@@ -176,8 +178,6 @@ void mf_report_unresolved(FILE *out, uint64_t total)
     if (n == 0)
         return;
     qsort(mf_unres, n, sizeof *mf_unres, mf_unres_cmp);
-    if (!total)
-        total = mf_unres_total;
     fprintf(out, "\nnot symbolized in full: %u module%s without debug information or not found, "
             "with the calls whose stacks pass through %s:\n", n, n == 1 ? "" : "s",
             n == 1 ? "it" : "each");
