@@ -26,7 +26,8 @@ static void mf_usage(FILE *out)
           "       mf_print --base OLD [options] NEW\n"
           "Reports how often a program called the allocator, and from where, as recorded by\n"
           "malloc_freq (LD_PRELOAD=libmalloc_freq.so or the Rust crate). DIR is a\n"
-          "malloc_freq.<pid> directory; several are merged.\n"
+          "malloc_freq.<pid> directory, or one holding them at any depth (the launcher's\n"
+          "run directory, a build tree run under LD_PRELOAD); several are merged.\n"
           "\n"
           "  -d, --dir DIR          a profile directory (the same as DIR above); repeatable\n"
           "  -f, --format FORMAT    tree       caller tree with totals (default)\n"
@@ -40,6 +41,14 @@ static void mf_usage(FILE *out)
           "  -t, --threshold PCT    tree: fold entries under PCT % of all calls (0..100,\n"
           "                         default 1)\n"
           "      --no-trim          keep allocator and profiler frames (malloc, operator new)\n"
+          "      --by program       a report per program (cc1, as, ld, ...): tree sections\n"
+          "                         with their own totals, or a CSV program column\n"
+          "      --program NAME     only the processes of program NAME (the executable's\n"
+          "                         name or path); repeatable\n"
+          "      --debug-dir DIR    look for separate debug files in DIR too\n"
+          "                         (DIR/.build-id/xx/yyyy.debug); repeatable\n"
+          "      --sysroot DIR      modules from a copy of the profiled machine's files:\n"
+          "                         /usr/lib/x.so read as DIR/usr/lib/x.so if it is there\n"
           "      --save FILE        a pprof snapshot to compare later: --format pprof -o\n"
           "                         FILE, but FILE is replaced only when it is whole\n"
           "  -b, --base OLD         compare OLD with NEW: the change per site and stack,\n"
@@ -213,7 +222,13 @@ int main(int argc, char **argv)
     int ndirs = 0;
     struct mf_report_options o = {.threshold = MF_THRESHOLD_DEFAULT, .trim = true};
     enum mf_format format = MF_FORMAT_TREE;
-    enum { MF_OPT_NO_TRIM = 256, MF_OPT_SAVE };
+    enum { MF_OPT_NO_TRIM = 256, MF_OPT_SAVE, MF_OPT_BY, MF_OPT_PROGRAM, MF_OPT_DEBUG_DIR,
+           MF_OPT_SYSROOT };
+    const char **programs = mf_xcalloc((size_t)argc + 1, sizeof *programs);
+    const char **debug_dirs = mf_xcalloc((size_t)argc + 1, sizeof *debug_dirs);
+    int nprograms = 0, ndebug_dirs = 0;
+    const char *sysroot = NULL;
+    bool by_program = false;
     const char **base = mf_xcalloc((size_t)argc + 1, sizeof *base);
     int nbase = 0;
     const char *save = NULL;
@@ -226,6 +241,10 @@ int main(int argc, char **argv)
         {"threshold", required_argument, NULL, 't'},
         {"no-trim", no_argument, NULL, MF_OPT_NO_TRIM},
         {"save", required_argument, NULL, MF_OPT_SAVE},
+        {"by", required_argument, NULL, MF_OPT_BY},
+        {"program", required_argument, NULL, MF_OPT_PROGRAM},
+        {"debug-dir", required_argument, NULL, MF_OPT_DEBUG_DIR},
+        {"sysroot", required_argument, NULL, MF_OPT_SYSROOT},
         {"base", required_argument, NULL, 'b'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -267,6 +286,35 @@ int main(int argc, char **argv)
                 mf_usage_error("%s", "--save needs a file name");
             save = optarg;
             break;
+        case MF_OPT_BY:
+            if (strcmp(optarg, "program") != 0)
+                mf_usage_error("--by splits by program (--by program), not '%s'", optarg);
+            by_program = true;
+            break;
+        case MF_OPT_PROGRAM:
+            if (!*optarg)
+                mf_usage_error("%s", "--program needs a program name (e.g. cc1)");
+            programs[nprograms++] = optarg;
+            break;
+        case MF_OPT_DEBUG_DIR:
+        case MF_OPT_SYSROOT: {
+            struct stat st;
+            const char *what = c == MF_OPT_SYSROOT ? "--sysroot" : "--debug-dir";
+            if (!*optarg)
+                mf_usage_error("%s needs a directory", what);
+            const char *why = stat(optarg, &st) != 0 ? strerror(errno)
+                              : !S_ISDIR(st.st_mode)   ? "not a directory"
+                                                       : NULL;
+            if (why) {
+                mf_error("%s %s: %s", what, optarg, why);
+                return 2;
+            }
+            if (c == MF_OPT_SYSROOT)
+                sysroot = optarg;
+            else
+                debug_dirs[ndebug_dirs++] = optarg;
+            break;
+        }
         case 'b':
             if (!*optarg)
                 mf_usage_error("%s", "--base needs a profile directory or pprof file");
@@ -297,6 +345,14 @@ int main(int argc, char **argv)
                                    : "no profile given: mf_print malloc_freq.<pid>");
     o.dirs = dirs;
     o.ndirs = ndirs;
+    if (by_program && format != MF_FORMAT_TREE && format != MF_FORMAT_CSV &&
+        format != MF_FORMAT_PPROF)
+        mf_usage_error("--by program splits the tree and csv reports (pprof labels every sample "
+                       "with its program already), not %s", mf_formats[format]);
+    if (nbase && (by_program || nprograms))
+        mf_usage_error("%s", "--by program and --program do not apply to --base");
+    mf_symbolize_config(debug_dirs, ndebug_dirs, sysroot);
+    mf_unresolved_sysroot(sysroot);
     if (nbase)
         return mf_compare(base, nbase, format, &o, save != NULL);
     for (int i = 0; i < ndirs; i++)
@@ -316,11 +372,18 @@ int main(int argc, char **argv)
                  ndirs > 1 ? " and the other directories" : "");
         return 1;
     }
+    if (nprograms && mf_programs_keep(&profile, programs, nprograms))
+        return 2;
 
     struct mf_output output;
     if (mf_output_open(&output, o.output, save != NULL))
         return 1;
     FILE *out = output.f;
+    if (by_program && format != MF_FORMAT_PPROF) {
+        bool failed = mf_report_by_program(out, &profile, format, &o);
+        mf_symbolize_end();
+        return mf_output_close(&output, failed) || failed;
+    }
     struct mf_model model;
     mf_model_build(&model, &profile, o.trim);
     bool failed = false;
@@ -331,6 +394,10 @@ int main(int argc, char **argv)
             mf_report_csv(out, &tree);
         else
             mf_report_tree(out, &profile, &tree, &o);
+        if (format == MF_FORMAT_TREE) {
+            mf_unresolved_add(&model);
+            mf_report_unresolved(out);
+        }
     } else if (format == MF_FORMAT_COLLAPSED) {
         failed = mf_report_collapsed(out, &model, &o);
     } else if (format == MF_FORMAT_PPROF) {

@@ -154,6 +154,7 @@ static void mf_read_process(struct mf_profile *p, const char *dir, const char *n
     pr->end_ns = h.end_ns;
     pr->sample_interval = h.sample_interval;
     pr->exact_calls = h.exact_calls;
+    pr->exact_recorded = h.flags & MF_PROCESS_EXITED ? h.exact_recorded : 0;
     pr->cost_share_ppm = h.cost_share_ppm;
     memcpy(pr->exe, h.exe, sizeof pr->exe);
     pr->exe[sizeof pr->exe - 1] = '\0';
@@ -343,15 +344,22 @@ static void mf_read_thread(struct mf_profile *p, const char *dir, const char *na
         pr->threads_last_ns = h->last_ns;
     for (int f = 0; f < MF_FN_COUNT; f++) {
         pr->calls += h->totals.calls[f];
+        pr->totals.calls[f] += h->totals.calls[f];
+        pr->totals.bytes[f] += h->totals.bytes[f];
         p->totals.calls[f] += h->totals.calls[f];
         p->totals.bytes[f] += h->totals.bytes[f];
     }
+    uint64_t unprofiled_var =
+        h->unprofiled_calls_sq > h->unprofiled_calls ? h->unprofiled_calls_sq - h->unprofiled_calls : 0;
     p->unprofiled_samples += h->unprofiled_samples;
     p->unprofiled_calls += h->unprofiled_calls;
     pr->attributed += h->unprofiled_calls;
     p->unprofiled_bytes += h->unprofiled_bytes;
-    if (h->unprofiled_calls_sq > h->unprofiled_calls)
-        p->unprofiled_var += h->unprofiled_calls_sq - h->unprofiled_calls;
+    p->unprofiled_var += unprofiled_var;
+    pr->unprofiled_samples += h->unprofiled_samples;
+    pr->unprofiled_calls += h->unprofiled_calls;
+    pr->unprofiled_bytes += h->unprofiled_bytes;
+    pr->unprofiled_var += unprofiled_var;
     if (h->unprofiled_calls != h->unprofiled_samples)
         pr->weighted = true;
     for (uint32_t k = 0; k < h->nsegments; k++) {
@@ -380,64 +388,40 @@ static int mf_name_cmp(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* dir/name, without doubling a '/' that dir ends in. */
+static char *mf_path_join(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    bool slash = a && dir[a - 1] == '/';
+    char *s = mf_xmalloc(a + b + 2);
+    memcpy(s, dir, a);
+    if (!slash)
+        s[a++] = '/';
+    memcpy(s + a, name, b + 1);
+    return s;
+}
+
+/* Directories read so far (device, inode): one given twice, or found again by a walk,
+ * is read once. */
+static struct mf_dir_id {
+    dev_t dev;
+    ino_t ino;
+} *mf_dirs_seen;
+static size_t mf_ndirs_seen, mf_dirs_seen_cap;
+
 static bool mf_seen_dir(const struct stat *st)
 {
-    static dev_t devs[256];
-    static ino_t inos[256];
-    static unsigned n;
-    for (unsigned i = 0; i < n; i++)
-        if (devs[i] == st->st_dev && inos[i] == st->st_ino)
+    for (size_t i = 0; i < mf_ndirs_seen; i++)
+        if (mf_dirs_seen[i].dev == st->st_dev && mf_dirs_seen[i].ino == st->st_ino)
             return true;
-    if (n < 256) {
-        devs[n] = st->st_dev;
-        inos[n++] = st->st_ino;
-    }
+    MF_GROW(mf_dirs_seen, mf_ndirs_seen, mf_dirs_seen_cap);
+    mf_dirs_seen[mf_ndirs_seen++] = (struct mf_dir_id){st->st_dev, st->st_ino};
     return false;
 }
 
-bool mf_profile_read_dir(struct mf_profile *p, const char *dir)
+/* Reads the profile files of one process directory. */
+static void mf_read_process_dir(struct mf_profile *p, const char *dir, char **names, size_t n)
 {
-    struct stat st;
-    if (stat(dir, &st) != 0) {
-        mf_error("cannot open directory %s: %s", dir, strerror(errno));
-        return true;
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        mf_error("%s is not a directory (--dir wants a malloc_freq.<pid> directory)", dir);
-        return true;
-    }
-    if (mf_seen_dir(&st)) {
-        mf_error("%s was given twice; reading it once", dir);
-        return false;
-    }
-    DIR *d = opendir(dir);
-    if (!d) {
-        mf_error("cannot open directory %s: %s", dir, strerror(errno));
-        return true;
-    }
-    char **names = NULL;
-    size_t n = 0, cap = 0;
-    bool has_subdirs = false;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (mf_has_suffix(de->d_name, "process.", ".mfp") ||
-            mf_has_suffix(de->d_name, "thread.", ".mft")) {
-            MF_GROW(names, n, cap);
-            names[n++] = mf_xstrdup(de->d_name);
-        } else if (strncmp(de->d_name, "malloc_freq.", 12) == 0) {
-            has_subdirs = true;
-        }
-    }
-    closedir(d);
-    if (n == 0) {
-        if (has_subdirs)
-            mf_error("no profile files in %s; it holds malloc_freq.<pid> directories: pass those "
-                     "(e.g. --dir %s/malloc_freq.<pid>)", dir, dir);
-        else
-            mf_error("no profile files in %s (expected process.*.mfp and thread.*.mft)", dir);
-        free(names);
-        return true;
-    }
     qsort(names, n, sizeof *names, mf_name_cmp);
     char *dir_copy = mf_xstrdup(dir); /* processes keep pointing at it */
     for (size_t len = strlen(dir_copy); len > 1 && dir_copy[len - 1] == '/';)
@@ -449,9 +433,103 @@ bool mf_profile_read_dir(struct mf_profile *p, const char *dir)
     for (size_t i = 0; i < n; i++)
         if (names[i][0] == 't')
             mf_read_thread(p, dir_copy, names[i]);
+    p->ndirs_read++;
+}
+
+struct mf_walk {
+    bool too_deep; /* said once: directories below MF_WALK_DEPTH were not looked at */
+};
+
+/* Reads dir if it holds profile files, then the directories under it, in name order,
+ * without following symbolic links. Returns the process directories read. */
+static uint32_t mf_walk(struct mf_profile *p, struct mf_walk *w, const char *dir, unsigned depth)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        mf_error("cannot open directory %s: %s (skipped)", dir, strerror(errno));
+        return 0;
+    }
+    char **names = NULL, **subdirs = NULL;
+    size_t n = 0, cap = 0, nsub = 0, subcap = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (mf_has_suffix(de->d_name, "process.", ".mfp") ||
+            mf_has_suffix(de->d_name, "thread.", ".mft")) {
+            MF_GROW(names, n, cap);
+            names[n++] = mf_xstrdup(de->d_name);
+            continue;
+        }
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        bool is_dir = de->d_type == DT_DIR;
+        if (de->d_type == DT_UNKNOWN) { /* some file systems do not say: lstat, no links */
+            struct stat st;
+            char *path = mf_path_join(dir, de->d_name);
+            is_dir = lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+            free(path);
+        }
+        if (is_dir) {
+            MF_GROW(subdirs, nsub, subcap);
+            subdirs[nsub++] = mf_xstrdup(de->d_name);
+        }
+    }
+    closedir(d);
+    uint32_t found = 0;
+    if (n) {
+        mf_read_process_dir(p, dir, names, n);
+        found++;
+    }
     for (size_t i = 0; i < n; i++)
         free(names[i]);
     free(names);
+    if (nsub > 1)
+        qsort(subdirs, nsub, sizeof *subdirs, mf_name_cmp);
+    for (size_t i = 0; i < nsub; i++) {
+        char *path = mf_path_join(dir, subdirs[i]);
+        struct stat st;
+        if (depth >= MF_WALK_DEPTH) {
+            if (!w->too_deep)
+                mf_error("not looking into %s and other directories more than %d levels down",
+                         path, MF_WALK_DEPTH);
+            w->too_deep = true;
+        } else if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && !mf_seen_dir(&st)) {
+            found += mf_walk(p, w, path, depth + 1);
+        }
+        free(path);
+        free(subdirs[i]);
+    }
+    free(subdirs);
+    return found;
+}
+
+bool mf_profile_read_dir(struct mf_profile *p, const char *dir)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        mf_error("cannot open directory %s: %s", dir, strerror(errno));
+        return true;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        mf_error("%s is not a directory (mf_print wants a malloc_freq.<pid> directory, or one "
+                 "that holds them)", dir);
+        return true;
+    }
+    if (mf_seen_dir(&st)) {
+        mf_error("%s was given twice; reading it once", dir);
+        return false;
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        mf_error("cannot open directory %s: %s", dir, strerror(errno));
+        return true;
+    }
+    closedir(d);
+    struct mf_walk w = {0};
+    if (mf_walk(p, &w, dir, 0) == 0) {
+        mf_error("no profile files in %s or under it (expected process.*.mfp and thread.*.mft, "
+                 "or malloc_freq.<pid> directories holding them)", dir);
+        return true;
+    }
     return false;
 }
 
@@ -502,4 +580,46 @@ uint64_t mf_profile_wall_ns(const struct mf_profile *p)
         hi = end > hi ? end : hi;
     }
     return hi > lo ? hi - lo : 0;
+}
+
+const char *mf_process_program(const struct mf_process *pr)
+{
+    return pr->has_file && pr->exe[0] ? mf_basename(pr->exe) : "?";
+}
+
+void mf_profile_subset(struct mf_profile *dst, const struct mf_profile *src,
+                       bool (*keep)(const struct mf_process *pr, void *ctx), void *ctx)
+{
+    memset(dst, 0, sizeof *dst);
+    uint32_t *index = mf_xmalloc((src->nprocs + 1) * sizeof *index);
+    for (uint32_t i = 0; i < src->nprocs; i++) {
+        const struct mf_process *pr = &src->procs[i];
+        index[i] = UINT32_MAX;
+        if (!keep(pr, ctx))
+            continue;
+        index[i] = dst->nprocs;
+        MF_GROW(dst->procs, dst->nprocs, dst->procs_cap);
+        dst->procs[dst->nprocs++] = *pr;
+        for (int f = 0; f < MF_FN_COUNT; f++) {
+            dst->totals.calls[f] += pr->totals.calls[f];
+            dst->totals.bytes[f] += pr->totals.bytes[f];
+        }
+        dst->unprofiled_samples += pr->unprofiled_samples;
+        dst->unprofiled_calls += pr->unprofiled_calls;
+        dst->unprofiled_bytes += pr->unprofiled_bytes;
+        dst->unprofiled_var += pr->unprofiled_var;
+        dst->nthreads += pr->nthreads;
+    }
+    for (uint32_t i = 0; i < src->nstacks; i++) {
+        const struct mf_raw_stack *s = &src->stacks[i];
+        if (index[s->process] == UINT32_MAX)
+            continue;
+        MF_GROW(dst->stacks, dst->nstacks, dst->stacks_cap);
+        dst->stacks[dst->nstacks] = *s;
+        dst->stacks[dst->nstacks++].process = index[s->process];
+    }
+    dst->nfiles_read = src->nfiles_read;
+    dst->nfiles_skipped = src->nfiles_skipped;
+    dst->ndirs_read = src->ndirs_read;
+    free(index);
 }

@@ -17,6 +17,7 @@
 struct mf_row {
     uint64_t calls, bytes, samples;
     char *stack, *locations;
+    const char *program; /* --by program, else NULL */
 };
 
 /* A growable string. */
@@ -100,7 +101,8 @@ static int mf_row_cmp(const void *a, const void *b)
     const struct mf_row *x = a, *y = b;
     if (x->calls != y->calls)
         return x->calls > y->calls ? -1 : 1;
-    return strcmp(x->stack, y->stack);
+    int c = strcmp(x->stack, y->stack);
+    return c || !x->program ? c : strcmp(x->program, y->program);
 }
 
 static void mf_csv_field(FILE *out, const char *s)
@@ -118,10 +120,14 @@ static void mf_csv_field(FILE *out, const char *s)
     fputc('"', out);
 }
 
-void mf_report_csv(FILE *out, const struct mf_tree *t)
+struct mf_rows {
+    struct mf_row *v;
+    uint32_t n, cap;
+};
+
+/* A row per node of t where stacks end. */
+static void mf_csv_rows(struct mf_rows *out, const struct mf_tree *t, const char *program)
 {
-    struct mf_row *rows = NULL;
-    uint32_t nrows = 0, cap = 0;
     uint32_t *path = NULL, path_cap = 0;
     for (uint32_t i = 1; i < t->n; i++) {
         const struct mf_node *n = &t->nodes[i];
@@ -148,23 +154,54 @@ void mf_report_csv(FILE *out, const struct mf_tree *t)
                 mf_buf_add(&locs, "??");
             }
         }
-        MF_GROW(rows, nrows, cap);
-        rows[nrows++] =
-            (struct mf_row){n->end_calls, n->end_bytes, n->end_samples, stack.s, locs.s};
+        MF_GROW(out->v, out->n, out->cap);
+        out->v[out->n++] = (struct mf_row){n->end_calls, n->end_bytes, n->end_samples, stack.s,
+                                           locs.s, program};
     }
     free(path);
+}
+
+static void mf_csv_print(FILE *out, struct mf_rows *r, bool with_program)
+{
+    struct mf_row *rows = r->v;
+    uint32_t nrows = r->n;
     if (nrows > 1)
         qsort(rows, nrows, sizeof *rows, mf_row_cmp);
-    fputs("calls,bytes,samples,stack,locations\n", out);
+    fputs(with_program ? "calls,bytes,samples,stack,locations,program\n"
+                       : "calls,bytes,samples,stack,locations\n", out);
     for (uint32_t i = 0; i < nrows; i++) {
         fprintf(out, "%llu,%llu,%llu,", (unsigned long long)rows[i].calls,
                 (unsigned long long)rows[i].bytes, (unsigned long long)rows[i].samples);
         mf_csv_field(out, rows[i].stack);
         fputc(',', out);
         mf_csv_field(out, rows[i].locations);
+        if (with_program) { /* encoded as a frame is: a name is any bytes */
+            struct mf_buf program = {0};
+            mf_buf_add(&program, "");
+            mf_buf_add_frame(&program, rows[i].program);
+            fputc(',', out);
+            mf_csv_field(out, program.s);
+            free(program.s);
+        }
         fputs("\n", out);
         free(rows[i].stack);
         free(rows[i].locations);
     }
     free(rows);
+}
+
+void mf_report_csv(FILE *out, const struct mf_tree *t)
+{
+    struct mf_rows rows = {0};
+    mf_csv_rows(&rows, t, NULL);
+    mf_csv_print(out, &rows, false);
+}
+
+void mf_report_csv_by_program(FILE *out, const struct mf_tree *trees, const char *const *programs,
+                              uint32_t n)
+{
+    struct mf_rows rows = {0};
+    for (uint32_t i = 0; i < n; i++)
+        mf_csv_rows(&rows, &trees[i], programs[i]);
+    mf_csv_print(out, &rows, true);
 }

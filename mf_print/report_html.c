@@ -260,41 +260,13 @@ static const char *mf_exe(const struct mf_process *pr)
 
 static void mf_html_sampling(FILE *out, const struct mf_profile *p)
 {
-    uint64_t seen[8][3];
-    int nseen = 0;
-    for (uint32_t i = 0; i < p->nprocs; i++) {
-        const struct mf_process *pr = &p->procs[i];
-        if (!pr->has_file)
-            continue;
-        uint64_t iv = pr->sample_interval, ex = iv == 1 ? 0 : pr->exact_calls;
-        uint64_t ppm = iv == 0 ? pr->cost_share_ppm : 0;
-        int k = 0;
-        while (k < nseen && !(seen[k][0] == iv && seen[k][1] == ex && seen[k][2] == ppm))
-            k++;
-        if (k == nseen && nseen < 8) {
-            seen[nseen][0] = iv;
-            seen[nseen][1] = ex;
-            seen[nseen++][2] = ppm;
-        }
-    }
-    if (!nseen)
-        fputs("unknown (no process file)", out);
-    for (int k = 0; k < nseen; k++) {
-        char a[32], b[32];
-        if (k)
-            fputs("; ", out);
-        if (seen[k][0] == 1)
-            fputs("exact: every call recorded", out);
-        else if (seen[k][0] == 0)
-            fprintf(out, "first %s calls exact (%g ms at most), then adaptive (samples take"
-                    " &lt;= %g%% of time)", mf_fmt_count(a, seen[k][1]), MF_EXACT_NS_MAX / 1e6,
-                    (double)seen[k][2] / 1e4);
-        else if (seen[k][1])
-            fprintf(out, "first %s calls exact, then 1 in %s sampled", mf_fmt_count(a, seen[k][1]),
-                    mf_fmt_count(b, seen[k][0]));
+    char text[512];
+    mf_sampling_text(p, text, sizeof text); /* plain text: only '<' needs escaping */
+    for (const char *c = text; *c; c++)
+        if (*c == '<')
+            fputs("&lt;", out);
         else
-            fprintf(out, "1 in %s calls sampled", mf_fmt_count(b, seen[k][0]));
-    }
+            fputc(*c, out);
 }
 
 /* How a process image ended. The profile knows only whether it ran its exit (a process

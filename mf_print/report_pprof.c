@@ -469,7 +469,7 @@ bool mf_report_pprof(FILE *out, const struct mf_model *m, const struct mf_report
     struct mf_pp pp;
     memset(&pp, 0, sizeof pp);
     mf_pp_add_model(&pp, 0, m, 1, NULL, 0, false);
-    char programs[512], sampling[300], what[900], mode[600], totals[160];
+    char programs[512], sampling[512], what[1100], mode[800], totals[160];
     mf_side_programs(m->p, programs, sizeof programs);
     mf_sampling_text(m->p, sampling, sizeof sampling);
     snprintf(what, sizeof what, "malloc_freq: allocator calls of %s, from %s%s (mf_print)",
@@ -501,7 +501,7 @@ bool mf_report_diff_pprof(FILE *out, const struct mf_diff *d, const struct mf_re
     const struct mf_side *old = d->side[0], *new_ = d->side[1];
     mf_pp_add_model(&pp, 0, &new_->model, 1, d, 1, new_->pprof);
     mf_pp_add_model(&pp, 1, &old->model, -1, d, 0, old->pprof);
-    char what[1200], sides[2][1400], rule[300], pa[600], pb[600];
+    char what[1200], sides[2][2000], rule[300], pa[600], pb[600];
     mf_side_programs(&old->profile, pa, sizeof pa);
     mf_side_programs(&new_->profile, pb, sizeof pb);
     snprintf(what, sizeof what, "malloc_freq comparison (mf_print --base): %s against the base "

@@ -165,53 +165,19 @@ static void mf_fmt_duration(char *buf, size_t size, uint64_t ns)
         snprintf(buf, size, "%.1f ms", (double)ns / 1e6);
 }
 
-/* "exact: every call recorded", "first 20,000 calls exact, then 1 in 1,000 sampled", or for
- * the default mode "first 20,000 calls exact (5 ms at most), then adaptive (samples take
- * <= 0.3% of time)". */
+/* How the run was sampled, as each process's file says (mf_sampling_text: the exact
+ * stretch as it really went), then what the marks below mean. */
 static void mf_print_sampling(FILE *out, const struct mf_profile *p, const struct mf_tree *t)
 {
-    uint64_t seen[8][3];
-    int nseen = 0;
-    bool any_file = false;
-    for (uint32_t i = 0; i < p->nprocs; i++) {
-        const struct mf_process *pr = &p->procs[i];
-        if (!pr->has_file)
-            continue;
-        any_file = true;
-        uint64_t iv = pr->sample_interval == 1 ? 1 : pr->sample_interval;
-        uint64_t ex = iv == 1 ? 0 : pr->exact_calls;
-        uint64_t ppm = iv == 0 ? pr->cost_share_ppm : 0;
-        int k = 0;
-        while (k < nseen && !(seen[k][0] == iv && seen[k][1] == ex && seen[k][2] == ppm))
-            k++;
-        if (k == nseen && nseen < 8) {
-            seen[nseen][0] = iv;
-            seen[nseen][1] = ex;
-            seen[nseen++][2] = ppm;
-        }
-    }
-    fputs("  sampling   ", out);
-    if (!any_file)
-        fputs("unknown (no process file)", out);
-    for (int k = 0; k < nseen; k++) {
-        char a[32], b[32];
-        if (k)
-            fputs("; ", out);
-        if (seen[k][0] == 1)
-            fputs("exact: every call recorded", out);
-        else if (seen[k][0] == 0)
-            fprintf(out, "first %s calls exact (%g ms at most), then adaptive (samples take"
-                    " <= %g%% of time)", mf_fmt_count(a, seen[k][1]), MF_EXACT_NS_MAX / 1e6,
-                    (double)seen[k][2] / 1e4);
-        else if (seen[k][1])
-            fprintf(out, "first %s calls exact, then 1 in %s sampled", mf_fmt_count(a, seen[k][1]),
-                    mf_fmt_count(b, seen[k][0]));
-        else
-            fprintf(out, "1 in %s calls sampled", mf_fmt_count(b, seen[k][0]));
-    }
+    char text[512];
+    mf_sampling_text(p, text, sizeof text);
+    bool all_exact_mode = true;
+    for (uint32_t i = 0; i < p->nprocs; i++)
+        all_exact_mode &= !p->procs[i].has_file || p->procs[i].sample_interval == 1;
+    fprintf(out, "  sampling   %s", text);
     if (t->estimated)
         fputs("\n             ~ marks estimates, ± their relative standard error", out);
-    else if (nseen > 1 || (nseen == 1 && seen[0][0] != 1))
+    else if (!all_exact_mode)
         fputs("\n             every count below is exact (every call was recorded)",
               out);
     fputc('\n', out);
@@ -229,6 +195,10 @@ static void mf_print_header(FILE *out, const struct mf_profile *p, const struct 
     fprintf(out, "malloc_freq report: %s", o->dirs[0]);
     if (o->ndirs > 1)
         fprintf(out, " and %d more director%s", o->ndirs - 1, o->ndirs > 2 ? "ies" : "y");
+    if (p->ndirs_read != (uint32_t)o->ndirs) /* run directories, or a tree of them */
+        fprintf(out, " (%u process director%s)", p->ndirs_read, p->ndirs_read == 1 ? "y" : "ies");
+    if (o->program)
+        fprintf(out, ", program %s", o->program);
     fputc('\n', out);
 
     /* The programs, each once. */

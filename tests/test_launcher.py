@@ -162,8 +162,7 @@ def test_launcher_output_unchanged():
               f"summary's first line: {summary[:300]!r}")
     rt.expect(re.search(r"^\s+100\s.*__strdup", summary, re.M),
               f"the summary has no __strdup site with output_status's 100 calls: {summary!r}")
-    rt.expect(summary.endswith(f"malloc_freq: the sites' callers: {rt.MF_PRINT} "
-                               f"{run_dir}/malloc_freq.*\n"),
+    rt.expect(summary.endswith(f"malloc_freq: the sites' callers: {rt.MF_PRINT} {run_dir}\n"),
               f"summary's last line: {summary[-300:]!r}")
     # Standard input is the program's.
     r = launch_ok(["-q", "--", "sh", "-c", "read a b; echo \"[$b] [$a]\"; cat"],
@@ -376,6 +375,21 @@ def test_launcher_make_j2_in_one_run_dir():
     rt.expect_eq(len(process_dirs(r.run_dir)), len(images), "one directory per process")
     total = exact_total(r.run_dir)
     rt.expect(total > 10000, f"{total} calls in all: cc1 alone makes thousands")
+    # mf_print RUN_DIR --by program: cc1, as and ld each on their own, with their exact calls
+    # (the files' totals per executable), and the sum is the run's.
+    import test_mf_print_programs as tp
+    want = tp.calls_by_program(process_dirs(r.run_dir))
+    by = rt.mf_print([r.run_dir, "--by", "program"])
+    rt.expect_eq(by.stderr, "", "mf_print --by program's stderr")
+    table = tp.by_program_table(by.stdout)
+    rt.expect_eq({k: v[0] for k, v in table.items()}, want, "calls per program")
+    names = {("as" if k.endswith("-as") else "ld" if re.fullmatch(r"(.*-)?ld(\.\w+)?", k) else k): v
+             for k, v in table.items()}
+    rt.expect(all(k in names for k in ("cc1", "as", "ld", "make")),
+              f"cc1, as, ld and make in the table: {sorted(table)}")
+    rt.expect_eq((names["cc1"][1], names["as"][1], names["ld"][1]), (3, 3, 1),
+                 "processes of cc1, as and ld")
+    rt.expect_eq(sum(v[0] for v in table.values()), total, "the programs' calls add up to the run's")
 
 
 # ---- options ------------------------------------------------------------------------------
