@@ -131,6 +131,10 @@ struct mf_entry {
 /* The preload library's hot path reached its TLS at a fixed offset from %fs, without a GOT
  * load (c_core/mf_core.h, MF_TLS_ALIGN): what its overhead was measured with. */
 #define MF_PROCESS_TLS_DIRECT 2u
+/* PYTHONMALLOC was malloc or malloc_debug at start-up: a CPython in this image sends every
+ * object allocation to malloc, not only the large ones (pymalloc serves the rest from its
+ * own pools, which the profile cannot see). */
+#define MF_PROCESS_PYTHONMALLOC 4u
 
 #define MF_EXACT_NS_MAX 5000000u /* 5 ms; see exact_calls */
 #define MF_UNWIND_LIBUNWIND 0u

@@ -75,6 +75,7 @@ struct mf_options {
     const char *base_dir; /* MALLOC_FREQ_DIR, or NULL for the working directory */
     const char *libunwind; /* MALLOC_FREQ_LIBUNWIND: the library to dlopen */
     bool secure; /* AT_SECURE (set-user-ID...): nothing read, loaded or written */
+    bool pythonmalloc; /* PYTHONMALLOC=malloc or malloc_debug (MF_PROCESS_PYTHONMALLOC) */
 };
 extern struct mf_options mf_opt;
 void mf_options_read(void);

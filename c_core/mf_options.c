@@ -75,6 +75,8 @@ void mf_options_read(void)
     const char *l = getenv("MALLOC_FREQ_LIBUNWIND");
     if (l && *l)
         mf_opt.libunwind = l;
+    const char *py = getenv("PYTHONMALLOC");
+    mf_opt.pythonmalloc = py && (strcmp(py, "malloc") == 0 || strcmp(py, "malloc_debug") == 0);
     const char *d = getenv("MALLOC_FREQ_DIR");
     mf_opt.base_dir = (d && *d) ? d : NULL;
 }

@@ -499,6 +499,14 @@ def python_script(cwd, text, shebang=None):
     return path
 
 
+def python_line(run_dir):
+    """The tree header's python line: what the profile holds of a Python program."""
+    lines = [l[len("  python     "):] for l in rt.mf_print([run_dir]).stdout.splitlines()
+             if l.startswith("  python     ")]
+    rt.expect(len(lines) == 1, f"python lines in the header: {lines}")
+    return lines[0]
+
+
 @rt.test
 def test_launcher_python_gets_pythonmalloc():
     py = sys.executable
@@ -514,6 +522,9 @@ def test_launcher_python_gets_pythonmalloc():
     rt.expect_eq(values(pairs, "python"), [py], "run.txt python")
     # 300,000 tuples, ints, strs, lists and list arrays: each one a malloc call.
     rt.expect(with_malloc > 1500000, f"{with_malloc} calls with PYTHONMALLOC=malloc")
+    name = os.path.basename(os.path.realpath(py))
+    rt.expect_eq(python_line(r.run_dir), f"{name} ran with PYTHONMALLOC=malloc: every object "
+                 "allocation is a malloc call, counted here", "mf_print's python line")
 
     # The user's PYTHONMALLOC is kept: pymalloc serves the small objects from its pools.
     cwd = rt.fresh_dir()
@@ -528,6 +539,9 @@ def test_launcher_python_gets_pythonmalloc():
     rt.expect(not any(v.startswith("PYTHONMALLOC") for v in values(pairs, "set")),
               f"run.txt set: {pairs}")
     rt.expect(with_pymalloc < 100000, f"{with_pymalloc} calls with pymalloc")
+    rt.expect_eq(python_line(r.run_dir), f"{name} ran with pymalloc: most object allocations "
+                 "never reach malloc and are not counted; PYTHONMALLOC=malloc counts them (the "
+                 "launcher sets it)", "mf_print's python line")
 
 
 @rt.test
