@@ -171,6 +171,7 @@ class Row:
         self.samples = int(d["samples"])
         self.stack = csv_frames(d["stack"])
         self.locations = csv_frames(d["locations"])
+        self.via = csv_frames(d["via"])[0]  # the wrapper folded into the site, "" if none
 
     @property
     def site(self):
@@ -194,7 +195,7 @@ def csv_rows(*dirs, extra=()):
 
 def parse_csv(text):
     reader = csv.DictReader(io.StringIO(text))
-    expect(reader.fieldnames == ["calls", "bytes", "samples", "stack", "locations"],
+    expect(reader.fieldnames == ["calls", "bytes", "samples", "stack", "locations", "via"],
            f"CSV header is {reader.fieldnames}")
     return [Row(d) for d in reader]
 
