@@ -5,6 +5,7 @@
 
 #include "mf_print.h"
 #include "names.h"
+#include "trim.h"
 
 static uint32_t *mf_short; /* per interned name: its short form + 1, 0 not yet made */
 static uint32_t mf_short_cap;
@@ -101,7 +102,7 @@ uint32_t mf_short_name(uint32_t name)
         const char *s = mf_str(name);
         uint32_t id = name;
         if (*s != '[' && (strchr(s, '<') || strstr(s, "::h"))) {
-            char *t = mf_shorten(s);
+            char *t = mf_shorten(mf_without_return_type(s));
             id = mf_intern(t);
             free(t);
         }

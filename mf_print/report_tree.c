@@ -249,7 +249,7 @@ static void mf_print_transforms(FILE *out, const struct mf_tree *t)
     char a[40], b[40], c[40];
     const struct mf_transform_counts *x = &t->transformed;
     if (x->folded_stacks)
-        fprintf(out, "  folded     wrappers into their callers in %s stacks: \"f via xmalloc\" "
+        fprintf(out, "  folded     wrappers into their callers in %s stacks: \"site via wrapper\" "
                 "(--no-fold)\n", mf_fmt_count(a, x->folded_stacks));
     if (x->cut_stacks)
         fprintf(out, "  cut        start-up frames: stacks start at main or the thread's start "

@@ -105,10 +105,12 @@ static void mf_transform_stack(struct mf_model *m, struct mf_stack *s, struct mf
     if (m->trim)
         while (lo + 1 < n && (fr->v[lo].plumbing_module || (mf_class(fr->v[lo].name) & MF_CLASS_PLUMBING)))
             lo++;
-    /* Cut: start-up frames at the outermost end of a whole stack (a cut-off one has lost
-     * them), down to main or the thread's start routine; the innermost frame left stays. */
+    /* Cut: start-up frames at the outermost end, down to main or the thread's start
+     * routine; the innermost frame left stays. A stack cut short by the depth limit may end
+     * in some of them too (__libc_start_call_main, with _start unrecorded): they go, and
+     * [deeper frames not recorded] still says that frames are missing. */
     uint32_t hi = n;
-    if (mf_xf.cut && !(s->flags & MF_ENTRY_TRUNCATED)) {
+    if (mf_xf.cut) {
         while (hi - 1 > lo) {
             uint8_t c = mf_class(fr->v[hi - 1].name);
             if (!(c & MF_CLASS_STARTUP) &&

@@ -119,10 +119,10 @@ static const char *const mf_wrapper_patterns[] = {
     /* C++: the standard library (containers, strings, streams, shared_ptr, function ...)
      * allocates for its caller; the exception object of a throw. */
     "std::*", "__gnu_cxx::*", "__cxa_allocate_exception", "__cxa_allocate_dependent_exception",
-    /* Rust: the standard library's crates, and hashbrown under std's HashMap. Trait methods
-     * are "<Type as Trait>::f": the implementation is the standard library's when Type is. */
-    "alloc::*", "<alloc::*", "core::*", "<core::*", "std::*", "<std::*", "hashbrown::*",
-    "<hashbrown::*",
+    /* Rust: the standard library's crates, and hashbrown under std's HashMap. A method of
+     * "<Type as Trait>" or "<Type>" is the standard library's when both are (mf_rust_std_impl
+     * below): <alloc::vec::Vec<u8> as my_crate::Trait>::f is the program's. */
+    "alloc::*", "core::*", "std::*", "hashbrown::*",
 };
 
 static const char *const mf_startup_patterns[] = {
@@ -131,6 +131,8 @@ static const char *const mf_startup_patterns[] = {
     "_start", "__libc_start_main*", "__libc_start_call_main", "__libc_csu_init", "call_init",
     "_dl_init", "_dl_start", "_dl_start_user", "start_thread", "clone", "clone3", "__clone*",
     "[libc.so*", "[ld-linux*",
+    /* libstdc++ without its debug information: its thread start routine is unnamed. */
+    "[libstdc++.so*",
     /* C++ std::thread: libstdc++'s start routine and the invoker of the callable. */
     "execute_native_thread_routine", "std::thread::*", "std::__invoke*", "std::_Bind*",
     /* Rust: the runtime's main (lang_start; the C "main" that calls it is taken by
@@ -138,7 +140,7 @@ static const char *const mf_startup_patterns[] = {
      * closure or function the program passed. */
     "std::rt::*", "std::panicking::*", "std::panic::*", "__rust_try", "std::sys::*",
     "std::sys_common::*", "std::thread::*", "core::ops::function::*",
-    "<core::ops::function::*", "<core::panic::*", "<alloc::boxed::Box<*> as core::ops::function::*",
+    /* and the closure shims "<F as core::ops::function::FnOnce<()>>::call_once", whatever F */
 };
 
 #define MF_N(a) (sizeof a / sizeof *a)
@@ -156,7 +158,10 @@ const char *mf_without_return_type(const char *name)
     /* A C++ template function demangles with its return type first: "void
      * std::vector<int>::_M_realloc_insert<int>(...)". The qualified name starts after the
      * last space outside <> and () before the parameters, unless that space is part of an
-     * operator's name ("operator new", "operator delete[]"). */
+     * operator's name ("operator new", "operator delete[]"). Only a C++ name, with a scope
+     * and parameters, has one: a symbol of another language may hold spaces of its own. */
+    if (!strchr(name, '(') || !strstr(name, "::"))
+        return name;
     int depth = 0;
     const char *start = name;
     for (const char *p = name; *p; p++) {
@@ -174,7 +179,75 @@ const char *mf_without_return_type(const char *name)
             start = p + 1;
         }
     }
-    return start;
+    return strstr(start, "::") ? start : name;
+}
+
+static bool mf_std_crate(const char *s)
+{
+    static const char *const crates[] = {"alloc::", "core::", "std::", "hashbrown::"};
+    for (size_t i = 0; i < MF_N(crates); i++)
+        if (strncmp(s, crates[i], strlen(crates[i])) == 0)
+            return true;
+    return false;
+}
+
+/* A Rust type of the standard library, or a primitive one: u8, str, [T], (A, B), &T, *const T,
+ * dyn core::..., fn(..). */
+static bool mf_std_type(const char *s, size_t n)
+{
+    static const char *const prims[] = {"bool", "char", "str", "u8", "u16", "u32", "u64",
+                                        "u128", "usize", "i8", "i16", "i32", "i64", "i128",
+                                        "isize", "f32", "f64"};
+    if (mf_std_crate(s) || *s == '[' || *s == '(' || *s == '&' || *s == '*' ||
+        strncmp(s, "dyn ", 4) == 0 || strncmp(s, "fn(", 3) == 0)
+        return true;
+    for (size_t i = 0; i < MF_N(prims); i++)
+        if (strlen(prims[i]) == n && strncmp(s, prims[i], n) == 0)
+            return true;
+    return false;
+}
+
+/* "<Type as Trait>::f" or "<Type>::f" (Rust): the self type and the trait, split at the
+ * " as " outside brackets. Returns false if name is not of that form. */
+static bool mf_rust_impl(const char *name, const char **type, size_t *ntype, const char **trait)
+{
+    if (name[0] != '<')
+        return false;
+    int depth = 0;
+    *trait = NULL;
+    for (const char *p = name; *p; p++) {
+        if (*p == '<' || *p == '(' || *p == '[') {
+            depth++;
+        } else if ((*p == '>' || *p == ')' || *p == ']') && !(*p == '>' && p[-1] == '-')) {
+            if (--depth == 0) {
+                *type = name + 1;
+                *ntype = (size_t)((*trait ? *trait - 4 : p) - *type);
+                return strncmp(p + 1, "::", 2) == 0;
+            }
+        } else if (depth == 1 && strncmp(p, " as ", 4) == 0 && !*trait) {
+            *trait = p + 4;
+        }
+    }
+    return false;
+}
+
+/* A method of the standard library's: its type and trait are both the standard library's
+ * (a trait of the program's on Vec<u8>, or std's Clone on the program's type, is not). */
+static bool mf_rust_std_impl(const char *name)
+{
+    const char *type, *trait;
+    size_t ntype;
+    return mf_rust_impl(name, &type, &ntype, &trait) && mf_std_type(type, ntype) &&
+           (!trait || mf_std_crate(trait));
+}
+
+/* A closure shim of the runtime: "<F as core::ops::function::FnOnce<()>>::call_once". */
+static bool mf_rust_fn_shim(const char *name)
+{
+    const char *type, *trait;
+    size_t ntype;
+    return mf_rust_impl(name, &type, &ntype, &trait) && trait &&
+           strncmp(trait, "core::ops::function::", 21) == 0;
 }
 
 bool mf_trim_function(const char *name)
@@ -186,14 +259,16 @@ bool mf_wrapper_function(const char *name)
 {
     const char *bare = mf_without_return_type(name);
     return mf_match(mf_wrapper_patterns, MF_N(mf_wrapper_patterns), name) ||
-           (bare != name && mf_match(mf_wrapper_patterns, MF_N(mf_wrapper_patterns), bare));
+           (bare != name && mf_match(mf_wrapper_patterns, MF_N(mf_wrapper_patterns), bare)) ||
+           mf_rust_std_impl(name);
 }
 
 bool mf_startup_function(const char *name)
 {
     const char *bare = mf_without_return_type(name);
     return mf_match(mf_startup_patterns, MF_N(mf_startup_patterns), name) ||
-           (bare != name && mf_match(mf_startup_patterns, MF_N(mf_startup_patterns), bare));
+           (bare != name && mf_match(mf_startup_patterns, MF_N(mf_startup_patterns), bare)) ||
+           mf_rust_fn_shim(name);
 }
 
 bool mf_trim_module(const char *basename)
