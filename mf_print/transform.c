@@ -120,10 +120,13 @@ static void mf_transform_stack(struct mf_model *m, struct mf_stack *s, struct mf
             hi--;
         }
     }
-    /* Fold: wrappers next to the plumbing; the site is the caller of the outermost. */
+    /* Fold: wrappers next to the plumbing (and plumbing they call: a wrapper may call the
+     * profiler's API, or the allocator twice); the site is the caller of the outermost,
+     * which is the via. */
     if (m->trim && mf_xf.fold) {
         uint32_t k = lo;
-        while (k + 1 < hi && (mf_class(fr->v[k].name) & MF_CLASS_WRAPPER))
+        while (k + 1 < hi && (fr->v[k].plumbing_module ||
+                               (mf_class(fr->v[k].name) & (MF_CLASS_WRAPPER | MF_CLASS_PLUMBING))))
             k++;
         if (k > lo)
             s->via = fr->v[k - 1].name;

@@ -192,7 +192,7 @@ static bool mf_std_crate(const char *s)
 }
 
 /* A Rust type of the standard library, or a primitive one: u8, str, [T], (A, B), &T, *const T,
- * dyn core::..., fn(..). */
+ * dyn core::..., fn(..); or a type parameter, T. */
 static bool mf_std_type(const char *s, size_t n)
 {
     static const char *const prims[] = {"bool", "char", "str", "u8", "u16", "u32", "u64",
@@ -204,6 +204,9 @@ static bool mf_std_type(const char *s, size_t n)
     for (size_t i = 0; i < MF_N(prims); i++)
         if (strlen(prims[i]) == n && strncmp(s, prims[i], n) == 0)
             return true;
+    /* A type parameter (legacy mangling: "<T as alloc::...>"): the trait decides. */
+    if (n > 0 && n <= 2 && s[0] >= 'A' && s[0] <= 'Z')
+        return true;
     return false;
 }
 
@@ -232,13 +235,14 @@ static bool mf_rust_impl(const char *name, const char **type, size_t *ntype, con
 }
 
 /* A method of the standard library's: its type and trait are both the standard library's
- * (a trait of the program's on Vec<u8>, or std's Clone on the program's type, is not). */
+ * (a trait of the program's on Vec<u8>, or std's Clone on the program's type, is not). A
+ * trait may itself be declared in such an impl: "<u8 as <[_]>::to_vec_in::ConvertVec>". */
 static bool mf_rust_std_impl(const char *name)
 {
     const char *type, *trait;
     size_t ntype;
     return mf_rust_impl(name, &type, &ntype, &trait) && mf_std_type(type, ntype) &&
-           (!trait || mf_std_crate(trait));
+           (!trait || mf_std_crate(trait) || (*trait == '<' && mf_rust_std_impl(trait)));
 }
 
 /* A closure shim of the runtime: "<F as core::ops::function::FnOnce<()>>::call_once". */
