@@ -7,16 +7,18 @@
 
 static struct mf_map mf_child_ids; /* (parent, name) -> node */
 
-static uint32_t mf_child(struct mf_tree *t, uint32_t parent, uint32_t name)
+/* A site (the root's child) is keyed by its name and the wrapper folded into it. */
+static uint32_t mf_child(struct mf_tree *t, uint32_t parent, uint32_t name, uint32_t via)
 {
     bool added;
-    uint64_t key = (uint64_t)parent << 32 | name;
+    uint64_t key = parent ? (uint64_t)parent << 32 | name : 1ull << 63 | (uint64_t)via << 32 | name;
     uint32_t id = mf_map_put(&mf_child_ids, key, NULL, NULL, t->n, &added);
     if (added) {
         MF_GROW(t->nodes, t->n, t->cap);
         struct mf_node *c = &t->nodes[t->n++];
         memset(c, 0, sizeof *c);
         c->name = name;
+        c->via = via;
         c->parent = parent;
         struct mf_node *p = &t->nodes[parent];
         MF_GROW(p->children, p->nchildren, p->children_cap);
@@ -39,8 +41,9 @@ static void mf_add_loc(struct mf_node *n, uint32_t file, uint32_t line, uint64_t
     n->locs[n->nlocs++] = (struct mf_loc){file, line, calls};
 }
 
-static void mf_insert(struct mf_tree *t, const struct mf_frame *f, uint32_t n, uint64_t samples,
-                      uint64_t calls, uint64_t bytes, uint64_t var, bool estimated)
+static void mf_insert(struct mf_tree *t, const struct mf_frame *f, uint32_t n, uint32_t via,
+                      uint64_t samples, uint64_t calls, uint64_t bytes, uint64_t var,
+                      bool estimated)
 {
     uint32_t node = 0;
     t->nodes[0].calls += calls;
@@ -48,7 +51,7 @@ static void mf_insert(struct mf_tree *t, const struct mf_frame *f, uint32_t n, u
     t->nodes[0].samples += samples;
     t->nodes[0].var += var;
     for (uint32_t i = 0; i < n; i++) {
-        node = mf_child(t, node, f[i].name);
+        node = mf_child(t, node, f[i].name, i == 0 ? via : 0);
         struct mf_node *x = &t->nodes[node];
         x->calls += calls;
         x->bytes += bytes;
@@ -75,7 +78,8 @@ static int mf_child_cmp(const void *a, const void *b)
     const struct mf_node *y = &mf_sort_tree->nodes[*(const uint32_t *)b];
     if (x->calls != y->calls)
         return x->calls > y->calls ? -1 : 1;
-    return strcmp(mf_str(x->name), mf_str(y->name));
+    int c = strcmp(mf_str(x->name), mf_str(y->name));
+    return c ? c : strcmp(mf_str(x->via), mf_str(y->via));
 }
 
 void mf_tree_build(struct mf_tree *t, const struct mf_model *m)
@@ -88,13 +92,14 @@ void mf_tree_build(struct mf_tree *t, const struct mf_model *m)
         const struct mf_stack *s = &m->stacks[i];
         mf_model_frames(m, s, &fr);
         uint32_t merged = t->merged_stacks; /* [not profiled] is not a stack */
-        mf_insert(t, fr.v, fr.n, s->samples, s->calls, s->bytes, s->var, s->estimated);
+        mf_insert(t, fr.v, fr.n, s->via, s->samples, s->calls, s->bytes, s->var, s->estimated);
         if (s->flags & MF_STACK_NOT_PROFILED)
             t->merged_stacks = merged;
     }
     free(fr.v);
     t->raw_stacks = m->p->nstacks;
     t->estimated = m->estimated;
+    t->transformed = m->transformed;
     t->sample_interval = m->sample_interval;
     mf_sort_tree = t;
     for (uint32_t i = 0; i < t->n; i++)

@@ -1,6 +1,7 @@
 /* The caller tree: a prefix tree over the symbolized, trimmed stacks read innermost first.
  * Level 1 holds the allocation sites, each node's children its callers. Nodes are keyed by
- * function name, so one site (or one caller under a given path) is never split across
+ * function name (a site also by the wrapper folded into it: "f via xmalloc" and "f via
+ * xrealloc" are two sites), so one site (or one caller under a given path) is never split across
  * branches, whatever addresses, lines, processes or runs its calls came from. */
 #ifndef MF_CALL_TREE_H
 #define MF_CALL_TREE_H
@@ -17,6 +18,7 @@ struct mf_loc {
 
 struct mf_node {
     uint32_t name;
+    uint32_t via; /* a site: the wrapper folded into it (interned), 0 if none */
     uint32_t parent;
     uint32_t *children; /* sorted by calls, descending, once built */
     uint32_t nchildren, children_cap;
@@ -35,6 +37,7 @@ struct mf_tree {
     uint32_t raw_stacks; /* distinct stacks read (per process image) */
     uint32_t merged_stacks; /* distinct stacks after symbolizing, trimming and merging */
     bool estimated; /* some count in it is an estimate */
+    struct mf_transform_counts transformed; /* the model's */
     /* The largest interval of the sampled processes (default mode: their largest weight),
      * 1 if none */
     uint64_t sample_interval;

@@ -1,32 +1,11 @@
 /* Builds the profile model (model.h): each distinct return address of each process image
- * symbolized once, every stack a list of those locations, plumbing marked for trimming. */
+ * symbolized once, every stack a list of those locations, then transformed (transform.c). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "mf_print.h"
 #include "model.h"
-#include "trim.h"
-
-/* Per interned name: 0 not yet decided, 1 keep, 2 plumbing. */
-static uint8_t *mf_plumbing_names;
-static uint32_t mf_plumbing_cap;
-
-static bool mf_is_plumbing(const struct mf_frame *f)
-{
-    if (f->plumbing_module)
-        return true;
-    if (f->name >= mf_plumbing_cap) {
-        uint32_t cap = mf_plumbing_cap ? mf_plumbing_cap : 1024;
-        while (cap <= f->name)
-            cap *= 2;
-        mf_plumbing_names = mf_xrealloc(mf_plumbing_names, cap);
-        memset(mf_plumbing_names + mf_plumbing_cap, 0, cap - mf_plumbing_cap);
-        mf_plumbing_cap = cap;
-    }
-    if (!mf_plumbing_names[f->name])
-        mf_plumbing_names[f->name] = mf_trim_function(mf_str(f->name)) ? 2 : 1;
-    return mf_plumbing_names[f->name] == 2;
-}
+#include "transform.h"
 
 /* ---- locations ------------------------------------------------------------------------ */
 
@@ -86,22 +65,6 @@ static struct mf_stack *mf_new_stack(struct mf_model *m)
     return s;
 }
 
-/* Plumbing frames at the innermost end: never all of them, the outermost frame stays. */
-static uint32_t mf_trimmed(const struct mf_model *m, const struct mf_stack *s)
-{
-    uint32_t total = 0, trimmed = 0;
-    bool done = false;
-    for (uint32_t i = 0; i < s->depth; i++) {
-        const struct mf_location *l = &m->locs[m->stack_locs[s->first + i]];
-        for (uint32_t j = 0; j < l->n; j++, total++)
-            if (!done && mf_is_plumbing(&m->frames[l->first + j]))
-                trimmed++;
-            else
-                done = true;
-    }
-    return trimmed < total ? trimmed : total ? total - 1 : 0;
-}
-
 void mf_model_build(struct mf_model *m, const struct mf_profile *p, bool trim)
 {
     memset(m, 0, sizeof *m);
@@ -129,7 +92,6 @@ void mf_model_build(struct mf_model *m, const struct mf_profile *p, bool trim)
         }
         s = &m->stacks[m->nstacks - 1];
         s->depth = rs->depth;
-        s->trimmed = trim ? mf_trimmed(m, s) : 0;
     }
     mf_map_free(&map);
     free(tmp.v);
@@ -161,6 +123,27 @@ void mf_model_build(struct mf_model *m, const struct mf_profile *p, bool trim)
         s->estimated = p->unprofiled_calls != p->unprofiled_samples || any_sampled;
         m->estimated |= s->estimated;
     }
+    mf_model_transform(m);
+}
+
+uint32_t mf_model_nframes(const struct mf_model *m, const struct mf_stack *s)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->depth; i++)
+        n += m->locs[m->stack_locs[s->first + i]].n;
+    return n;
+}
+
+bool mf_model_shows(const struct mf_stack *s, uint32_t k, uint32_t nframes, uint32_t name)
+{
+    return k >= s->trimmed && k + s->cut < nframes && !mf_name_hidden(name);
+}
+
+uint32_t mf_model_pseudo(const struct mf_stack *s, uint32_t shown)
+{
+    if (shown == 0)
+        return mf_intern(s->flags & MF_STACK_ALL_HIDDEN ? MF_NAME_ALL_HIDDEN : MF_NAME_NO_STACK);
+    return s->flags & MF_ENTRY_TRUNCATED ? mf_intern(MF_NAME_TRUNCATED) : 0;
 }
 
 void mf_model_frames(const struct mf_model *m, const struct mf_stack *s, struct mf_frames *out)
@@ -171,21 +154,20 @@ void mf_model_frames(const struct mf_model *m, const struct mf_stack *s, struct 
         out->v[out->n++] = (struct mf_frame){mf_intern(MF_NAME_NOT_PROFILED), 0, 0, false};
         return;
     }
-    uint32_t skip = s->trimmed;
+    uint32_t total = mf_model_nframes(m, s), k = 0;
     for (uint32_t i = 0; i < s->depth; i++) {
         const struct mf_location *l = &m->locs[m->stack_locs[s->first + i]];
-        for (uint32_t j = 0; j < l->n; j++) {
-            if (skip) {
-                skip--;
+        for (uint32_t j = 0; j < l->n; j++, k++) {
+            const struct mf_frame *f = &m->frames[l->first + j];
+            if (!mf_model_shows(s, k, total, f->name))
                 continue;
-            }
             MF_GROW(out->v, out->n, out->cap);
-            out->v[out->n++] = m->frames[l->first + j];
+            out->v[out->n++] = *f;
         }
     }
-    if (out->n == 0 || (s->flags & MF_ENTRY_TRUNCATED)) {
-        uint32_t name = mf_intern(out->n ? MF_NAME_TRUNCATED : MF_NAME_NO_STACK);
+    uint32_t pseudo = mf_model_pseudo(s, out->n);
+    if (pseudo) {
         MF_GROW(out->v, out->n, out->cap);
-        out->v[out->n++] = (struct mf_frame){name, 0, 0, false};
+        out->v[out->n++] = (struct mf_frame){pseudo, 0, 0, false};
     }
 }

@@ -21,6 +21,8 @@ enum mf_format {
 struct mf_report_options {
     double threshold; /* percent of all calls below which entries are folded */
     bool trim;
+    bool full_names;   /* --full-names: the tree shows names as demangled */
+    unsigned width;    /* tree: lines cut to this many columns, 0 not cut */
     bool weight_bytes; /* --weight bytes: collapsed counts bytes, html shows bytes first */
     const char *output; /* -o FILE, or NULL for standard output */
     const char *const *dirs;
@@ -32,7 +34,7 @@ struct mf_report_options {
 void mf_report_tree(FILE *out, const struct mf_profile *p, const struct mf_tree *t,
                     const struct mf_report_options *o);
 
-/* calls,bytes,samples,stack,locations: one row per merged stack (report_csv.c); frames
+/* calls,bytes,samples,stack,locations,via: one row per merged stack (report_csv.c); frames
  * joined by ';', each percent-encoded where it holds '%', ';', a control character, a line
  * separator or a byte that is not UTF-8. */
 void mf_report_csv(FILE *out, const struct mf_tree *t);

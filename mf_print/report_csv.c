@@ -1,5 +1,6 @@
-/* CSV: one row per distinct stack after trimming and merging by function names (a node of
- * the caller tree where stacks end), sorted by calls descending. The threshold does not
+/* CSV: one row per distinct stack after the transforms and merging by function names (a node
+ * of the caller tree where stacks end), sorted by calls descending. The via column names the
+ * wrapper folded into the site (empty if none): the stack itself starts at the site. The threshold does not
  * apply: a spreadsheet can filter for itself. RFC 4180 quoting; lines end in \n.
  *
  * The stack and locations columns join their frames with ';'. Inside a frame, '%', ';',
@@ -16,7 +17,7 @@
 
 struct mf_row {
     uint64_t calls, bytes, samples;
-    char *stack, *locations;
+    char *stack, *locations, *via;
     const char *program; /* --by program, else NULL */
 };
 
@@ -102,6 +103,9 @@ static int mf_row_cmp(const void *a, const void *b)
     if (x->calls != y->calls)
         return x->calls > y->calls ? -1 : 1;
     int c = strcmp(x->stack, y->stack);
+    if (c)
+        return c;
+    c = strcmp(x->via, y->via);
     return c || !x->program ? c : strcmp(x->program, y->program);
 }
 
@@ -154,9 +158,12 @@ static void mf_csv_rows(struct mf_rows *out, const struct mf_tree *t, const char
                 mf_buf_add(&locs, "??");
             }
         }
+        struct mf_buf via = {0};
+        mf_buf_add(&via, "");
+        mf_buf_add_frame(&via, mf_str(t->nodes[path[depth - 1]].via));
         MF_GROW(out->v, out->n, out->cap);
         out->v[out->n++] = (struct mf_row){n->end_calls, n->end_bytes, n->end_samples, stack.s,
-                                           locs.s, program};
+                                           locs.s, via.s, program};
     }
     free(path);
 }
@@ -167,14 +174,16 @@ static void mf_csv_print(FILE *out, struct mf_rows *r, bool with_program)
     uint32_t nrows = r->n;
     if (nrows > 1)
         qsort(rows, nrows, sizeof *rows, mf_row_cmp);
-    fputs(with_program ? "calls,bytes,samples,stack,locations,program\n"
-                       : "calls,bytes,samples,stack,locations\n", out);
+    fputs(with_program ? "calls,bytes,samples,stack,locations,via,program\n"
+                       : "calls,bytes,samples,stack,locations,via\n", out);
     for (uint32_t i = 0; i < nrows; i++) {
         fprintf(out, "%llu,%llu,%llu,", (unsigned long long)rows[i].calls,
                 (unsigned long long)rows[i].bytes, (unsigned long long)rows[i].samples);
         mf_csv_field(out, rows[i].stack);
         fputc(',', out);
         mf_csv_field(out, rows[i].locations);
+        fputc(',', out);
+        mf_csv_field(out, rows[i].via);
         if (with_program) { /* encoded as a frame is: a name is any bytes */
             struct mf_buf program = {0};
             mf_buf_add(&program, "");
@@ -186,6 +195,7 @@ static void mf_csv_print(FILE *out, struct mf_rows *r, bool with_program)
         fputs("\n", out);
         free(rows[i].stack);
         free(rows[i].locations);
+        free(rows[i].via);
     }
     free(rows);
 }

@@ -6,7 +6,8 @@
  * escaped here) and {{MF:data}} (the flame graph's data: JSON, escaped so that it can never
  * end its <script> element). The page's script draws the graph on a canvas.
  *
- * The data is the model's stacks (mf_model_frames: trimmed as the other reports) read
+ * The data is the model's stacks (mf_model_frames: transformed as for the other reports,
+ * with "[via xmalloc]" above a site a wrapper was folded into, as in collapsed) read
  * outermost first, as a prefix tree keyed by function name, so that one function under one
  * path is one frame however many addresses, lines or processes it came from (the caller tree
  * merges the same way, from the other end). Compact for 10^5 stacks:
@@ -134,6 +135,11 @@ static void mf_htree_build(struct mf_htree *t, const struct mf_model *m)
         for (uint32_t k = fr.n; k-- > 0;) { /* outermost first */
             node = mf_hchild(t, node, fr.v[k].name);
             mf_hloc_add(&t->nodes[node], fr.v[k].file, fr.v[k].line, s->calls);
+        }
+        if (s->via) { /* the wrapper folded into the site: "[via xmalloc]" above it */
+            char buf[4096];
+            snprintf(buf, sizeof buf, "[via %s]", mf_str(s->via));
+            node = mf_hchild(t, node, mf_intern(buf));
         }
         struct mf_hnode *x = &t->nodes[node];
         if (!x->end) {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "mf_print.h"
+#include "names.h"
 #include "report.h"
 
 static const char *const mf_fn_names[] = {MF_FN_NAMES};
@@ -43,6 +44,7 @@ struct mf_tree_ctx {
     FILE *out;
     const struct mf_tree *t;
     double threshold;
+    bool full_names; /* --full-names: names as demangled, not shortened (names.h) */
     uint64_t total;  /* exact calls: the 100 % */
     uint64_t interval; /* the sample interval behind the estimates */
     int calls_width; /* widest calls column text */
@@ -110,6 +112,25 @@ static bool mf_below(const struct mf_tree_ctx *c, uint64_t calls)
     return c->total && (double)calls * 100.0 / (double)c->total < c->threshold;
 }
 
+/* A node's function as the tree shows it: shortened unless --full-names, a site with the
+ * wrapper folded into it ("parse_args via xmalloc"). */
+static const char *mf_node_text(const struct mf_tree_ctx *c, const struct mf_node *x)
+{
+    uint32_t name = c->full_names ? x->name : mf_short_name(x->name);
+    if (!x->via)
+        return mf_str(name);
+    uint32_t via = c->full_names ? x->via : mf_short_name(x->via);
+    static char *buf;
+    static size_t cap;
+    size_t need = strlen(mf_str(name)) + strlen(mf_str(via)) + 6;
+    if (need > cap) {
+        cap = need * 2;
+        buf = mf_xrealloc(buf, cap);
+    }
+    snprintf(buf, cap, "%s via %s", mf_str(name), mf_str(via));
+    return buf;
+}
+
 /* Prints the children of node; top-level entries (the root's children) get no glyph. */
 static void mf_children(struct mf_tree_ctx *c, uint32_t node)
 {
@@ -138,7 +159,7 @@ static void mf_children(struct mf_tree_ctx *c, uint32_t node)
         bool last = --lines == 0;
         /* This recursion is as deep as the deepest stack: keep its frame small. */
         mf_line(c, x->calls, x->var, x->bytes, x->estimated,
-                top ? "" : last ? "└─ " : "├─ ", mf_str(x->name), mf_node_loc(x));
+                top ? "" : last ? "└─ " : "├─ ", mf_node_text(c, x), mf_node_loc(x));
         size_t saved = c->prefix_len;
         if (!top)
             mf_prefix_push(c, last ? "   " : "│  ");
@@ -214,6 +235,23 @@ static void mf_print_python(FILE *out, const struct mf_profile *p)
                      "a malloc call, counted here\n", name);
 }
 
+/* What the transform stage did besides trimming (transform.h), and how to undo it. */
+static void mf_print_transforms(FILE *out, const struct mf_tree *t)
+{
+    char a[40], b[40], c[40];
+    const struct mf_transform_counts *x = &t->transformed;
+    if (x->folded_stacks)
+        fprintf(out, "  folded     wrappers into their callers in %s stacks: \"site via wrapper\" "
+                "(--no-fold)\n", mf_fmt_count(a, x->folded_stacks));
+    if (x->cut_stacks)
+        fprintf(out, "  cut        start-up frames: stacks start at main or the thread's start "
+                "(--full-stacks)\n");
+    if (x->hidden_frames)
+        fprintf(out, "  hidden     %s frames matching --hide, in %s stacks of %s%s calls\n",
+                mf_fmt_count(a, x->hidden_frames), mf_fmt_count(b, x->hidden_stacks),
+                t->estimated ? "~" : "", mf_fmt_count(c, x->hidden_calls));
+}
+
 static void mf_print_header(FILE *out, const struct mf_profile *p, const struct mf_tree *t,
                             const struct mf_report_options *o)
 {
@@ -285,12 +323,14 @@ static void mf_print_header(FILE *out, const struct mf_profile *p, const struct 
     fprintf(out, "  stacks     %s distinct, %s after %smerging by function\n",
             mf_fmt_count(a, t->raw_stacks), mf_fmt_count(b, t->merged_stacks),
             o->trim ? "trimming allocator frames and " : "");
+    mf_print_transforms(out, t);
 }
 
 void mf_report_tree(FILE *out, const struct mf_profile *p, const struct mf_tree *t,
                     const struct mf_report_options *o)
 {
-    struct mf_tree_ctx c = {.out = out, .t = t, .threshold = o->threshold};
+    struct mf_tree_ctx c = {.out = out, .t = t, .threshold = o->threshold,
+                            .full_names = o->full_names};
     c.total = mf_profile_total_calls(p);
     mf_print_header(out, p, t, o);
     fputc('\n', out);

@@ -171,6 +171,7 @@ class Row:
         self.samples = int(d["samples"])
         self.stack = csv_frames(d["stack"])
         self.locations = csv_frames(d["locations"])
+        self.via = csv_frames(d["via"])[0]  # the wrapper folded into the site, "" if none
 
     @property
     def site(self):
@@ -194,7 +195,7 @@ def csv_rows(*dirs, extra=()):
 
 def parse_csv(text):
     reader = csv.DictReader(io.StringIO(text))
-    expect(reader.fieldnames == ["calls", "bytes", "samples", "stack", "locations"],
+    expect(reader.fieldnames == ["calls", "bytes", "samples", "stack", "locations", "via"],
            f"CSV header is {reader.fieldnames}")
     return [Row(d) for d in reader]
 
@@ -492,12 +493,17 @@ def test_cxx_new_delete_exceptions():
     expect_eq(r.stderr, plain.stderr, "stderr under the profiler")
     rows = csv_rows(r.profile)
     expect_sites(rows, CXX_SITES)
-    # Each of the 100 `throw i` allocates its exception once, inside site_throw.
+    # Each of the 100 `throw i` allocates its exception once, inside site_throw: the site is
+    # site_throw via __cxa_allocate_exception (folded into its caller; --no-fold keeps it).
     throws = [row for row in rows
               if "site_throw" in [function_name(f) for f in row.stack]]
     expect_eq(sum(row.calls for row in throws), 100, "calls under site_throw")
-    expect_eq([function_name(row.stack[0]) for row in throws], ["__cxa_allocate_exception"],
-              "allocation site of the exceptions")
+    expect_eq([(function_name(row.stack[0]), row.via) for row in throws],
+              [("site_throw", "__cxa_allocate_exception")], "allocation site of the exceptions")
+    throws = [row for row in csv_rows(r.profile, extra=["--no-fold"])
+              if "site_throw" in [function_name(f) for f in row.stack]]
+    expect_eq([(function_name(row.stack[0]), row.calls, row.via) for row in throws],
+              [("__cxa_allocate_exception", 100, "")], "the exceptions' site with --no-fold")
 
 
 @test
