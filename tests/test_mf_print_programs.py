@@ -72,7 +72,7 @@ def by_program_table(text):
 
 def csv_with_program(text):
     reader = csv.DictReader(io.StringIO(text))
-    rt.expect_eq(reader.fieldnames, ["calls", "bytes", "samples", "stack", "locations", "program"],
+    rt.expect_eq(reader.fieldnames, ["calls", "bytes", "samples", "stack", "locations", "via", "program"],
                  "--by program CSV header")
     return list(reader)
 
