@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mf_print.h"
 #include "symbolize.h"
@@ -174,14 +175,26 @@ static void mf_modfile_open(struct mf_modfile *mf)
     mf->opened = true;
     if (!strchr(mf->path, '/'))
         return; /* linux-vdso.so.1 and the like: no file to read */
-    mf->dwfl = dwfl_begin(&mf_offline_callbacks);
-    if (!mf->dwfl)
+    /* Opened here, not by libdw: a path that is now a FIFO or a device must not block or
+     * be read forever. */
+    const char *why;
+    int fd = mf_open_regular(mf->path, true, UINT64_MAX, &why);
+    if (fd < 0) {
+        mf_error("cannot read %s: %s; its frames stay unsymbolized", mf_esc(mf->path), why);
         return;
+    }
+    mf->dwfl = dwfl_begin(&mf_offline_callbacks);
+    if (!mf->dwfl) {
+        close(fd);
+        return;
+    }
     dwfl_report_begin(mf->dwfl);
-    mf->mod = dwfl_report_elf(mf->dwfl, mf->label, mf->path, -1, 0, false);
+    mf->mod = dwfl_report_elf(mf->dwfl, mf->label, mf->path, fd, 0, false);
     dwfl_report_end(mf->dwfl, NULL, NULL);
-    if (!mf->mod) {
-        mf_error("cannot read %s: %s; its frames stay unsymbolized", mf->path, dwfl_errmsg(-1));
+    if (!mf->mod) { /* on success libdw owns fd */
+        close(fd);
+        mf_error("cannot read %s: %s; its frames stay unsymbolized", mf_esc(mf->path),
+                 dwfl_errmsg(-1));
         return;
     }
     if (mf->build_id_len) {
@@ -191,7 +204,7 @@ static void mf_modfile_open(struct mf_modfile *mf)
         if (n != (int)mf->build_id_len || memcmp(bits, mf->build_id, mf->build_id_len) != 0) {
             if (!mf->plumbing) /* the profiler's own frames are trimmed: a rebuild is no news */
                 mf_error("%s is not the file the profiled program ran (build-id differs); its "
-                         "frames stay unsymbolized", mf->path);
+                         "frames stay unsymbolized", mf_esc(mf->path));
             return;
         }
     }
