@@ -347,6 +347,8 @@ struct mf_file_sums {
     uint64_t samples, st_calls, st_bytes, st_var; /* its stacks and [not profiled] */
 };
 
+#define MF_CALLS_MAX (1ull << 60)
+
 static bool mf_add(uint64_t *sum, uint64_t x)
 {
     return __builtin_add_overflow(*sum, x, sum);
@@ -381,6 +383,15 @@ static const char *mf_check_counts(const struct mf_profile *p, const struct mf_p
             wrap |= mf_add(&fs->st_var, e[i].calls_sq > e[i].calls ? e[i].calls_sq - e[i].calls : 0);
         }
     }
+    /* 2^60 calls take a thread 36 years at one a nanosecond: a count beyond is damage, and
+     * it is this file's, not that of the file whose sum would wrap after it. */
+    char a1[32], a2[32];
+    if (!wrap && fs->calls > MF_CALLS_MAX)
+        return mf_why("it counts %s calls, more than a thread can make (2^60; damaged?)",
+                      mf_fmt_count(a1, fs->calls));
+    if (!wrap && fs->st_calls > MF_CALLS_MAX)
+        return mf_why("its stacks hold %s calls, more than a thread can make (2^60; damaged?)",
+                      mf_fmt_count(a1, fs->st_calls));
     /* With what was read before: the grand totals and every sum of stacks stay in 64 bits. */
     uint64_t t = mf_profile_total_calls(p), tb = mf_profile_total_bytes(p);
     uint64_t a = p->stacks_calls, ab = p->stacks_bytes, av = p->stacks_var;
@@ -396,11 +407,10 @@ static const char *mf_check_counts(const struct mf_profile *p, const struct mf_p
         return "its counts overflow 64 bits (damaged?)";
     /* A sample is a call: the stacks may run ahead of the header's count only by the calls
      * not yet added there (MF_FLUSH_CALLS a thread); a sample weighs at most the interval. */
-    char a1[32], a2[32];
     uint64_t threads_here = h->threads ? h->threads : 1;
     uint64_t slack = (uint64_t)MF_FLUSH_CALLS * threads_here;
     if (fs->samples > fs->calls && fs->samples - fs->calls > slack)
-        return mf_why("its stacks hold %s samples, more than the %s calls it counted", 
+        return mf_why("its stacks hold %s samples, more than the %s calls it counted",
                       mf_fmt_count(a1, fs->samples), mf_fmt_count(a2, fs->calls));
     if (pr->has_file) {
         uint64_t w = pr->sample_interval == 0 ? MF_INTERVAL_MAX : pr->sample_interval, most;

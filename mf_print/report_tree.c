@@ -276,15 +276,15 @@ static void mf_print_above_total(FILE *out, const struct mf_profile *p, const st
     uint64_t total = mf_profile_total_calls(p), stacks = t->nodes[0].calls;
     if (stacks <= total)
         return;
-    char a[40], b[40];
+    char a[40], b[40], c[40];
     if (t->estimated)
         fprintf(out, "  note       the stacks' estimates add up to %s calls, more than the exact %s;"
                 " shares below are of %s\n", mf_fmt_count(a, stacks), mf_fmt_count(b, total),
                 mf_fmt_count(a, stacks));
     else
         fprintf(out, "  note       the stacks hold %s calls, more than the exact total %s (a thread "
-                "adds to its total every %u calls: a live or killed process); shares below are "
-                "of %s\n", mf_fmt_count(a, stacks), mf_fmt_count(b, total), MF_FLUSH_CALLS,
+                "adds to its total every %s calls: a live or killed process); shares below are "
+                "of %s\n", mf_fmt_count(a, stacks), mf_fmt_count(b, total), mf_fmt_count(c, MF_FLUSH_CALLS),
                 mf_fmt_count(a, stacks));
 }
 
