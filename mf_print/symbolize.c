@@ -507,4 +507,5 @@ void mf_symbolize_end(void)
     mf_runs = NULL;
     mf_arena = NULL;
     mf_nmodfiles = mf_nruns = mf_narena = 0;
+    mf_modfiles_cap = mf_runs_cap = mf_arena_cap = 0; /* the next profile starts afresh */
 }
