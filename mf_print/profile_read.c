@@ -341,14 +341,16 @@ static const char *mf_check_thread(const uint8_t *buf, size_t size)
     return why;
 }
 
-/* What one thread file adds to the profile's sums, each checked against wrapping. */
+/* The calls one thread file adds to the profile's sums, each checked against wrapping. */
 struct mf_file_sums {
-    uint64_t calls, bytes; /* exact, from the header */
-    uint64_t samples, st_calls, st_bytes, st_var; /* its stacks and [not profiled] */
+    uint64_t calls;             /* exact, from the header */
+    uint64_t samples, st_calls; /* its stacks and [not profiled] */
 };
 
 #define MF_CALLS_MAX (1ull << 60)
 
+/* Bytes and variances are not checked: a program may ask for SIZE_MAX bytes (and fail), and
+ * a weight of 10^9 squared wraps in the writer's own sum; the exact numbers are the calls. */
 static bool mf_add(uint64_t *sum, uint64_t x)
 {
     return __builtin_add_overflow(*sum, x, sum);
@@ -362,15 +364,10 @@ static const char *mf_check_counts(const struct mf_profile *p, const struct mf_p
     const struct mf_thread_header *h = (const struct mf_thread_header *)buf;
     bool wrap = false;
     memset(fs, 0, sizeof *fs);
-    for (int f = 0; f < MF_FN_COUNT; f++) {
+    for (int f = 0; f < MF_FN_COUNT; f++)
         wrap |= mf_add(&fs->calls, h->totals.calls[f]);
-        wrap |= mf_add(&fs->bytes, h->totals.bytes[f]);
-    }
     fs->samples = h->unprofiled_samples;
     fs->st_calls = h->unprofiled_calls;
-    fs->st_bytes = h->unprofiled_bytes;
-    fs->st_var = h->unprofiled_calls_sq > h->unprofiled_calls
-                     ? h->unprofiled_calls_sq - h->unprofiled_calls : 0;
     for (uint32_t k = 0; k < h->nsegments && !wrap; k++) {
         const struct mf_segment_header *seg = mf_segment(buf, h, k);
         const struct mf_entry *e = mf_entries(seg);
@@ -379,8 +376,6 @@ static const char *mf_check_counts(const struct mf_profile *p, const struct mf_p
                 continue;
             wrap |= mf_add(&fs->samples, e[i].samples);
             wrap |= mf_add(&fs->st_calls, e[i].calls);
-            wrap |= mf_add(&fs->st_bytes, e[i].bytes);
-            wrap |= mf_add(&fs->st_var, e[i].calls_sq > e[i].calls ? e[i].calls_sq - e[i].calls : 0);
         }
     }
     /* 2^60 calls take a thread 36 years at one a nanosecond: a count beyond is damage, and
@@ -393,16 +388,10 @@ static const char *mf_check_counts(const struct mf_profile *p, const struct mf_p
         return mf_why("its stacks hold %s calls, more than a thread can make (2^60; damaged?)",
                       mf_fmt_count(a1, fs->st_calls));
     /* With what was read before: the grand totals and every sum of stacks stay in 64 bits. */
-    uint64_t t = mf_profile_total_calls(p), tb = mf_profile_total_bytes(p);
-    uint64_t a = p->stacks_calls, ab = p->stacks_bytes, av = p->stacks_var;
+    uint64_t t = mf_profile_total_calls(p), a = p->stacks_calls;
     uint32_t threads = p->nthreads;
-    wrap = wrap || mf_add(&t, fs->calls) || mf_add(&tb, fs->bytes) || mf_add(&a, fs->st_calls) ||
-           mf_add(&ab, fs->st_bytes) || mf_add(&av, fs->st_var) ||
+    wrap = wrap || mf_add(&t, fs->calls) || mf_add(&a, fs->st_calls) ||
            __builtin_add_overflow(threads, h->threads ? (uint32_t)h->threads : 1u, &threads);
-    for (int f = 0; f < MF_FN_COUNT && !wrap; f++) {
-        uint64_t c = p->totals.calls[f], b = p->totals.bytes[f];
-        wrap = mf_add(&c, h->totals.calls[f]) || mf_add(&b, h->totals.bytes[f]);
-    }
     if (wrap)
         return "its counts overflow 64 bits (damaged?)";
     /* A sample is a call: the stacks may run ahead of the header's count only by the calls
@@ -550,14 +539,12 @@ static void mf_read_thread(struct mf_profile *p, const char *dir, const char *na
         pr->threads_start_ns = h->start_ns;
     if (h->last_ns > pr->threads_last_ns)
         pr->threads_last_ns = h->last_ns;
-    for (int f = 0; f < MF_FN_COUNT; f++) {
+    for (int f = 0; f < MF_FN_COUNT; f++) { /* calls never wrap: mf_check_counts */
         p->totals.calls[f] += h->totals.calls[f];
         p->totals.bytes[f] += h->totals.bytes[f];
     }
-    pr->calls += fs.calls; /* no sum below wraps: mf_check_counts */
+    pr->calls += fs.calls;
     p->stacks_calls += fs.st_calls;
-    p->stacks_bytes += fs.st_bytes;
-    p->stacks_var += fs.st_var;
     p->unprofiled_samples += h->unprofiled_samples;
     p->unprofiled_calls += h->unprofiled_calls;
     pr->attributed += h->unprofiled_calls;

@@ -59,10 +59,9 @@ struct mf_profile {
     uint32_t nstacks, stacks_cap;
     struct mf_totals totals; /* exact, summed over all threads */
     uint64_t unprofiled_samples, unprofiled_calls, unprofiled_bytes, unprofiled_var;
-    /* calls, bytes and variance of every stack and [not profiled]: the reader keeps these
-     * and the totals above from wrapping (a file that would make one wrap is skipped), so no
-     * sum of counts a report makes wraps either */
-    uint64_t stacks_calls, stacks_bytes, stacks_var;
+    /* calls of every stack and [not profiled]: no sum of calls a report makes exceeds it,
+     * and it never wraps (a file that would make it, or the totals, wrap is skipped) */
+    uint64_t stacks_calls;
     uint32_t nthreads;
     uint32_t nfiles_read; /* valid thread and process files */
     uint32_t nfiles_skipped;

@@ -268,24 +268,38 @@ static void mf_print_running(FILE *out, const struct mf_profile *p)
                 running > 1 ? ", ..." : "");
 }
 
-/* The stacks add up to more calls than the exact total: estimates above it, or counts the
- * threads had not yet added to their totals (they do every MF_FLUSH_CALLS calls) when the
- * files were read or the process was killed. Shares are then taken of the stacks' sum. */
-static void mf_print_above_total(FILE *out, const struct mf_profile *p, const struct mf_tree *t)
+/* What shares are of: the exact total; or the stacks' sum where they hold more calls than
+ * it, counted exactly (calls the threads had not yet added to their totals when the files
+ * were read or the process was killed: they do every MF_FLUSH_CALLS calls), or estimated
+ * so high that a site would show above 100 %. */
+static uint64_t mf_share_base(const struct mf_profile *p, const struct mf_tree *t)
 {
     uint64_t total = mf_profile_total_calls(p), stacks = t->nodes[0].calls;
     if (stacks <= total)
+        return total;
+    if (!t->estimated)
+        return stacks;
+    for (uint32_t i = 0; i < t->nodes[0].nchildren; i++)
+        if (t->nodes[t->nodes[0].children[i]].calls > total)
+            return stacks;
+    return total;
+}
+
+static void mf_print_above_total(FILE *out, const struct mf_profile *p, const struct mf_tree *t)
+{
+    uint64_t total = mf_profile_total_calls(p), base = mf_share_base(p, t);
+    if (base == total)
         return;
     char a[40], b[40], c[40];
     if (t->estimated)
         fprintf(out, "  note       the stacks' estimates add up to %s calls, more than the exact %s;"
-                " shares below are of %s\n", mf_fmt_count(a, stacks), mf_fmt_count(b, total),
-                mf_fmt_count(a, stacks));
+                " shares below are of %s\n", mf_fmt_count(a, base), mf_fmt_count(b, total),
+                mf_fmt_count(a, base));
     else
         fprintf(out, "  note       the stacks hold %s calls, more than the exact total %s (a thread "
                 "adds to its total every %s calls: a live or killed process); shares below are "
-                "of %s\n", mf_fmt_count(a, stacks), mf_fmt_count(b, total), mf_fmt_count(c, MF_FLUSH_CALLS),
-                mf_fmt_count(a, stacks));
+                "of %s\n", mf_fmt_count(a, base), mf_fmt_count(b, total),
+                mf_fmt_count(c, MF_FLUSH_CALLS), mf_fmt_count(a, base));
 }
 
 static void mf_print_header(FILE *out, const struct mf_profile *p, const struct mf_tree *t,
@@ -362,9 +376,7 @@ void mf_report_tree(FILE *out, const struct mf_profile *p, const struct mf_tree 
                     const struct mf_report_options *o)
 {
     struct mf_tree_ctx c = {.out = out, .t = t, .threshold = o->threshold};
-    c.total = mf_profile_total_calls(p);
-    if (t->nodes[0].calls > c.total) /* never a share above 100 %: mf_print_above_total */
-        c.total = t->nodes[0].calls;
+    c.total = mf_share_base(p, t); /* never a share above 100 % */
     mf_print_header(out, p, t, o);
     fputc('\n', out);
     if (t->nodes[0].nchildren == 0) {
