@@ -486,3 +486,23 @@ def test_validate_a_running_process_is_called_a_snapshot():
     rt.expect(line in said["alive"], f"no {line!r} in {said['alive'][:8]}")
     after = run_print(["--dir", profile]).stdout.decode().splitlines()
     rt.expect(not any(x.startswith("  running") for x in after), f"after kill: {after[:8]}")
+
+
+@rt.test
+def test_validate_base_compares_a_profile_with_its_copy():
+    """--base copy-of-A A: each side is read afresh (before: the reader's stack map kept the
+    old side's entries, and the new side's first stack probed them: a segmentation fault).
+    Nothing changed: every site's change is 0."""
+    r, _ = four_threads()
+    copy = copy_profile(r.profile, "copy-of-A")
+    out = run_print(["--base", copy, r.profile, "--format", "csv"])
+    rt.expect_eq((out.returncode, out.stderr), (0, b""), "status, stderr")
+    import csv
+    import io
+    rows = list(csv.DictReader(io.StringIO(out.stdout.decode())))
+    sites = {row["stack"]: (int(row["calls_change"]), int(row["new_calls"]))
+             for row in rows if row["level"] == "site"}
+    for k in range(4):
+        rt.expect_eq(sites.get(f"site_worker_{k}"), (0, WORKER_CALLS[k]),
+                     f"site_worker_{k}: (change, new calls)")
+    rt.expect(all(int(row["calls_change"]) == 0 for row in rows), "a change in a copy")
