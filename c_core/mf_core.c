@@ -48,7 +48,6 @@ static struct mf_table *mf_first_table;
 
 #define MF_EXACT_CHUNK 64 /* a thread takes the exact budget in chunks: less contention */
 #define MF_COST_SHARE (MF_COST_SHARE_PPM / 1e6)
-#define MF_INTERVAL_MAX 100000u
 #define MF_COUNTDOWN_OFF (INT64_MAX / 2) /* not profiling: the hot path only counts */
 /* The slow path's own stack: libunwind's first use in a thread takes ~10 KiB, a signal
  * handler that interrupts a sample runs on it too; pages never touched cost nothing. */

@@ -59,6 +59,37 @@ struct mf_totals {
 
 #define MF_MAX_SEGMENTS 32
 
+/* What a reader may rely on when it checks counts against each other:
+ * - a sample is one call, so a table's samples never exceed the calls its header counts by
+ *   more than the calls its threads have yet to add there: the hot path counts in TLS and
+ *   adds to the header at least every MF_FLUSH_CALLS calls, the stack entry is written at
+ *   once (a live file, or a process killed without its exit);
+ * - a sample's weight is the interval it was drawn with: MALLOC_FREQ_SAMPLE, or in the
+ *   default mode at most MF_INTERVAL_MAX. */
+#define MF_FLUSH_CALLS 4096
+#define MF_INTERVAL_MAX 100000u
+
+/* The deepest stack the writer records (MALLOC_FREQ_DEPTH's maximum): a thread header's
+ * max_depth and every entry's depth are at most this. */
+#define MF_DEPTH_MAX 512u
+
+/* The writer's table geometry: the thread header takes the first page; segment k holds
+ * MF_SEG_ENTRIES_FIRST << min(k, MF_SEG_GROWTH_STEPS) entries and MF_FRAMES_PER_ENTRY times
+ * as many frames, rounded up to a page. */
+#define MF_THREAD_HEADER_BYTES 4096u
+#define MF_SEG_ENTRIES_FIRST 64u
+#define MF_SEG_GROWTH_STEPS 12u
+#define MF_SEG_ENTRIES_MAX (MF_SEG_ENTRIES_FIRST << MF_SEG_GROWTH_STEPS)
+#define MF_FRAMES_PER_ENTRY 16u /* frame room per slot; at load <= 1/2, 32 per stack */
+/* The largest thread file the writer can make: the header page, then 32 segments of at most
+ * 64 + 262,144 * (56 + 16 * 8) bytes rounded up to a page (48,238,592 bytes each), in all
+ * 1,543,639,040 bytes (1.44 GiB). A reader may refuse anything bigger unread. */
+#define MF_SEG_BYTES_MAX                                                                   \
+    (((MF_SEGMENT_ENTRIES_OFFSET +                                                         \
+       (uint64_t)MF_SEG_ENTRIES_MAX * (sizeof(struct mf_entry) + MF_FRAMES_PER_ENTRY * 8u)) + \
+      4095u) & ~(uint64_t)4095u)
+#define MF_THREAD_FILE_MAX (MF_THREAD_HEADER_BYTES + (uint64_t)MF_MAX_SEGMENTS * MF_SEG_BYTES_MAX)
+
 /* Thread flags. */
 #define MF_THREAD_FINISHED 1u /* the thread has exited (it may still allocate in TLS teardown) */
 #define MF_THREAD_TABLE_FULL 2u /* a new stack could not be stored: counted as unprofiled */

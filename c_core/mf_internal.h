@@ -11,16 +11,12 @@
 
 #define MF_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define MF_DEPTH_DEFAULT 64u
-#define MF_DEPTH_MAX 512u
 #define MF_PATH_MAX 4096
 /* Default mode: samples may take this share of a thread's time, in parts per million.
  * Chosen from `make bench`; see README "Sampling". */
 #define MF_COST_SHARE_PPM 3000u
-/* The hot path's counts reach the thread file after at most this many calls: fewer than
- * this is what a thread can leave uncounted when its process ends running no code (a
- * signal, exec). A flush costs tens of ns, a few hundredths of a ns a call. README "How it
- * works" says why the hot path counts in TLS. */
-#define MF_FLUSH_CALLS 4096
+/* MF_FLUSH_CALLS (mf_format.h): the hot path's counts reach the thread file after at most
+ * this many calls. README "How it works" says why the hot path counts in TLS. */
 
 enum mf_thread_state {
     MF_THREAD_NEW = 0, /* no slot yet */

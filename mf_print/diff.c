@@ -26,7 +26,7 @@ int mf_side_read(struct mf_side *s, const char *const *paths, int npaths, bool t
     if (file >= 0) {
         if (npaths > 1) {
             mf_error("%s is a file: a side of a comparison is one pprof file, or profile "
-                     "directories", paths[file]);
+                     "directories", mf_esc(paths[file]));
             return 2;
         }
         s->pprof = true;
@@ -37,7 +37,7 @@ int mf_side_read(struct mf_side *s, const char *const *paths, int npaths, bool t
             return 2;
     mf_profile_finish(&s->profile);
     if (s->profile.nfiles_read == 0) {
-        mf_error("no readable profile file in %s%s", paths[0],
+        mf_error("no readable profile file in %s%s", mf_esc(paths[0]),
                  npaths > 1 ? " and the other directories" : "");
         return 1;
     }
@@ -203,7 +203,7 @@ void mf_side_programs(const struct mf_profile *p, char *buf, size_t size)
             dup = strcmp(exe, mf_program(&p->procs[j])) == 0;
         if (dup)
             continue;
-        int w = snprintf(buf + at, size - at, "%s%s", shown ? ", " : "", shown == 3 ? "..." : exe);
+        int w = snprintf(buf + at, size - at, "%s%s", shown ? ", " : "", shown == 3 ? "..." : mf_esc(exe));
         if (w < 0 || (size_t)w >= size - at)
             return;
         at += (size_t)w;

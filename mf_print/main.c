@@ -468,7 +468,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < ndirs; i++)
         if (mf_is_file(dirs[i])) {
             mf_error("%s is a file, not a profile directory; a pprof file is read by --base "
-                     "(mf_print --base %s DIR) and by go tool pprof", dirs[i], dirs[i]);
+                     "(mf_print --base %s DIR) and by go tool pprof", mf_esc(dirs[i]),
+                     mf_esc(dirs[i]));
             return 2;
         }
 
@@ -478,7 +479,7 @@ int main(int argc, char **argv)
             return 2;
     mf_profile_finish(&profile);
     if (profile.nfiles_read == 0) {
-        mf_error("no readable profile file in %s%s", dirs[0],
+        mf_error("no readable profile file in %s%s", mf_esc(dirs[0]),
                  ndirs > 1 ? " and the other directories" : "");
         return 1;
     }

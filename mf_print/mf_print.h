@@ -49,6 +49,15 @@ uint32_t mf_intern(const char *s);
 const char *mf_str(uint32_t id);
 
 const char *mf_basename(const char *path);
+/* s for a human reader (the tree, stderr): control characters (C0, DEL, C1, U+2028/9) as
+ * \xNN or \uNNNN, bytes that are not UTF-8 as \xNN, a backslash as \\, so that a name
+ * from a file cannot move the cursor or recolour the terminal. The result lives until the
+ * 8th call after this one. */
+const char *mf_esc(const char *s);
+/* Opens path for reading if it is a regular file of at most max_size bytes (never blocks:
+ * a FIFO is refused, not waited for; with follow false a symbolic link is refused too).
+ * Returns the descriptor, or -1 with *why saying why (a static string). */
+int mf_open_regular(const char *path, bool follow, uint64_t max_size, const char **why);
 /* 1234567 -> "1,234,567" in buf (at least 32 bytes). */
 const char *mf_fmt_count(char *buf, uint64_t n);
 /* Bytes for people: "512 B", "12.3 KiB", "4.0 MiB", in buf (at least 32 bytes). */

@@ -65,6 +65,9 @@ struct mf_profile {
     uint32_t nstacks, stacks_cap;
     struct mf_totals totals; /* exact, summed over all threads */
     uint64_t unprofiled_samples, unprofiled_calls, unprofiled_bytes, unprofiled_var;
+    /* calls of every stack and [not profiled]: no sum of calls a report makes exceeds it,
+     * and it never wraps (a file that would make it, or the totals, wrap is skipped) */
+    uint64_t stacks_calls;
     uint32_t nthreads;
     uint32_t nfiles_read; /* valid thread and process files */
     uint32_t nfiles_skipped;

@@ -138,14 +138,10 @@ static bool mf_exec_segment(const struct mf_module *mod, uint64_t *start, uint64
     const uint64_t page = 4096;
     if (!mod->path || !mod->path[0])
         return false;
-    int fd = open(mod->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO would block */
-    struct stat st;
+    const char *why;
+    int fd = mf_open_regular(mod->path, true, UINT64_MAX, &why); /* a FIFO would block */
     if (fd < 0)
         return false;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return false;
-    }
     elf_version(EV_CURRENT);
     Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
     bool found = false;

@@ -12,6 +12,7 @@
 
 #include "mf_print.h"
 #include "names.h"
+#include "process_life.h"
 #include "report.h"
 
 static const char *const mf_fn_names[] = {MF_FN_NAMES};
@@ -92,7 +93,7 @@ static void mf_line(struct mf_tree_ctx *c, uint64_t calls, uint64_t var, uint64_
     fprintf(c->out, " %8s %10s  %.*s%s%s", pct, bytes_s, (int)c->prefix_len, c->prefix, glyph,
             text);
     if (loc)
-        fprintf(c->out, " (%s:%u)", mf_basename(mf_str(loc->file)), loc->line);
+        fprintf(c->out, " (%s:%u)", mf_esc(mf_basename(mf_str(loc->file))), loc->line);
     fputc('\n', c->out);
 }
 
@@ -131,47 +132,76 @@ static const char *mf_node_text(const struct mf_tree_ctx *c, const struct mf_nod
     return buf;
 }
 
-/* Prints the children of node; top-level entries (the root's children) get no glyph. */
-static void mf_children(struct mf_tree_ctx *c, uint32_t node)
+/* One node whose children are being printed: the next child to look at, the lines still to
+ * come (for the last one's glyph), what is folded, and the prefix to go back to after it. */
+struct mf_level {
+    uint32_t node, next, lines, folded;
+    uint64_t f_calls, f_bytes, f_var;
+    bool f_est;
+    size_t restore;
+};
+
+static void mf_level_init(const struct mf_tree_ctx *c, struct mf_level *l, uint32_t node,
+                          size_t restore)
 {
     const struct mf_node *n = &c->t->nodes[node];
-    uint32_t shown = 0, folded = 0;
-    uint64_t f_calls = 0, f_bytes = 0, f_var = 0;
-    bool f_est = false;
+    memset(l, 0, sizeof *l);
+    l->node = node;
+    l->restore = restore;
+    uint32_t shown = 0;
     for (uint32_t i = 0; i < n->nchildren; i++) { /* sorted: the small ones are at the end */
         const struct mf_node *x = &c->t->nodes[n->children[i]];
         if (!mf_below(c, x->calls)) {
             shown++;
             continue;
         }
-        folded++;
-        f_calls += x->calls;
-        f_bytes += x->bytes;
-        f_var += x->var;
-        f_est |= x->estimated;
+        l->folded++;
+        l->f_calls += x->calls;
+        l->f_bytes += x->bytes;
+        l->f_var += x->var;
+        l->f_est |= x->estimated;
     }
-    bool top = node == 0;
-    uint32_t lines = shown + (folded ? 1 : 0);
-    for (uint32_t i = 0; i < n->nchildren; i++) {
-        const struct mf_node *x = &c->t->nodes[n->children[i]];
-        if (mf_below(c, x->calls))
+    l->lines = shown + (l->folded ? 1 : 0);
+}
+
+/* Prints the tree below the root, depth first; top-level entries (the root's children) get
+ * no glyph. A loop with a stack of its own, not recursion: a stack is up to 512 return
+ * addresses, each of which may expand into many inlined frames. */
+static void mf_children(struct mf_tree_ctx *c)
+{
+    struct mf_level *st = NULL;
+    uint32_t depth = 0, cap = 0;
+    MF_GROW(st, depth, cap);
+    mf_level_init(c, &st[depth++], 0, c->prefix_len);
+    while (depth) {
+        struct mf_level *l = &st[depth - 1];
+        const struct mf_node *n = &c->t->nodes[l->node];
+        bool top = l->node == 0;
+        if (l->next < n->nchildren) {
+            uint32_t child = n->children[l->next++];
+            const struct mf_node *x = &c->t->nodes[child];
+            if (mf_below(c, x->calls))
+                continue;
+            bool last = --l->lines == 0;
+            mf_line(c, x->calls, x->var, x->bytes, x->estimated,
+                    top ? "" : last ? "└─ " : "├─ ", mf_esc(mf_node_text(c, x)), mf_node_loc(x));
+            size_t saved = c->prefix_len;
+            if (!top)
+                mf_prefix_push(c, last ? "   " : "│  ");
+            MF_GROW(st, depth, cap);
+            mf_level_init(c, &st[depth++], child, saved);
             continue;
-        bool last = --lines == 0;
-        /* This recursion is as deep as the deepest stack: keep its frame small. */
-        mf_line(c, x->calls, x->var, x->bytes, x->estimated,
-                top ? "" : last ? "└─ " : "├─ ", mf_node_text(c, x), mf_node_loc(x));
-        size_t saved = c->prefix_len;
-        if (!top)
-            mf_prefix_push(c, last ? "   " : "│  ");
-        mf_children(c, n->children[i]);
-        c->prefix_len = saved;
+        }
+        if (l->folded) {
+            char text[64];
+            snprintf(text, sizeof text, "… %u %s below %g%%", l->folded,
+                     top ? "more entries" : "more", c->threshold);
+            mf_line(c, l->f_calls, l->f_var, l->f_bytes, l->f_est, top ? "" : "└─ ", text, NULL);
+        }
+        c->prefix_len = l->restore;
+        depth--;
     }
-    if (folded) {
-        char text[64];
-        snprintf(text, sizeof text, "… %u %s below %g%%", folded, top ? "more entries" : "more",
-                 c->threshold);
-        mf_line(c, f_calls, f_var, f_bytes, f_est, top ? "" : "└─ ", text, NULL);
-    }
+    free(st);
 }
 
 static void mf_fmt_duration(char *buf, size_t size, uint64_t ns)
@@ -252,11 +282,61 @@ static void mf_print_transforms(FILE *out, const struct mf_tree *t)
                 t->estimated ? "~" : "", mf_fmt_count(c, x->hidden_calls));
 }
 
+/* A process still running when read: its files were read as they were being written. */
+static void mf_print_running(FILE *out, const struct mf_profile *p)
+{
+    uint32_t running = 0, first = 0;
+    for (uint32_t i = 0; i < p->nprocs; i++)
+        if (mf_life(p, i) == MF_LIFE_RUNNING && !running++)
+            first = p->procs[i].pid;
+    if (running == 1 && p->nprocs == 1)
+        fprintf(out, "  running    pid %u was still running when read: every count is a snapshot of "
+                "that moment\n", first);
+    else if (running)
+        fprintf(out, "  running    %u of the %u processes were still running when read (pid %u%s): "
+                "every count is a snapshot of that moment\n", running, p->nprocs, first,
+                running > 1 ? ", ..." : "");
+}
+
+/* What shares are of: the exact total; or the stacks' sum where they hold more calls than
+ * it, counted exactly (calls the threads had not yet added to their totals when the files
+ * were read or the process was killed: they do every MF_FLUSH_CALLS calls), or estimated
+ * so high that a site would show above 100 %. */
+static uint64_t mf_share_base(const struct mf_profile *p, const struct mf_tree *t)
+{
+    uint64_t total = mf_profile_total_calls(p), stacks = t->nodes[0].calls;
+    if (stacks <= total)
+        return total;
+    if (!t->estimated)
+        return stacks;
+    for (uint32_t i = 0; i < t->nodes[0].nchildren; i++)
+        if (t->nodes[t->nodes[0].children[i]].calls > total)
+            return stacks;
+    return total;
+}
+
+static void mf_print_above_total(FILE *out, const struct mf_profile *p, const struct mf_tree *t)
+{
+    uint64_t total = mf_profile_total_calls(p), base = mf_share_base(p, t);
+    if (base == total)
+        return;
+    char a[40], b[40], c[40];
+    if (t->estimated)
+        fprintf(out, "  note       the stacks' estimates add up to %s calls, more than the exact %s;"
+                " shares below are of %s\n", mf_fmt_count(a, base), mf_fmt_count(b, total),
+                mf_fmt_count(a, base));
+    else
+        fprintf(out, "  note       the stacks hold %s calls, more than the exact total %s (a thread "
+                "adds to its total every %s calls: a live or killed process); shares below are "
+                "of %s\n", mf_fmt_count(a, base), mf_fmt_count(b, total),
+                mf_fmt_count(c, MF_FLUSH_CALLS), mf_fmt_count(a, base));
+}
+
 static void mf_print_header(FILE *out, const struct mf_profile *p, const struct mf_tree *t,
                             const struct mf_report_options *o)
 {
     char a[40], b[40], c[40];
-    fprintf(out, "malloc_freq report: %s", o->dirs[0]);
+    fprintf(out, "malloc_freq report: %s", mf_esc(o->dirs[0]));
     if (o->ndirs > 1)
         fprintf(out, " and %d more director%s", o->ndirs - 1, o->ndirs > 2 ? "ies" : "y");
     if (p->ndirs_read != (uint32_t)o->ndirs) /* run directories, or a tree of them */
@@ -280,7 +360,7 @@ static void mf_print_header(FILE *out, const struct mf_profile *p, const struct 
             fputs(", …", out);
             break;
         }
-        fprintf(out, "%s%s", shown ? ", " : "", exe);
+        fprintf(out, "%s%s", shown ? ", " : "", mf_esc(exe));
         shown++;
     }
     if (p->nprocs == 1)
@@ -318,12 +398,14 @@ static void mf_print_header(FILE *out, const struct mf_profile *p, const struct 
     if (p->nprocs != npids)
         fprintf(out, " (%u process images: exec keeps the pid)", p->nprocs);
     fprintf(out, ", wall time %s\n", wall);
+    mf_print_running(out, p);
     mf_print_sampling(out, p, t);
     mf_print_python(out, p);
     fprintf(out, "  stacks     %s distinct, %s after %smerging by function\n",
             mf_fmt_count(a, t->raw_stacks), mf_fmt_count(b, t->merged_stacks),
             o->trim ? "trimming allocator frames and " : "");
     mf_print_transforms(out, t);
+    mf_print_above_total(out, p, t);
 }
 
 void mf_report_tree(FILE *out, const struct mf_profile *p, const struct mf_tree *t,
@@ -331,7 +413,7 @@ void mf_report_tree(FILE *out, const struct mf_profile *p, const struct mf_tree 
 {
     struct mf_tree_ctx c = {.out = out, .t = t, .threshold = o->threshold,
                             .full_names = o->full_names};
-    c.total = mf_profile_total_calls(p);
+    c.total = mf_share_base(p, t); /* never a share above 100 % */
     mf_print_header(out, p, t, o);
     fputc('\n', out);
     if (t->nodes[0].nchildren == 0) {
@@ -350,6 +432,6 @@ void mf_report_tree(FILE *out, const struct mf_profile *p, const struct mf_tree 
     if (c.err_column)
         fputs(" ±error", out);
     fprintf(out, " %8s %10s  %s\n", "%", "bytes", "allocation site, then its callers");
-    mf_children(&c, 0);
+    mf_children(&c);
     free(c.prefix);
 }

@@ -233,14 +233,25 @@ static void mf_modfile_open(struct mf_modfile *mf)
     }
     mf->opened_path = mf_xstrdup(path);
     free(rooted);
-    mf->dwfl = dwfl_begin(&mf_offline_callbacks);
-    if (!mf->dwfl)
+    /* Opened here, not by libdw: a path that is now a FIFO or a device must not block or
+     * be read forever. */
+    const char *why;
+    int fd = mf_open_regular(mf->opened_path, true, UINT64_MAX, &why);
+    if (fd < 0) {
+        mf_error("cannot read %s: %s; its frames stay unsymbolized", mf_esc(mf->opened_path), why);
         return;
+    }
+    mf->dwfl = dwfl_begin(&mf_offline_callbacks);
+    if (!mf->dwfl) {
+        close(fd);
+        return;
+    }
     dwfl_report_begin(mf->dwfl);
-    mf->mod = dwfl_report_elf(mf->dwfl, mf->label, mf->opened_path, -1, 0, false);
+    mf->mod = dwfl_report_elf(mf->dwfl, mf->label, mf->opened_path, fd, 0, false);
     dwfl_report_end(mf->dwfl, NULL, NULL);
-    if (!mf->mod) {
-        mf_error("cannot read %s: %s; its frames stay unsymbolized", mf->opened_path,
+    if (!mf->mod) { /* on success libdw owns fd */
+        close(fd);
+        mf_error("cannot read %s: %s; its frames stay unsymbolized", mf_esc(mf->opened_path),
                  dwfl_errmsg(-1));
         return;
     }
@@ -252,7 +263,7 @@ static void mf_modfile_open(struct mf_modfile *mf)
             mf->state = MF_DEBUG_OTHER_FILE;
             if (!mf->plumbing) /* the profiler's own frames are trimmed: a rebuild is no news */
                 mf_error("%s is not the file the profiled program ran (build-id differs); its "
-                         "frames stay unsymbolized", mf->opened_path);
+                         "frames stay unsymbolized", mf_esc(mf->opened_path));
             return;
         }
     }
@@ -573,4 +584,5 @@ void mf_symbolize_end(void)
     mf_runs = NULL;
     mf_arena = NULL;
     mf_nmodfiles = mf_nruns = mf_narena = 0;
+    mf_modfiles_cap = mf_runs_cap = mf_arena_cap = 0; /* the next profile starts afresh */
 }

@@ -30,7 +30,7 @@ BUILD = os.path.join(REPO, "build")
 OUT = os.path.join(BUILD, "tests")
 PROGRAMS = os.path.join(REPO, "tests", "programs")
 LIB = os.environ.get("MF_TEST_LIB", os.path.join(BUILD, "libmalloc_freq.so"))  # another build, to show a test fails without a fix
-MF_PRINT = os.path.join(BUILD, "mf_print")
+MF_PRINT = os.environ.get("MF_TEST_PRINT", os.path.join(BUILD, "mf_print"))  # another build, likewise
 CFLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-Wall", "-Wextra", "-Werror"]
 TIMEOUT = 300  # seconds, per child process
 
