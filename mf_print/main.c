@@ -323,6 +323,7 @@ int main(int argc, char **argv)
     FILE *out = output.f;
     struct mf_model model;
     mf_model_build(&model, &profile, o.trim);
+    mf_profile_drop_frames(&profile); /* the model has its locations */
     bool failed = false;
     if (format == MF_FORMAT_TREE || format == MF_FORMAT_CSV) {
         struct mf_tree tree;

@@ -109,6 +109,16 @@ void mf_model_build(struct mf_model *m, const struct mf_profile *p, bool trim)
     m->trim = trim;
     struct mf_map map = {0};
     struct mf_frames tmp = {0};
+    /* Sized up front: one location per raw frame, one stack per raw stack (+ [not profiled]). */
+    size_t nlocs = 0;
+    for (uint32_t r = 0; r < p->nstacks; r++)
+        nlocs += p->stacks[r].depth;
+    if (nlocs && nlocs < UINT32_MAX) {
+        m->stack_locs_cap = (uint32_t)nlocs;
+        m->stack_locs = mf_xmalloc(nlocs * sizeof *m->stack_locs);
+    }
+    m->stacks_cap = p->nstacks + 1;
+    m->stacks = mf_xmalloc(m->stacks_cap * sizeof *m->stacks);
     for (uint32_t r = 0; r < p->nstacks; r++) {
         const struct mf_raw_stack *rs = &p->stacks[r];
         struct mf_stack *s = mf_new_stack(m);
@@ -163,29 +173,66 @@ void mf_model_build(struct mf_model *m, const struct mf_profile *p, bool trim)
     }
 }
 
-void mf_model_frames(const struct mf_model *m, const struct mf_stack *s, struct mf_frames *out)
+/* The pseudo-frames' interned names, by MF_REF_* - MF_REF_PSEUDO. */
+static uint32_t mf_pseudo_names[3];
+
+struct mf_frame mf_model_ref_frame(const struct mf_model *m, uint32_t ref)
 {
-    out->n = 0;
+    if (ref < MF_REF_PSEUDO)
+        return m->frames[ref];
+    uint32_t k = ref - MF_REF_PSEUDO;
+    if (!mf_pseudo_names[k]) {
+        static const char *const names[] = {MF_NAME_NOT_PROFILED, MF_NAME_TRUNCATED,
+                                            MF_NAME_NO_STACK};
+        mf_pseudo_names[k] = mf_intern(names[k]);
+    }
+    return (struct mf_frame){mf_pseudo_names[k], 0, 0, false};
+}
+
+uint32_t mf_model_frame_refs(const struct mf_model *m, const struct mf_stack *s, uint32_t **v,
+                             size_t *n, size_t *cap)
+{
+    size_t start = *n, room = 1;
+    for (uint32_t i = 0; i < s->depth; i++)
+        room += m->locs[m->stack_locs[s->first + i]].n;
+    if (*n + room > *cap) {
+        *cap = (*n + room) * 2;
+        *v = mf_xrealloc(*v, *cap * sizeof **v);
+    }
+    uint32_t *out = *v;
     if (s->flags & MF_STACK_NOT_PROFILED) {
-        MF_GROW(out->v, out->n, out->cap);
-        out->v[out->n++] = (struct mf_frame){mf_intern(MF_NAME_NOT_PROFILED), 0, 0, false};
-        return;
+        out[(*n)++] = MF_REF_NOT_PROFILED;
+        return 1;
     }
     uint32_t skip = s->trimmed;
     for (uint32_t i = 0; i < s->depth; i++) {
         const struct mf_location *l = &m->locs[m->stack_locs[s->first + i]];
-        for (uint32_t j = 0; j < l->n; j++) {
-            if (skip) {
-                skip--;
-                continue;
-            }
-            MF_GROW(out->v, out->n, out->cap);
-            out->v[out->n++] = m->frames[l->first + j];
+        uint32_t j = 0;
+        if (skip) {
+            j = skip < l->n ? skip : l->n;
+            skip -= j;
         }
+        for (; j < l->n; j++)
+            out[(*n)++] = l->first + j;
     }
-    if (out->n == 0 || (s->flags & MF_ENTRY_TRUNCATED)) {
-        uint32_t name = mf_intern(out->n ? MF_NAME_TRUNCATED : MF_NAME_NO_STACK);
-        MF_GROW(out->v, out->n, out->cap);
-        out->v[out->n++] = (struct mf_frame){name, 0, 0, false};
+    if (*n == start || (s->flags & MF_ENTRY_TRUNCATED)) {
+        uint32_t pseudo = *n > start ? MF_REF_TRUNCATED : MF_REF_NO_STACK;
+        out[(*n)++] = pseudo;
     }
+    return (uint32_t)(*n - start);
+}
+
+void mf_model_frames(const struct mf_model *m, const struct mf_stack *s, struct mf_frames *out)
+{
+    static uint32_t *refs;
+    static size_t cap;
+    size_t n = 0;
+    mf_model_frame_refs(m, s, &refs, &n, &cap);
+    out->n = 0;
+    if (n > out->cap) {
+        out->cap = (uint32_t)n;
+        out->v = mf_xrealloc(out->v, n * sizeof *out->v);
+    }
+    for (size_t i = 0; i < n; i++)
+        out->v[out->n++] = mf_model_ref_frame(m, refs[i]);
 }
