@@ -325,13 +325,12 @@ int main(int argc, char **argv)
     mf_model_build(&model, &profile, o.trim);
     mf_profile_drop_frames(&profile); /* the model has its locations */
     bool failed = false;
-    if (format == MF_FORMAT_TREE || format == MF_FORMAT_CSV) {
+    if (format == MF_FORMAT_TREE) {
         struct mf_tree tree;
-        mf_tree_build(&tree, &model);
-        if (format == MF_FORMAT_CSV)
-            mf_report_csv(out, &tree);
-        else
-            mf_report_tree(out, &profile, &tree, &o);
+        mf_tree_build(&tree, &model, o.threshold, mf_profile_total_calls(&profile));
+        mf_report_tree(out, &profile, &tree, &o);
+    } else if (format == MF_FORMAT_CSV) {
+        mf_report_csv(out, &model);
     } else if (format == MF_FORMAT_COLLAPSED) {
         failed = mf_report_collapsed(out, &model, &o);
     } else if (format == MF_FORMAT_PPROF) {

@@ -34,7 +34,7 @@ void mf_report_tree(FILE *out, const struct mf_profile *p, const struct mf_tree 
 /* calls,bytes,samples,stack,locations: one row per merged stack (report_csv.c); frames
  * joined by ';', each percent-encoded where it holds '%', ';', a control character, a line
  * separator or a byte that is not UTF-8. */
-void mf_report_csv(FILE *out, const struct mf_tree *t);
+void mf_report_csv(FILE *out, const struct mf_model *m);
 
 /* The others return true if they failed (after saying why on stderr). */
 /* root;...;site COUNT, one line per stack (report_collapsed.c). */
