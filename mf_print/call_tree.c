@@ -32,6 +32,7 @@ void mf_paths_build(struct mf_paths *ps, const struct mf_model *m)
     ps->len = mf_xmalloc(((size_t)ps->n + 1) * sizeof *ps->len);
     ps->order = mf_xmalloc(((size_t)ps->n + 1) * sizeof *ps->order);
     ps->tmp = mf_xmalloc(((size_t)ps->n + 1) * sizeof *ps->tmp);
+    ps->names = mf_xmalloc(((size_t)ps->n + 1) * sizeof *ps->names);
     for (uint32_t i = 0; i < ps->n; i++) {
         ps->first[i] = ps->nrefs;
         ps->len[i] = mf_model_frame_refs(m, &m->stacks[i], &ps->refs, &ps->nrefs, &ps->refs_cap);
@@ -55,6 +56,7 @@ void mf_paths_free(struct mf_paths *ps)
     free(ps->len);
     free(ps->order);
     free(ps->tmp);
+    free(ps->names);
     free(ps->stamp);
     free(ps->slot);
     free(ps->groups);
@@ -73,13 +75,17 @@ size_t mf_paths_partition(struct mf_paths *ps, uint32_t lo, uint32_t hi, uint32_
     size_t g0 = ps->ngroups;
     uint32_t ends = 0, name0 = UINT32_MAX;
     bool uniform = true;
+    /* One read of each stack's frame (a cache miss each: the stacks lie apart); the names
+     * are kept in ps->names for the passes below. */
     for (uint32_t i = lo; i < hi; i++) {
         uint32_t s = ps->order[i];
         if (ps->len[s] <= d) {
             ends++;
+            ps->names[i] = UINT32_MAX;
             continue;
         }
         uint32_t name = mf_paths_name(ps, s, d);
+        ps->names[i] = name;
         if (name0 == UINT32_MAX)
             name0 = name;
         else if (name != name0)
@@ -96,10 +102,9 @@ size_t mf_paths_partition(struct mf_paths *ps, uint32_t lo, uint32_t hi, uint32_
         ps->gen = 1;
     }
     for (uint32_t i = lo; i < hi; i++) { /* count */
-        uint32_t s = ps->order[i];
-        if (ps->len[s] <= d)
+        uint32_t name = ps->names[i];
+        if (name == UINT32_MAX)
             continue;
-        uint32_t name = mf_paths_name(ps, s, d);
         if (ps->stamp[name] != ps->gen) {
             ps->stamp[name] = ps->gen;
             ps->slot[name] = (uint32_t)ps->ngroups;
@@ -115,11 +120,11 @@ size_t mf_paths_partition(struct mf_paths *ps, uint32_t lo, uint32_t hi, uint32_
     }
     uint32_t e = lo;
     for (uint32_t i = lo; i < hi; i++) { /* place, stably */
-        uint32_t s = ps->order[i];
-        if (ps->len[s] <= d)
+        uint32_t s = ps->order[i], name = ps->names[i];
+        if (name == UINT32_MAX)
             ps->tmp[e++] = s;
         else
-            ps->tmp[ps->groups[ps->slot[mf_paths_name(ps, s, d)]].hi++] = s;
+            ps->tmp[ps->groups[ps->slot[name]].hi++] = s;
     }
     memcpy(ps->order + lo, ps->tmp + lo, (size_t)(hi - lo) * sizeof *ps->order);
     return g0;
@@ -272,6 +277,8 @@ static void mf_expand(struct mf_build *b, uint32_t node, uint32_t lo, uint32_t h
 static uint32_t mf_count_merged(struct mf_paths *ps, uint32_t lo, uint32_t hi, uint32_t d)
 {
     uint32_t nends, merged = 0;
+    if (hi - lo == 1) /* one stack: one chain of nodes down to where it ends */
+        return !(ps->m->stacks[ps->order[lo]].flags & MF_STACK_NOT_PROFILED);
     size_t g0 = mf_paths_partition(ps, lo, hi, d, &nends);
     for (uint32_t i = lo; i < lo + nends; i++)
         if (!(ps->m->stacks[ps->order[i]].flags & MF_STACK_NOT_PROFILED)) {

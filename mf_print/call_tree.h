@@ -72,6 +72,7 @@ struct mf_paths {
     size_t *first;  /* per stack: its frames are refs[first, first + len) */
     uint32_t *len;
     uint32_t *order, *tmp; /* stack indices, grouped in place */
+    uint32_t *names;       /* per position of order: the name being grouped by */
     uint32_t n;
     uint32_t *stamp, *slot, nnames, gen; /* partition scratch, by name id */
     struct mf_group *groups;             /* a stack of groups, one run per partition */

@@ -209,6 +209,16 @@ static void mf_csv_walk(struct mf_csv *c, uint32_t lo, uint32_t hi, uint32_t d)
 {
     struct mf_paths *ps = &c->ps;
     uint32_t nends;
+    if (hi - lo == 1) { /* one stack: its frames are its nodes' locations, one row */
+        uint32_t si = ps->order[lo];
+        for (uint32_t k = d; k < ps->len[si]; k++) {
+            uint32_t ref = ps->refs[ps->first[si] + k];
+            mf_csv_path(c, k, ps->ft[ref].file ? ref : UINT32_MAX);
+        }
+        struct mf_group g = {0, lo, hi};
+        mf_csv_row(c, &g, ps->len[si] - 1);
+        return;
+    }
     size_t g0 = mf_paths_partition(ps, lo, hi, d, &nends);
     size_t ng = ps->ngroups - g0;
     if (ng == 1) { /* one child: no order to find */
