@@ -96,7 +96,14 @@ struct mf_enc {
 static struct mf_enc *mf_encs;
 static uint32_t mf_nencs;
 
-static const struct mf_enc *mf_enc_of(uint32_t id)
+static const struct mf_enc *mf_enc_make(uint32_t id);
+
+static inline const struct mf_enc *mf_enc_of(uint32_t id)
+{
+    return id < mf_nencs && mf_encs[id].text ? &mf_encs[id] : mf_enc_make(id);
+}
+
+static const struct mf_enc *mf_enc_make(uint32_t id)
 {
     if (id >= mf_nencs) {
         uint32_t n = id + 1 > 2 * mf_nencs ? id + 1 : 2 * mf_nencs;
@@ -278,7 +285,7 @@ static int mf_row_cmp(const void *a, const void *b)
 /* Output through a buffer of our own: the rows are millions of short pieces. */
 struct mf_out {
     FILE *f;
-    char buf[1 << 16];
+    char buf[1 << 20];
     size_t n;
 };
 
@@ -330,8 +337,13 @@ static void mf_csv_frames(struct mf_out *o, const struct mf_paths *ps, const str
         else
             mf_out_put(o, e->text, e->len);
         if (locs) {
-            char line[32];
-            mf_out_put(o, line, (size_t)snprintf(line, sizeof line, ":%u", f->line));
+            char line[16], *p = line + sizeof line;
+            uint32_t v = f->line;
+            do
+                *--p = (char)('0' + v % 10);
+            while (v /= 10);
+            *--p = ':';
+            mf_out_put(o, p, (size_t)(line + sizeof line - p));
         }
     }
     if (quote)
