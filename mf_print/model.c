@@ -75,6 +75,12 @@ static uint32_t mf_location(struct mf_model *m, struct mf_map *map, struct mf_fr
     return id;
 }
 
+#define MF_LOC_CACHE 4096
+struct mf_loc_cache {
+    uint64_t pc;
+    uint32_t process, epoch, id;
+};
+
 /* ---- stacks --------------------------------------------------------------------------- */
 
 static struct mf_stack *mf_new_stack(struct mf_model *m)
@@ -109,6 +115,8 @@ void mf_model_build(struct mf_model *m, const struct mf_profile *p, bool trim)
     m->trim = trim;
     struct mf_map map = {0};
     struct mf_frames tmp = {0};
+    static struct mf_loc_cache cache[MF_LOC_CACHE];
+    memset(cache, 0xff, sizeof cache);
     /* Sized up front: one location per raw frame, one stack per raw stack (+ [not profiled]). */
     size_t nlocs = 0;
     for (uint32_t r = 0; r < p->nstacks; r++)
@@ -133,7 +141,18 @@ void mf_model_build(struct mf_model *m, const struct mf_profile *p, bool trim)
         m->estimated |= s->estimated;
         uint32_t epoch = rs->flags >> MF_ENTRY_EPOCH_SHIFT;
         for (uint32_t i = 0; i < rs->depth; i++) {
-            uint32_t loc = mf_location(m, &map, &tmp, rs->process, epoch, rs->frames[i]);
+            /* A direct-mapped cache in front of the map: the same few thousand return
+             * addresses make up millions of stacks. */
+            uint64_t pc = rs->frames[i];
+            struct mf_loc_cache *c = &cache[mf_hash_u64(pc ^ rs->process) & (MF_LOC_CACHE - 1)];
+            uint32_t loc;
+            if (c->id != UINT32_MAX && c->pc == pc && c->process == rs->process &&
+                c->epoch == epoch) {
+                loc = c->id;
+            } else {
+                loc = mf_location(m, &map, &tmp, rs->process, epoch, pc);
+                *c = (struct mf_loc_cache){pc, rs->process, epoch, loc};
+            }
             MF_GROW(m->stack_locs, m->nstack_locs, m->stack_locs_cap);
             m->stack_locs[m->nstack_locs++] = loc;
         }
