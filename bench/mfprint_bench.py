@@ -10,7 +10,7 @@ build/bench/mfprint/ while the generator, the library and N are the same) and ch
 thread file holds exactly N + a few distinct stacks (the program's start-up allocations),
 and mf_print's header says so. Then `mf_print --format tree|csv|pprof -o FILE` runs
 BENCH_MFPRINT_RUNS times (default 3) on each, interleaved: the median wall time and the
-largest peak RSS (getrusage of the child) are set against the targets, at most 5 s and at
+largest peak RSS (GNU time's %M) are set against the targets, at most 5 s and at
 most twice the size of the thread files.
 
 Environment: BENCH_MFPRINT_SIZES (default 100000,1000000), BENCH_MFPRINT_RUNS, BENCH_LIB,
@@ -113,10 +113,18 @@ def profile(exe, n):
     return d[0], True
 
 
+TIME = shutil.which("time") or "/usr/bin/time"
+
+
 def run(argv):
-    """Wall seconds and peak RSS (KiB) of one mf_print run."""
+    """Wall seconds and peak RSS (KiB) of one mf_print run. The peak comes from GNU time
+    (getrusage of its child): this script's own child would count the pages it shares
+    with this process (hundreds of MB after reading a profile) until its exec."""
+    use_time = os.access(TIME, os.X_OK)
+    rss_file = os.path.join(WORK, "rss")
+    cmd = [TIME, "-f", "%M", "-o", rss_file] + argv if use_time else argv
     t0 = time.perf_counter()
-    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE)
     err = p.stderr.read()
     _, status, ru = os.wait4(p.pid, 0)
@@ -125,6 +133,9 @@ def run(argv):
     if p.returncode != 0:
         raise RuntimeError("%s: exit status %d: %s" % (" ".join(argv), p.returncode,
                                                       err.decode(errors="replace")[-500:]))
+    if use_time:
+        with open(rss_file) as f:
+            return wall, int(f.read().split()[-1])
     return wall, ru.ru_maxrss
 
 
