@@ -162,7 +162,8 @@ struct mf_item {
 static int mf_item_cmp(const void *pa, const void *pb)
 {
     const struct mf_item *a = pa, *b = pb;
-    const struct mf_enc *x = mf_enc_of(a->g.name), *y = mf_enc_of(b->g.name);
+    mf_enc_of(a->g.name); /* made before y: making one may move the others */
+    const struct mf_enc *y = mf_enc_of(b->g.name), *x = mf_enc_of(a->g.name);
     size_t nx = x->len + a->sub, ny = y->len + b->sub;
     for (size_t i = 0;; i++) {
         unsigned char cx = i < x->len ? (unsigned char)x->text[i] : i < nx ? ';' : 0;
