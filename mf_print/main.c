@@ -501,20 +501,19 @@ int main(int argc, char **argv)
     }
     struct mf_model model;
     mf_model_build(&model, &profile, o.trim);
+    mf_profile_drop_frames(&profile); /* the model has its locations */
     bool failed = false;
-    if (format == MF_FORMAT_TREE || format == MF_FORMAT_CSV) {
+    if (format == MF_FORMAT_TREE) {
         struct mf_tree tree;
-        mf_tree_build(&tree, &model);
-        if (format == MF_FORMAT_CSV) {
-            mf_report_csv(out, &tree);
-        } else {
-            struct mf_cut cut;
-            FILE *tree_out = mf_cut_begin(&cut, out, o.width);
-            mf_report_tree(tree_out, &profile, &tree, &o);
-            mf_unresolved_add(&model);
-            mf_report_unresolved(tree_out);
-            mf_cut_end(&cut, o.width);
-        }
+        mf_tree_build(&tree, &model, o.threshold, mf_profile_total_calls(&profile));
+        struct mf_cut cut;
+        FILE *tree_out = mf_cut_begin(&cut, out, o.width);
+        mf_report_tree(tree_out, &profile, &tree, &o);
+        mf_unresolved_add(&model);
+        mf_report_unresolved(tree_out);
+        mf_cut_end(&cut, o.width);
+    } else if (format == MF_FORMAT_CSV) {
+        mf_report_csv(out, &model);
     } else if (format == MF_FORMAT_COLLAPSED) {
         failed = mf_report_collapsed(out, &model, &o);
     } else if (format == MF_FORMAT_PPROF) {

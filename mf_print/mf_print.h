@@ -26,6 +26,8 @@ char *mf_xstrdup(const char *s);
 
 uint64_t mf_hash_u64(uint64_t x);
 uint64_t mf_hash_bytes(const void *p, size_t n, uint64_t seed);
+/* The same for an array of 64-bit words (a stack), a word at a time. */
+uint64_t mf_hash_u64s(const uint64_t *v, size_t n, uint64_t seed);
 
 /* Open addressing from a 64-bit key to a uint32_t value (usually an index into an array
  * the caller owns). Keys may collide on purpose (a hash of a longer key): then eq(ctx, v)

@@ -54,6 +54,12 @@ static uint32_t mf_location(struct mf_model *m, struct mf_map *map, struct mf_fr
     return id;
 }
 
+#define MF_LOC_CACHE 4096
+struct mf_loc_cache {
+    uint64_t pc;
+    uint32_t process, epoch, id;
+};
+
 /* ---- stacks --------------------------------------------------------------------------- */
 
 static struct mf_stack *mf_new_stack(struct mf_model *m)
@@ -72,6 +78,18 @@ void mf_model_build(struct mf_model *m, const struct mf_profile *p, bool trim)
     m->trim = trim;
     struct mf_map map = {0};
     struct mf_frames tmp = {0};
+    static struct mf_loc_cache cache[MF_LOC_CACHE];
+    memset(cache, 0xff, sizeof cache);
+    /* Sized up front: one location per raw frame, one stack per raw stack (+ [not profiled]). */
+    size_t nlocs = 0;
+    for (uint32_t r = 0; r < p->nstacks; r++)
+        nlocs += p->stacks[r].depth;
+    if (nlocs && nlocs < UINT32_MAX) {
+        m->stack_locs_cap = (uint32_t)nlocs;
+        m->stack_locs = mf_xmalloc(nlocs * sizeof *m->stack_locs);
+    }
+    m->stacks_cap = p->nstacks + 1;
+    m->stacks = mf_xmalloc(m->stacks_cap * sizeof *m->stacks);
     for (uint32_t r = 0; r < p->nstacks; r++) {
         const struct mf_raw_stack *rs = &p->stacks[r];
         struct mf_stack *s = mf_new_stack(m);
@@ -86,7 +104,18 @@ void mf_model_build(struct mf_model *m, const struct mf_profile *p, bool trim)
         m->estimated |= s->estimated;
         uint32_t epoch = rs->flags >> MF_ENTRY_EPOCH_SHIFT;
         for (uint32_t i = 0; i < rs->depth; i++) {
-            uint32_t loc = mf_location(m, &map, &tmp, rs->process, epoch, rs->frames[i]);
+            /* A direct-mapped cache in front of the map: the same few thousand return
+             * addresses make up millions of stacks. */
+            uint64_t pc = rs->frames[i];
+            struct mf_loc_cache *c = &cache[mf_hash_u64(pc ^ rs->process) & (MF_LOC_CACHE - 1)];
+            uint32_t loc;
+            if (c->id != UINT32_MAX && c->pc == pc && c->process == rs->process &&
+                c->epoch == epoch) {
+                loc = c->id;
+            } else {
+                loc = mf_location(m, &map, &tmp, rs->process, epoch, pc);
+                *c = (struct mf_loc_cache){pc, rs->process, epoch, loc};
+            }
             MF_GROW(m->stack_locs, m->nstack_locs, m->stack_locs_cap);
             m->stack_locs[m->nstack_locs++] = loc;
         }
@@ -146,28 +175,63 @@ uint32_t mf_model_pseudo(const struct mf_stack *s, uint32_t shown)
     return s->flags & MF_ENTRY_TRUNCATED ? mf_intern(MF_NAME_TRUNCATED) : 0;
 }
 
-void mf_model_frames(const struct mf_model *m, const struct mf_stack *s, struct mf_frames *out)
+/* The pseudo-frames' interned names, by MF_REF_* - MF_REF_PSEUDO. */
+static uint32_t mf_pseudo_names[MF_REF_NPSEUDO];
+
+struct mf_frame mf_model_ref_frame(const struct mf_model *m, uint32_t ref)
 {
-    out->n = 0;
+    if (ref < MF_REF_PSEUDO)
+        return m->frames[ref];
+    uint32_t k = ref - MF_REF_PSEUDO;
+    if (!mf_pseudo_names[k]) {
+        static const char *const names[MF_REF_NPSEUDO] = {
+            MF_NAME_NOT_PROFILED, MF_NAME_TRUNCATED, MF_NAME_NO_STACK, MF_NAME_ALL_HIDDEN};
+        mf_pseudo_names[k] = mf_intern(names[k]);
+    }
+    return (struct mf_frame){mf_pseudo_names[k], 0, 0, false};
+}
+
+uint32_t mf_model_frame_refs(const struct mf_model *m, const struct mf_stack *s, uint32_t **v,
+                             size_t *n, size_t *cap)
+{
+    size_t start = *n, room = 1;
+    for (uint32_t i = 0; i < s->depth; i++)
+        room += m->locs[m->stack_locs[s->first + i]].n;
+    if (*n + room > *cap) {
+        *cap = (*n + room) * 2;
+        *v = mf_xrealloc(*v, *cap * sizeof **v);
+    }
+    uint32_t *out = *v;
     if (s->flags & MF_STACK_NOT_PROFILED) {
-        MF_GROW(out->v, out->n, out->cap);
-        out->v[out->n++] = (struct mf_frame){mf_intern(MF_NAME_NOT_PROFILED), 0, 0, false};
-        return;
+        out[(*n)++] = MF_REF_NOT_PROFILED;
+        return 1;
     }
     uint32_t total = mf_model_nframes(m, s), k = 0;
     for (uint32_t i = 0; i < s->depth; i++) {
         const struct mf_location *l = &m->locs[m->stack_locs[s->first + i]];
-        for (uint32_t j = 0; j < l->n; j++, k++) {
-            const struct mf_frame *f = &m->frames[l->first + j];
-            if (!mf_model_shows(s, k, total, f->name))
-                continue;
-            MF_GROW(out->v, out->n, out->cap);
-            out->v[out->n++] = *f;
-        }
+        for (uint32_t j = 0; j < l->n; j++, k++)
+            if (mf_model_shows(s, k, total, m->frames[l->first + j].name))
+                out[(*n)++] = l->first + j;
     }
-    uint32_t pseudo = mf_model_pseudo(s, out->n);
-    if (pseudo) {
-        MF_GROW(out->v, out->n, out->cap);
-        out->v[out->n++] = (struct mf_frame){pseudo, 0, 0, false};
+    /* The pseudo-frame mf_model_pseudo names, as a reference. */
+    if (*n == start)
+        out[(*n)++] = s->flags & MF_STACK_ALL_HIDDEN ? MF_REF_ALL_HIDDEN : MF_REF_NO_STACK;
+    else if (s->flags & MF_ENTRY_TRUNCATED)
+        out[(*n)++] = MF_REF_TRUNCATED;
+    return (uint32_t)(*n - start);
+}
+
+void mf_model_frames(const struct mf_model *m, const struct mf_stack *s, struct mf_frames *out)
+{
+    static uint32_t *refs;
+    static size_t cap;
+    size_t n = 0;
+    mf_model_frame_refs(m, s, &refs, &n, &cap);
+    out->n = 0;
+    if (n > out->cap) {
+        out->cap = (uint32_t)n;
+        out->v = mf_xrealloc(out->v, n * sizeof *out->v);
     }
+    for (size_t i = 0; i < n; i++)
+        out->v[out->n++] = mf_model_ref_frame(m, refs[i]);
 }

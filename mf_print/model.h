@@ -93,5 +93,18 @@ void mf_model_frames(const struct mf_model *m, const struct mf_stack *s, struct 
 uint32_t mf_model_nframes(const struct mf_model *m, const struct mf_stack *s);
 bool mf_model_shows(const struct mf_stack *s, uint32_t k, uint32_t nframes, uint32_t name);
 uint32_t mf_model_pseudo(const struct mf_stack *s, uint32_t shown);
+/* The same frames as references: an index into m->frames, or an MF_REF_* pseudo-frame.
+ * Appends them to the growable array (*v, *n, *cap) and returns how many. Reports that
+ * group millions of stacks by frame keep these (4 bytes a frame) instead of copies. */
+#define MF_REF_NPSEUDO 4u
+#define MF_REF_PSEUDO (UINT32_MAX - MF_REF_NPSEUDO)
+#define MF_REF_NOT_PROFILED (MF_REF_PSEUDO + 0)
+#define MF_REF_TRUNCATED (MF_REF_PSEUDO + 1)
+#define MF_REF_NO_STACK (MF_REF_PSEUDO + 2)
+#define MF_REF_ALL_HIDDEN (MF_REF_PSEUDO + 3)
+uint32_t mf_model_frame_refs(const struct mf_model *m, const struct mf_stack *s, uint32_t **v,
+                             size_t *n, size_t *cap);
+/* The frame a reference stands for. */
+struct mf_frame mf_model_ref_frame(const struct mf_model *m, uint32_t ref);
 
 #endif

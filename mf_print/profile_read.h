@@ -93,6 +93,10 @@ const char *mf_process_program(const struct mf_process *pr);
 /* Derives what needs every file: which processes were sampled. */
 void mf_profile_finish(struct mf_profile *p);
 
+/* Frees the raw stacks' return addresses (their frames become NULL) once the model has
+ * turned them into locations: the largest part of a big profile's memory. */
+void mf_profile_drop_frames(struct mf_profile *p);
+
 /* All calls counted in the thread headers (exact). */
 uint64_t mf_profile_total_calls(const struct mf_profile *p);
 uint64_t mf_profile_total_bytes(const struct mf_profile *p);

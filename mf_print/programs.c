@@ -105,7 +105,7 @@ bool mf_report_by_program(FILE *out, const struct mf_profile *p, enum mf_format 
 {
     struct mf_program *v;
     uint32_t n = mf_programs(p, &v);
-    struct mf_tree *trees = mf_xcalloc(n, sizeof *trees);
+    const struct mf_model **models = mf_xcalloc(n, sizeof *models);
     const char **names = mf_xcalloc(n, sizeof *names);
     uint64_t total = mf_profile_total_calls(p);
     if (format == MF_FORMAT_TREE) {
@@ -130,20 +130,23 @@ bool mf_report_by_program(FILE *out, const struct mf_profile *p, enum mf_format 
         mf_profile_subset(sub, p, mf_program_is, (void *)v[i].name);
         struct mf_model *model = mf_xcalloc(1, sizeof *model);
         mf_model_build(model, sub, o->trim);
-        mf_tree_build(&trees[i], model);
+        models[i] = model;
         names[i] = v[i].name;
         if (format == MF_FORMAT_TREE) {
             struct mf_report_options so = *o;
             so.program = v[i].name;
+            struct mf_tree tree;
+            mf_tree_build(&tree, model, o->threshold, mf_profile_total_calls(sub));
             fputs("\n\n", out);
-            mf_report_tree(out, sub, &trees[i], &so);
+            mf_report_tree(out, sub, &tree, &so);
             mf_unresolved_add(model);
         }
     }
     if (format == MF_FORMAT_TREE)
         mf_report_unresolved(out);
     else
-        mf_report_csv_by_program(out, trees, names, n);
+        mf_report_csv_by_program(out, models, names, n);
+    free(models);
     free(names);
     free(v);
     return false;

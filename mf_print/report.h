@@ -37,11 +37,11 @@ void mf_report_tree(FILE *out, const struct mf_profile *p, const struct mf_tree 
 /* calls,bytes,samples,stack,locations,via: one row per merged stack (report_csv.c); frames
  * joined by ';', each percent-encoded where it holds '%', ';', a control character, a line
  * separator or a byte that is not UTF-8. */
-void mf_report_csv(FILE *out, const struct mf_tree *t);
-/* --by program: the same rows for each program's tree, with a last column, program (the
- * executable's basename), and the rows of every program sorted together. */
-void mf_report_csv_by_program(FILE *out, const struct mf_tree *trees, const char *const *programs,
-                              uint32_t n);
+void mf_report_csv(FILE *out, const struct mf_model *m);
+/* --by program: the same rows for each program's model, with a last column, program (the
+ * executable's basename), sorted by calls (then by program, then as mf_report_csv). */
+void mf_report_csv_by_program(FILE *out, const struct mf_model *const *models,
+                              const char *const *programs, uint32_t n);
 
 /* The others return true if they failed (after saying why on stderr). */
 /* root;...;site COUNT, one line per stack (report_collapsed.c). */

@@ -100,6 +100,14 @@ static size_t mf_slot(uint64_t key, size_t mask)
     return mf_hash_u64(key ^ mf_key[0]) & mask;
 }
 
+uint64_t mf_hash_u64s(const uint64_t *v, size_t n, uint64_t seed)
+{
+    uint64_t h = 0xcbf29ce484222325u ^ seed;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ v[i]) * 0x9e3779b97f4a7c15u + (h >> 29);
+    return mf_hash_u64(h ^ n);
+}
+
 static void mf_map_grow(struct mf_map *m)
 {
     struct mf_map old = *m;
