@@ -110,7 +110,7 @@ bool mf_report_by_program(FILE *out, const struct mf_profile *p, enum mf_format 
     uint64_t total = mf_profile_total_calls(p);
     if (format == MF_FORMAT_TREE) {
         char a[40], b[40];
-        fprintf(out, "malloc_freq report by program: %s", o->dirs[0]);
+        fprintf(out, "malloc_freq report by program: %s", mf_esc(o->dirs[0]));
         if (o->ndirs > 1)
             fprintf(out, " and %d more director%s", o->ndirs - 1, o->ndirs > 2 ? "ies" : "y");
         fprintf(out, " (%u process director%s)\n", p->ndirs_read, p->ndirs_read == 1 ? "y" : "ies");
@@ -123,7 +123,7 @@ bool mf_report_by_program(FILE *out, const struct mf_profile *p, enum mf_format 
         for (uint32_t i = 0; i < n; i++)
             fprintf(out, "%*s %7.2f%% %10s %9u  %s\n", width, mf_fmt_count(a, v[i].calls),
                     total ? (double)v[i].calls * 100.0 / (double)total : 0.0,
-                    mf_fmt_bytes(b, (double)v[i].bytes), v[i].nprocs, v[i].name);
+                    mf_fmt_bytes(b, (double)v[i].bytes), v[i].nprocs, mf_esc(v[i].name));
     }
     for (uint32_t i = 0; i < n; i++) {
         struct mf_profile *sub = mf_xcalloc(1, sizeof *sub);

@@ -342,7 +342,7 @@ static void mf_print_header(FILE *out, const struct mf_profile *p, const struct 
     if (p->ndirs_read != (uint32_t)o->ndirs) /* run directories, or a tree of them */
         fprintf(out, " (%u process director%s)", p->ndirs_read, p->ndirs_read == 1 ? "y" : "ies");
     if (o->program)
-        fprintf(out, ", program %s", o->program);
+        fprintf(out, ", program %s", mf_esc(o->program));
     fputc('\n', out);
 
     /* The programs, each once. */

@@ -193,8 +193,8 @@ void mf_report_unresolved(FILE *out)
         snprintf(calls, sizeof calls, "%s%s", u->estimated ? "~" : "", mf_fmt_count(num, u->calls));
         mf_fix(fix, sizeof fix, u);
         fprintf(out, "%*s %7.2f%%  %s", width, calls,
-                total ? (double)u->calls * 100.0 / (double)total : 0.0, u->opened);
-        fprintf(out, "\n%*s %s\n", width + 11, "", fix);
+                total ? (double)u->calls * 100.0 / (double)total : 0.0, mf_esc(u->opened));
+        fprintf(out, "\n%*s %s\n", width + 11, "", mf_esc(fix));
     }
     for (uint32_t i = 0; i < mf_nunres; i++) {
         free(mf_unres[i].path);
