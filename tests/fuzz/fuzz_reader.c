@@ -49,8 +49,7 @@ static void mf_profile_free(struct mf_profile *p)
         free(p->procs[i].modules);
     }
     free(p->procs);
-    for (uint32_t i = 0; i < p->nstacks; i++)
-        free(p->stacks[i].frames);
+    mf_profile_drop_frames(p); /* the raw stacks' frames, in chunks */
     free(p->stacks);
 }
 
@@ -64,11 +63,8 @@ static void mf_model_free(struct mf_model *m)
 
 static void mf_tree_free(struct mf_tree *t)
 {
-    for (uint32_t i = 0; i < t->n; i++) {
-        free(t->nodes[i].children);
-        free(t->nodes[i].locs);
-    }
     free(t->nodes);
+    free(t->child_ids); /* every node's children, one array */
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -111,9 +107,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct mf_model m;
         mf_model_build(&m, &p, true);
         struct mf_tree t;
-        mf_tree_build(&t, &m);
+        mf_tree_build(&t, &m, o.threshold, mf_profile_total_calls(&p));
         mf_report_tree(mf_devnull, &p, &t, &o);
-        mf_report_csv(mf_devnull, &t);
+        mf_report_csv(mf_devnull, &m);
         mf_tree_free(&t);
         mf_model_free(&m);
     }
