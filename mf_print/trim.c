@@ -107,6 +107,11 @@ static const char *const mf_wrapper_patterns[] = {
     "ximalloc", "xirealloc", "xicalloc", "xireallocarray", "xinmalloc", "ximemdup*",
     "xvasprintf", "xasprintf", "xmalloc_failed",
     "_obstack_newchunk", "_obstack_begin", "_obstack_begin_1", "obstack_*",
+    /* The C library's functions that return memory the caller frees: the caller is the
+     * site ("split_words via __strndup"). */
+    "strdup", "__strdup", "strndup", "__strndup", "wcsdup", "__wcsdup", "asprintf",
+    "__asprintf", "vasprintf", "__vasprintf*", "__asprintf_chk", "__vasprintf_chk",
+    "getline", "getdelim", "__getdelim",
     /* GLib. */
     "g_malloc*", "g_try_malloc*", "g_realloc*", "g_try_realloc*", "g_new*", "g_renew*",
     "g_slice_alloc*", "g_strdup*", "g_strndup", "g_memdup*", "g_strconcat", "g_strjoin*",

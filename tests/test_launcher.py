@@ -160,8 +160,9 @@ def test_launcher_output_unchanged():
     run_dir = loud.run_dir
     rt.expect(summary.startswith(f"malloc_freq: profile of 1 process in {run_dir}\n"),
               f"summary's first line: {summary[:300]!r}")
-    rt.expect(re.search(r"^\s+100\s.*__strdup", summary, re.M),
-              f"the summary has no __strdup site with output_status's 100 calls: {summary!r}")
+    rt.expect(re.search(r"^\s+100\s.*main via __strdup", summary, re.M),
+              f"the summary has no 'main via __strdup' site with output_status's 100 calls: "
+              f"{summary!r}")
     rt.expect(summary.endswith(f"malloc_freq: the sites' callers: {rt.MF_PRINT} {run_dir}\n"),
               f"summary's last line: {summary[-300:]!r}")
     # Standard input is the program's.
