@@ -12,6 +12,7 @@ non-zero if any test failed. Standard library only."""
 import argparse
 import csv
 import glob
+import gzip
 import io
 import math
 import os
@@ -772,6 +773,23 @@ def test_mf_print_bad_input():
                   f"site_worker_{k} calls from a damaged file")
     tree = mf_print(["--dir", damaged], check=False)
     expect("site_worker_3" in tree.stdout, "the tree of the damaged profile lost site_worker_3")
+    # Every format: one line per bad file on stderr, the rest of the report, status 0.
+    for fmt in ("tree", "csv", "collapsed", "json", "pprof", "html"):
+        out_file = os.path.join(fresh_dir(), "report")
+        r2 = subprocess.run([MF_PRINT, "--dir", damaged, "--format", fmt, "-o", out_file],
+                            capture_output=True, timeout=TIMEOUT)
+        expect_eq(r2.returncode, 0, f"--format {fmt} of a damaged profile: exit status")
+        err = r2.stderr.decode(errors="replace").splitlines()
+        for path in (truncated, garbage):
+            named = [l for l in err if os.path.basename(path) in l]
+            expect(len(named) == 1, f"--format {fmt}: {os.path.basename(path)} named in "
+                                    f"{len(named)} lines of stderr: {err}")
+        with open(out_file, "rb") as f:
+            data = f.read()
+        if fmt == "pprof":
+            data = gzip.decompress(data)
+        for site in ("site_worker_2", "site_worker_3"):
+            expect(site.encode() in data, f"--format {fmt} of a damaged profile lost {site}")
 
 
 @test
