@@ -89,6 +89,16 @@ def c_program(name, libs=("-lpthread",)):
     return build(name, [name + ".c"], libs=libs)
 
 
+# tests/programs/wrapper_sites.c at MALLOC_FREQ_SAMPLE=1: each site, its xmalloc or xstrdup
+# folded into it, -> calls, bytes (test_fold.py, test_mf_print_formats.py).
+WRAPPER_SITES = {
+    "parse_args via xmalloc": (300, 300 * 16),
+    "build_table via xmalloc": (500, 500 * 32),
+    "read_lines via xmalloc": (700, 700 * 48),
+    "arena_get via xmalloc": (500, 500 * 64),
+    "format_name via xstrdup": (70, 70 * 6),
+}
+
 _run_dirs = []
 
 

@@ -14,14 +14,7 @@ import sys
 import run_tests as rt
 import test_launcher as tl
 
-# tests/programs/wrapper_sites.c: site -> calls, bytes (MALLOC_FREQ_SAMPLE=1)
-WRAPPER_SITES = {
-    "parse_args via xmalloc": (300, 300 * 16),
-    "build_table via xmalloc": (500, 500 * 32),
-    "read_lines via xmalloc": (700, 700 * 48),
-    "arena_get via xmalloc": (500, 500 * 64),
-    "format_name via xstrdup": (70, 70 * 6),
-}
+WRAPPER_SITES = rt.WRAPPER_SITES
 # What the tree must not show unless --full-stacks: the frames outside main and the thread's
 # start routine.
 STARTUP = re.compile(r"(^|[─ ])(_start|__libc_start_main\w*|__libc_start_call_main|"

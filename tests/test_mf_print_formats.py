@@ -304,14 +304,7 @@ CXX_NAMES = {
 }
 
 
-# tests/programs/wrapper_sites.c: its xmalloc and xstrdup fold into their callers.
-WRAPPER_SITES = {
-    "parse_args via xmalloc": (300, 300 * 16),
-    "build_table via xmalloc": (500, 500 * 32),
-    "read_lines via xmalloc": (700, 700 * 48),
-    "arena_get via xmalloc": (500, 500 * 64),
-    "format_name via xstrdup": (70, 70 * 6),
-}
+WRAPPER_SITES = rt.WRAPPER_SITES
 
 
 @rt.test
