@@ -9,9 +9,9 @@ WARN    := -Wall -Wextra -Werror
 CFLAGS  ?= -O2 -g
 CFLAGS  += $(WARN) -std=gnu11 -fno-omit-frame-pointer
 # The core's TLS must be initial-exec (DESIGN §1); everything not ours stays hidden (§10).
-# A 512-aligned TLS block lets the entry points reach it without the GOT (c_core/mf_core.h).
+# A 1024-aligned TLS block lets the entry points reach it without the GOT (c_core/mf_core.h).
 CORE_CFLAGS := $(CFLAGS) -fPIC -fvisibility=hidden -ftls-model=initial-exec -D_GNU_SOURCE \
-               -DMF_TLS_ALIGN=512
+               -DMF_TLS_ALIGN=1024
 
 CORE_SRC    := $(wildcard c_core/*.c)
 CORE_HDR    := $(wildcard c_core/*.h)

@@ -54,7 +54,8 @@ PROC_COST_SHARE = 76  # ... max_depth, cost_share_ppm
 PROC_FLAGS, PROC_TLS_DIRECT = 48, 2  # flags, MF_PROCESS_TLS_DIRECT
 EXACT_MS = 5.0  # MF_EXACT_NS_MAX: the exact stretch's time cap
 SEG_ENTRIES_OFFSET = 64  # entries start this far into a segment (MF_SEGMENT_ENTRIES_OFFSET)
-ENTRY = struct.Struct("<QIIQQQQQ")  # hash, depth, flags, frames, samples, calls, bytes, calls_sq
+# hash, depth, flags, frames, samples, calls, bytes, calls_sq, large, bytes_var, site_sizes[24]
+ENTRY = struct.Struct("<QIIQQQQQQd24Q")
 
 
 def die(msg):
@@ -291,7 +292,7 @@ def read_profile(top):
                 cap = struct.unpack_from("<I", data, off)[0]
                 start = off + SEG_ENTRIES_OFFSET
                 frames = start + cap * ENTRY.size
-                for h, depth, _fl, first, s, _c, _b, _sq in ENTRY.iter_unpack(data[start:frames]):
+                for h, depth, _fl, first, s, *_rest in ENTRY.iter_unpack(data[start:frames]):
                     if h:
                         samples += s
                         uniq.add(data[frames + 8 * first:frames + 8 * (first + depth)])

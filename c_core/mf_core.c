@@ -45,6 +45,9 @@ static struct mf_slot *mf_slots_used, *mf_slots_free;
 static uint32_t mf_slots_lock;
 /* The process image's first table: a thread that cannot have one of its own records here. */
 static struct mf_table *mf_first_table;
+/* Calls of a size the hot path does not count by class (size 0, 64 KiB and more), made by
+ * threads that have no table yet (before start-up): the first thread set up takes them. */
+static struct mf_sizes mf_early_sizes;
 
 #define MF_EXACT_CHUNK 64 /* a thread takes the exact budget in chunks: less contention */
 #define MF_COST_SHARE (MF_COST_SHARE_PPM / 1e6)
@@ -213,6 +216,8 @@ static void mf_unprofiled(struct mf_thread *t, uint64_t weight, size_t size)
     h->unprofiled_calls += weight;
     h->unprofiled_bytes += weight * size;
     h->unprofiled_calls_sq += weight * weight;
+    if (weight > 1)
+        h->unprofiled_bytes_var += (double)weight * (double)(weight - 1) * (double)size * (double)size;
     mf_table_unlock(tab);
 }
 
@@ -260,6 +265,23 @@ static void mf_totals_add(struct mf_table *tab, struct mf_totals *to, int fn, ui
     }
 }
 
+/* The same for one size class. */
+static void mf_sizes_add(struct mf_table *tab, struct mf_sizes *to, uint32_t c, uint64_t calls,
+                         uint64_t bytes)
+{
+    if (tab->shared) {
+        __atomic_fetch_add(&to->calls[c], calls, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&to->bytes[c], bytes, __ATOMIC_RELAXED);
+    } else {
+        MF_PENDING_ADD(to->calls[c], calls);
+        MF_PENDING_ADD(to->bytes[c], bytes);
+    }
+}
+
+/* Pending size classes, packed (MF_SIZES_CALLS_SHIFT): calls and bytes. */
+#define MF_SIZES_CALLS(w) ((w) >> MF_SIZES_CALLS_SHIFT)
+#define MF_SIZES_BYTES(w) ((w) & (((uint64_t)1 << MF_SIZES_CALLS_SHIFT) - 1))
+
 static bool mf_nothing_pending(const struct mf_thread *t)
 {
     for (int fn = 0; fn < MF_FN_COUNT; fn++)
@@ -295,6 +317,15 @@ static void mf_flush(struct mf_thread *t)
         t->pending.calls[fn] = t->pending.bytes[fn] = 0;
         s->proxied.calls[fn] = s->proxied.bytes[fn] = 0;
     }
+    struct mf_sizes *sizes = &s->table->hdr->sizes;
+    for (uint32_t c = 0; c < MF_TLS_SIZE_CLASSES; c++) {
+        uint64_t w = t->pending_sizes[c];
+        if (!w)
+            continue;
+        w -= s->proxied_sizes[c];
+        mf_sizes_add(s->table, sizes, c + 1, MF_SIZES_CALLS(w), MF_SIZES_BYTES(w));
+        t->pending_sizes[c] = s->proxied_sizes[c] = 0;
+    }
     if (listed)
         mf_spin_unlock(&s->flush_lock);
     mf_leave(t, saved);
@@ -320,6 +351,15 @@ static void mf_flush_others(struct mf_thread *self)
                           bytes - o->proxied.bytes[fn]);
             o->proxied.calls[fn] = calls;
             o->proxied.bytes[fn] = bytes;
+        }
+        for (uint32_t c = 0; c < MF_TLS_SIZE_CLASSES; c++) {
+            uint64_t w = __atomic_load_n(&ot->pending_sizes[c], __ATOMIC_RELAXED);
+            if (w == o->proxied_sizes[c])
+                continue;
+            uint64_t d = w - o->proxied_sizes[c];
+            mf_sizes_add(o->table, &o->table->hdr->sizes, c + 1, MF_SIZES_CALLS(d),
+                         MF_SIZES_BYTES(d));
+            o->proxied_sizes[c] = w;
         }
         mf_spin_unlock(&o->flush_lock);
     }
@@ -422,6 +462,7 @@ static void mf_thread_setup(struct mf_thread *t)
     s->stack_lo = s->stack_hi = 0;
     s->flush_lock = 0;
     memset(&s->proxied, 0, sizeof s->proxied);
+    memset(s->proxied_sizes, 0, sizeof s->proxied_sizes);
     s->table = NULL;
     if (s->own.hdr || !mf_table_create(&s->own, seq))
         s->table = &s->own;
@@ -450,6 +491,12 @@ static void mf_thread_setup(struct mf_thread *t)
     h->unprofiled_calls += t->early_calls;
     h->unprofiled_bytes += t->early_bytes;
     h->unprofiled_calls_sq += t->early_calls;
+    for (uint32_t c = 0; c < MF_SIZE_CLASSES; c++) { /* calls before start-up, of any thread */
+        uint64_t calls = __atomic_exchange_n(&mf_early_sizes.calls[c], 0, __ATOMIC_RELAXED);
+        uint64_t bytes = __atomic_exchange_n(&mf_early_sizes.bytes[c], 0, __ATOMIC_RELAXED);
+        if (calls || bytes)
+            mf_sizes_add(tab, &h->sizes, c, calls, bytes);
+    }
     mf_table_unlock(tab);
     t->early_calls = t->early_bytes = 0;
     t->totals = &h->totals;
@@ -514,10 +561,15 @@ static void mf_sample_on_stack(void *arg)
     }
     bool new_stack = e && e->samples == 0;
     if (e) {
+        uint64_t w = s->weight;
         e->samples++;
-        e->calls += s->weight;
-        e->bytes += s->weight * s->size;
-        e->calls_sq += s->weight * s->weight;
+        e->calls += w;
+        e->bytes += w * s->size;
+        e->calls_sq += w * w;
+        e->large += s->large;
+        if (w > 1)
+            e->bytes_var += (double)w * (double)(w - 1) * (double)s->size * (double)s->size;
+        e->site_sizes[mf_site_class(s->size)] += w;
         if ((++s->samples & 63) == 1) /* the clock costs as much as the rest of an exact sample */
             tab->hdr->last_ns = mf_now_ns();
     }
@@ -527,26 +579,59 @@ static void mf_sample_on_stack(void *arg)
     s->new_stack = new_stack;
 }
 
+/* Counts a call that came to the slow path, in its function's totals and its size class.
+ * With nothing pending (recording every call) the process's exit never writes this thread's
+ * totals (mf_flush_others): the call goes straight in, no lock. Otherwise it goes through
+ * `pending` and the flush, under the lock the exit takes too. A size the hot path does not
+ * count by class goes straight to the file's class: the exit never writes those. */
+static void mf_count_slow(struct mf_thread *t, enum mf_fn fn, size_t size)
+{
+    uint32_t c = mf_size_class(size);
+    if (t->totals && mf_nothing_pending(t)) {
+        mf_totals_add(t->slot->table, t->totals, fn, 1, size);
+        mf_sizes_add(t->slot->table, &t->slot->table->hdr->sizes, c, 1, size);
+        return;
+    }
+    MF_PENDING_ADD(t->pending.calls[fn], 1);
+    MF_PENDING_ADD(t->pending.bytes[fn], size);
+    if (c >= 1 && c <= MF_TLS_SIZE_CLASSES) {
+        MF_PENDING_ADD(t->pending_sizes[c - 1], size + ((uint64_t)1 << MF_SIZES_CALLS_SHIFT));
+    } else if (t->totals) {
+        mf_sizes_add(t->slot->table, &t->slot->table->hdr->sizes, c, 1, size);
+    } else if (t->state == MF_THREAD_NEW) { /* its pending counts reach a table later */
+        __atomic_fetch_add(&mf_early_sizes.calls[c], 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&mf_early_sizes.bytes[c], size, __ATOMIC_RELAXED);
+    }
+    mf_flush(t);
+}
+
 void mf_record_slow(enum mf_fn fn, size_t size)
 {
     struct mf_thread *t = &mf_tls;
     uintptr_t ret = (uintptr_t)__builtin_return_address(0);
+    /* The hot path sends a call here for its size before it touches the countdown, or when
+     * the countdown ends. */
+    bool by_size = mf_hot_class(size) >= t->small_classes;
+    t->small_classes = mf_small_classes;
     if (MF_UNLIKELY(mf_forked()))
         mf_after_fork_child(); /* _Fork() or clone() skipped our atfork handler */
     if (t->busy) {
         t->countdown = 1; /* the profiler's own call: see mf_enter() */
         return;
     }
-    /* With nothing pending (recording every call) the process's exit never writes this
-     * thread's totals (mf_flush_others): the call goes straight in, no lock. Otherwise it
-     * goes through `pending` and the flush, under the lock the exit takes too. */
-    if (t->totals && mf_nothing_pending(t)) {
-        mf_totals_add(t->slot->table, t->totals, fn, 1, size);
-    } else {
-        MF_PENDING_ADD(t->pending.calls[fn], 1);
-        MF_PENDING_ADD(t->pending.bytes[fn], size);
-        mf_flush(t);
+    /* A large call is recorded with weight 1 and is no call of the sampled stream: the
+     * countdown runs on as if it had not been made, so the small calls' samples stay
+     * unbiased. Any other call the size sent here is one of the stream: it counts down. */
+    bool large = mf_opt.large && size >= mf_opt.large;
+    if (by_size && !large) {
+        if (--t->countdown > 0) {
+            mf_count_slow(t, fn, size);
+            return;
+        }
+    } else if (large && !by_size) {
+        t->countdown++; /* the hot path counted it down (its small_classes was stale) */
     }
+    mf_count_slow(t, fn, size);
 
     if (MF_UNLIKELY(t->state != MF_THREAD_READY || !mf_ready)) {
         if (t->state == MF_THREAD_EXITED || t->state == MF_THREAD_FAILED) {
@@ -576,11 +661,11 @@ void mf_record_slow(enum mf_fn fn, size_t size)
         }
         mf_flush(t); /* what was counted before the table existed */
     }
-    if (t->sample_left > 0) { /* a flush only: the sample is further on */
+    if (!large && t->sample_left > 0) { /* a flush only: the sample is further on */
         t->countdown = mf_arm(t, t->sample_left);
         return;
     }
-    if (MF_UNLIKELY(t->weight == 0)) {
+    if (MF_UNLIKELY(!large && t->weight == 0)) {
         /* No countdown covered this call yet: decide for it like for any other. */
         int64_t c = mf_next_countdown(t);
         if (c > 1) {
@@ -588,28 +673,38 @@ void mf_record_slow(enum mf_fn fn, size_t size)
             return;
         }
     }
+    /* A large call leaves the countdown as it is: if it has ended (a thread's first call),
+     * the next small call comes here and draws. */
     struct mf_slot *s = t->slot;
+    uint64_t weight = large ? 1 : t->weight;
     if (t->paused) {
-        mf_unprofiled(t, t->weight, size);
-        t->countdown = mf_arm(t, mf_next_countdown(t));
+        mf_unprofiled(t, weight, size);
+        if (!large)
+            t->countdown = mf_arm(t, mf_next_countdown(t));
         return;
     }
-    mf_enter(t);
+    int64_t saved = mf_enter(t);
     s->entry_fp = (uintptr_t)__builtin_frame_address(0);
     s->ret = ret;
-    s->weight = t->weight;
+    s->weight = weight;
     s->size = size;
+    s->large = large;
     bool adaptive = !mf_opt.sample_interval;
     uint64_t t0 = adaptive ? mf_mono_ns() : 0;
     s->npcs = mf_unwind(s, mf_opt.max_depth + MF_OWN_FRAMES_MAX + 1, &s->nown);
     mf_call_on_stack(s->stack_top, mf_sample_on_stack, t); /* the table */
     if (adaptive) {
         uint64_t t1 = mf_mono_ns();
-        if (t->exact)
-            t->exact_ns += t1 - t0;
-        mf_adapt(t, t0, t1, s->new_stack);
+        if (large) { /* the program's time per call leaves this out, like a sample's */
+            if (s->sample_end_ns)
+                s->sample_end_ns += t1 - t0;
+        } else {
+            if (t->exact)
+                t->exact_ns += t1 - t0;
+            mf_adapt(t, t0, t1, s->new_stack);
+        }
     }
-    mf_leave(t, mf_arm(t, mf_next_countdown(t)));
+    mf_leave(t, large ? saved : mf_arm(t, mf_next_countdown(t)));
 }
 
 /* ---- process start-up, fork and exit ------------------------------------------------ */
@@ -682,6 +777,7 @@ static void mf_after_fork_child(void)
     mf_slots_lock = 0;
     mf_first_table = NULL;
     memset(&t->pending, 0, sizeof t->pending); /* the parent's, which it flushes itself */
+    memset(t->pending_sizes, 0, sizeof t->pending_sizes);
     t->totals = NULL;
     t->early_calls = t->early_bytes = 0;
     if (t->slot) {

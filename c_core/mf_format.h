@@ -17,7 +17,7 @@
 
 #include <stdint.h>
 
-#define MF_FORMAT_VERSION 3u
+#define MF_FORMAT_VERSION 4u
 
 #define MF_THREAD_MAGIC "MFREQTHR" /* 8 bytes, no NUL */
 #define MF_PROCESS_MAGIC "MFREQPRC"
@@ -57,6 +57,49 @@ struct mf_totals {
     uint64_t bytes[MF_FN_COUNT];
 };
 
+/* The exact size histogram: class 0 holds size 0; a size s >= 1 with its leading one at bit e
+ * (2^e <= s < 2^(e+1)) is in class 1 + 4e + m, m the two bits below the leading one (for
+ * e < 2, those of s << (2 - e)): four classes per doubling, each spanning at most a quarter
+ * of it, up to class 256 (2^63 + 3 * 2^61 .. 2^64 - 1). Classes 2, 3, 4, 6 and 8 stay empty
+ * (sizes 1, 2 and 3 have a class each). */
+#define MF_SIZE_CLASSES 257
+
+static inline uint32_t mf_size_class(uint64_t size)
+{
+    if (!size)
+        return 0;
+    uint32_t e = 63u - (uint32_t)__builtin_clzll(size);
+    uint32_t m = (uint32_t)(e >= 2 ? size >> (e - 2) : size << (2 - e)) & 3u;
+    return 1 + 4 * e + m;
+}
+
+/* The smallest size of class c (1 <= c < MF_SIZE_CLASSES); 0 for class 0. */
+static inline uint64_t mf_size_class_lo(uint32_t c)
+{
+    if (!c)
+        return 0;
+    uint32_t e = (c - 1) / 4, m = (c - 1) % 4;
+    return e >= 2 ? (uint64_t)(4 + m) << (e - 2) : (uint64_t)(4 + m) >> (2 - e);
+}
+
+/* Per stack, the sampled calls by size in coarser classes, one per doubling: class 0 holds
+ * size 0, class k (1..22) sizes 2^(k-1) .. 2^k - 1, class 23 sizes from 4 MiB (2^22) up.
+ * 192 bytes an entry: the finer classes would cost every stack 2 KiB. */
+#define MF_SITE_CLASSES 24
+
+static inline uint32_t mf_site_class(uint64_t size)
+{
+    if (!size)
+        return 0;
+    uint32_t k = 64u - (uint32_t)__builtin_clzll(size);
+    return k < MF_SITE_CLASSES ? k : MF_SITE_CLASSES - 1;
+}
+
+struct mf_sizes {
+    uint64_t calls[MF_SIZE_CLASSES];
+    uint64_t bytes[MF_SIZE_CLASSES];
+};
+
 #define MF_MAX_SEGMENTS 32
 
 /* Thread flags. */
@@ -92,6 +135,10 @@ struct mf_thread_header {
      * exits, and a thread that cannot have a file of its own records into the process's
      * first table (then MF_THREAD_SHARED). tid and seq are the first thread's. */
     uint64_t threads;
+    /* The estimated variance of unprofiled_bytes: the sum of w(w-1) * size^2, as a double. */
+    double unprofiled_bytes_var;
+    /* Every call by size class, exact like `totals` and flushed with them (MF_SIZE_CLASSES). */
+    struct mf_sizes sizes;
 };
 
 /* A segment: struct mf_segment_header, then `capacity` entries (an open-addressing hash
@@ -124,6 +171,16 @@ struct mf_entry {
     /* The sum of the samples' squared weights: calls_sq - calls estimates the variance of
      * `calls` (each sample of weight w adds w(w-1)); 0 for exact counts. */
     uint64_t calls_sq;
+    /* Samples taken because the size was at or above the large threshold (the process's
+     * large_bytes): each has weight 1 and is outside the geometric countdown. A stack whose
+     * samples are all such is exact. */
+    uint64_t large;
+    /* The estimated variance of `bytes`: the sum over samples of w(w-1) * size^2, as an IEEE
+     * double (the product overflows 64 bits); 0 for exact counts. */
+    double bytes_var;
+    /* The sum of the samples' weights by size, per MF_SITE_CLASSES class: the stack's calls
+     * by size, estimated. */
+    uint64_t site_sizes[MF_SITE_CLASSES];
 };
 
 /* Process flags. */
@@ -161,6 +218,9 @@ struct mf_process_header {
     /* Written at exit (MF_PROCESS_EXITED): the calls the exact stretch recorded, fewer than
      * exact_calls when its time cap ended it first or the process made fewer calls. */
     uint64_t exact_recorded;
+    /* MALLOC_FREQ_LARGE: every call of at least this many bytes is recorded, with weight 1,
+     * outside the sampled stream; 0 = off. */
+    uint64_t large_bytes;
 };
 
 /* Appended to the process file, one write() each. */

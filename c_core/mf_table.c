@@ -11,7 +11,9 @@
 #include "mf_internal.h"
 
 #define MF_PAGE 4096u
-#define MF_HEADER_BYTES MF_PAGE
+/* The header with its size histogram: two pages. */
+#define MF_HEADER_BYTES (2 * MF_PAGE)
+_Static_assert(sizeof(struct mf_thread_header) <= MF_HEADER_BYTES, "thread header");
 #define MF_SEG_ENTRIES_FIRST 64u
 #define MF_SEG_ENTRIES_MAX (64u << 12)
 #define MF_FRAMES_PER_ENTRY 16u /* frame room per slot; at load <= 1/2, 32 per stack */

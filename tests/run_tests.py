@@ -886,7 +886,8 @@ def sample_interval(profile):
 # struct mf_thread_header / mf_segment_header / mf_entry (c_core/mf_format.h)
 HDR_NSEGMENTS, HDR_SEGMENT_OFFSET = 344, 352
 SEGMENT_ENTRIES_OFFSET = 64
-ENTRY = struct.Struct("<QIIQQQQQ")  # hash, depth, flags, frames, samples, calls, bytes, calls_sq
+# hash, depth, flags, frames, samples, calls, bytes, calls_sq, large, bytes_var, site_sizes[24]
+ENTRY = struct.Struct("<QIIQQQQQQd24Q")
 
 
 def file_entries(profile):
