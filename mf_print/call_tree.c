@@ -40,13 +40,15 @@ static void mf_add_loc(struct mf_node *n, uint32_t file, uint32_t line, uint64_t
 }
 
 static void mf_insert(struct mf_tree *t, const struct mf_frame *f, uint32_t n, uint64_t samples,
-                      uint64_t calls, uint64_t bytes, uint64_t var, bool estimated)
+                      uint64_t calls, uint64_t bytes, uint64_t var, double bytes_var,
+                      bool estimated)
 {
     uint32_t node = 0;
     t->nodes[0].calls += calls;
     t->nodes[0].bytes += bytes;
     t->nodes[0].samples += samples;
     t->nodes[0].var += var;
+    t->nodes[0].bytes_var += bytes_var;
     for (uint32_t i = 0; i < n; i++) {
         node = mf_child(t, node, f[i].name);
         struct mf_node *x = &t->nodes[node];
@@ -54,6 +56,7 @@ static void mf_insert(struct mf_tree *t, const struct mf_frame *f, uint32_t n, u
         x->bytes += bytes;
         x->samples += samples;
         x->var += var;
+        x->bytes_var += bytes_var;
         x->estimated |= estimated;
         mf_add_loc(x, f[i].file, f[i].line, calls);
     }
@@ -88,7 +91,8 @@ void mf_tree_build(struct mf_tree *t, const struct mf_model *m)
         const struct mf_stack *s = &m->stacks[i];
         mf_model_frames(m, s, &fr);
         uint32_t merged = t->merged_stacks; /* [not profiled] is not a stack */
-        mf_insert(t, fr.v, fr.n, s->samples, s->calls, s->bytes, s->var, s->estimated);
+        mf_insert(t, fr.v, fr.n, s->samples, s->calls, s->bytes, s->var, s->bytes_var,
+                  s->estimated);
         if (s->flags & MF_STACK_NOT_PROFILED)
             t->merged_stacks = merged;
     }

@@ -47,6 +47,10 @@ static void mf_usage(FILE *out)
           "                         and NEW are profile directories (repeat --base for\n"
           "                         more) or a pprof file mf_print wrote; tree, csv or\n"
           "                         pprof format\n"
+          "      --sizes            the sizes asked for: every call by size class, exact\n"
+          "                         (tree, csv or json format)\n"
+          "      --site NAME        with --sizes: the sizes of allocation site NAME's\n"
+          "                         calls, estimated from its samples\n"
           "  -h, --help             this text\n",
           out);
 }
@@ -213,7 +217,9 @@ int main(int argc, char **argv)
     int ndirs = 0;
     struct mf_report_options o = {.threshold = MF_THRESHOLD_DEFAULT, .trim = true};
     enum mf_format format = MF_FORMAT_TREE;
-    enum { MF_OPT_NO_TRIM = 256, MF_OPT_SAVE };
+    enum { MF_OPT_NO_TRIM = 256, MF_OPT_SAVE, MF_OPT_SIZES, MF_OPT_SITE };
+    bool sizes = false;
+    const char *site = NULL;
     const char **base = mf_xcalloc((size_t)argc + 1, sizeof *base);
     int nbase = 0;
     const char *save = NULL;
@@ -227,6 +233,8 @@ int main(int argc, char **argv)
         {"no-trim", no_argument, NULL, MF_OPT_NO_TRIM},
         {"save", required_argument, NULL, MF_OPT_SAVE},
         {"base", required_argument, NULL, 'b'},
+        {"sizes", no_argument, NULL, MF_OPT_SIZES},
+        {"site", required_argument, NULL, MF_OPT_SITE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -272,6 +280,14 @@ int main(int argc, char **argv)
                 mf_usage_error("%s", "--base needs a profile directory or pprof file");
             base[nbase++] = optarg;
             break;
+        case MF_OPT_SIZES:
+            sizes = true;
+            break;
+        case MF_OPT_SITE:
+            if (!*optarg)
+                mf_usage_error("%s", "--site needs a function name");
+            site = optarg;
+            break;
         case 'h':
             mf_usage(stdout);
             return 0;
@@ -292,6 +308,13 @@ int main(int argc, char **argv)
         format = MF_FORMAT_PPROF;
         o.output = save;
     }
+    if (site && !sizes)
+        mf_usage_error("%s", "--site NAME goes with --sizes: mf_print --sizes --site NAME DIR");
+    if (sizes && (nbase || save))
+        mf_usage_error("%s", nbase ? "--sizes does not compare profiles (--base)"
+                                   : "--sizes does not write pprof (--save)");
+    if (sizes && format != MF_FORMAT_TREE && format != MF_FORMAT_CSV && format != MF_FORMAT_JSON)
+        mf_usage_error("--sizes reports in tree, csv or json format, not %s", mf_formats[format]);
     if (ndirs == 0)
         mf_usage_error("%s", nbase ? "--base OLD needs NEW: mf_print --base OLD NEW"
                                    : "no profile given: mf_print malloc_freq.<pid>");
@@ -324,7 +347,9 @@ int main(int argc, char **argv)
     struct mf_model model;
     mf_model_build(&model, &profile, o.trim);
     bool failed = false;
-    if (format == MF_FORMAT_TREE || format == MF_FORMAT_CSV) {
+    if (sizes) {
+        failed = mf_report_sizes(out, &model, format, site, &o);
+    } else if (format == MF_FORMAT_TREE || format == MF_FORMAT_CSV) {
         struct mf_tree tree;
         mf_tree_build(&tree, &model);
         if (format == MF_FORMAT_CSV)

@@ -155,6 +155,7 @@ static void mf_read_process(struct mf_profile *p, const char *dir, const char *n
     pr->sample_interval = h.sample_interval;
     pr->exact_calls = h.exact_calls;
     pr->cost_share_ppm = h.cost_share_ppm;
+    pr->large_bytes = h.large_bytes;
     memcpy(pr->exe, h.exe, sizeof pr->exe);
     pr->exe[sizeof pr->exe - 1] = '\0';
     p->nfiles_read++;
@@ -313,6 +314,10 @@ static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf
     s->calls += e->calls;
     s->bytes += e->bytes;
     s->var += e->calls_sq > e->calls ? e->calls_sq - e->calls : 0;
+    s->large += e->large;
+    s->bytes_var += e->bytes_var;
+    for (int c = 0; c < MF_SITE_CLASSES; c++)
+        s->site_sizes[c] += e->site_sizes[c];
     p->procs[process].attributed += e->calls;
     if (e->calls != e->samples)
         p->procs[process].weighted = true;
@@ -352,6 +357,11 @@ static void mf_read_thread(struct mf_profile *p, const char *dir, const char *na
     p->unprofiled_bytes += h->unprofiled_bytes;
     if (h->unprofiled_calls_sq > h->unprofiled_calls)
         p->unprofiled_var += h->unprofiled_calls_sq - h->unprofiled_calls;
+    p->unprofiled_bytes_var += h->unprofiled_bytes_var;
+    for (int c = 0; c < MF_SIZE_CLASSES; c++) {
+        p->sizes.calls[c] += h->sizes.calls[c];
+        p->sizes.bytes[c] += h->sizes.bytes[c];
+    }
     if (h->unprofiled_calls != h->unprofiled_samples)
         pr->weighted = true;
     for (uint32_t k = 0; k < h->nsegments; k++) {

@@ -26,6 +26,7 @@ struct mf_process {
     uint32_t flags;
     uint64_t start_ns, end_ns, sample_interval, exact_calls;
     uint32_t cost_share_ppm; /* default mode (sample_interval 0): the cost budget */
+    uint64_t large_bytes;    /* MALLOC_FREQ_LARGE: calls this large were all recorded; 0 off */
     char exe[256];
     struct mf_module *modules; /* sorted by lo */
     uint32_t nmodules;
@@ -50,6 +51,9 @@ struct mf_raw_stack {
     uint64_t *frames; /* return addresses, innermost first */
     uint64_t samples, calls, bytes;
     uint64_t var; /* the estimated variance of calls: the sum of w(w-1) over the samples */
+    uint64_t large;   /* samples recorded for their size (weight 1, outside the countdown) */
+    double bytes_var; /* the estimated variance of bytes: the sum of w(w-1) size^2 */
+    uint64_t site_sizes[MF_SITE_CLASSES]; /* estimated calls per size doubling */
 };
 
 struct mf_profile {
@@ -59,6 +63,8 @@ struct mf_profile {
     uint32_t nstacks, stacks_cap;
     struct mf_totals totals; /* exact, summed over all threads */
     uint64_t unprofiled_samples, unprofiled_calls, unprofiled_bytes, unprofiled_var;
+    double unprofiled_bytes_var;
+    struct mf_sizes sizes; /* exact: every call by size class, summed over all threads */
     uint32_t nthreads;
     uint32_t nfiles_read; /* valid thread and process files */
     uint32_t nfiles_skipped;

@@ -51,6 +51,11 @@ bool mf_report_diff_pprof(FILE *out, const struct mf_diff *d, const struct mf_re
 bool mf_report_html(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
 /* The model as JSON (report_json.c). */
 bool mf_report_json(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
+/* --sizes (report_sizes.c): the exact size histogram, or with a site (--site NAME) the sizes
+ * of that allocation site's calls, estimated from its samples; text (the tree format), csv
+ * or json. */
+bool mf_report_sizes(FILE *out, const struct mf_model *m, enum mf_format format,
+                     const char *site, const struct mf_report_options *o);
 
 /* The length (1..4) of the valid UTF-8 character s starts with, 1 for the terminating NUL,
  * or 0 if the bytes there are not one: a stray continuation byte, an overlong form, a

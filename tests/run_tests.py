@@ -293,9 +293,10 @@ def tree_text(*dirs, threshold=None):
 
 _NUMBER = r"(\d[\d,]*)"
 # A report line: calls (~ when estimated), ±error, percent, bytes ("512 B", "1.2 KiB"),
-# then the tree glyphs and the function (mf_print/report_tree.c, mf_line).
+# ±error of the bytes (a column 7 wide when the tree has estimates), then the tree glyphs and
+# the function (mf_print/report_tree.c, mf_line).
 _TREE_LINE = re.compile(r"^\s*(~?)([\d,]+)(?:\s+±(\S+))?\s+(\d+(?:\.\d+)?)%\s+"
-                        r"(\d+(?:\.\d+)?\s\S+)\s\s(.*)$")
+                        r"(\d+(?:\.\d+)?\s\S+)(?: (?:±(\S+) *| {7}))?  (.*)$")
 
 
 class TreeLine:
@@ -303,7 +304,8 @@ class TreeLine:
         self.calls = int(m.group(2).replace(",", ""))
         self.error = m.group(3)  # e.g. "3.4%", or None for an exact count
         self.percent = float(m.group(4))
-        rest = m.group(6)
+        self.bytes_error = m.group(6)  # the same for the bytes
+        rest = m.group(7)
         self.top = not rest.startswith(("│", "├", "└", " "))  # top level: no tree glyph
         self.text = rest.lstrip("│├└─ ")  # `site (file.c:12)` or a fold line
 
@@ -775,7 +777,8 @@ def test_bad_environment_values():
     bad = [("MALLOC_FREQ_SAMPLE", "abc"), ("MALLOC_FREQ_SAMPLE", "0"),
            ("MALLOC_FREQ_SAMPLE", "-5"), ("MALLOC_FREQ_SAMPLE", "99999999999999999999"),
            ("MALLOC_FREQ_DEPTH", "abc"), ("MALLOC_FREQ_DEPTH", "0"),
-           ("MALLOC_FREQ_SEED", "xyz"), ("MALLOC_FREQ_UNWIND", "bogus")]
+           ("MALLOC_FREQ_SEED", "xyz"), ("MALLOC_FREQ_UNWIND", "bogus"),
+           ("MALLOC_FREQ_LARGE", "64k"), ("MALLOC_FREQ_LARGE", "-1")]
     failures = []
 
     def check(env, sample, want_lines, want_names):
@@ -904,6 +907,29 @@ def file_entries(profile):
             for e in ENTRY.iter_unpack(data[start:start + cap * ENTRY.size]):
                 if e[0]:
                     out.append((e[5], e[4], e[7], e[:3]))
+    return out
+
+
+ENTRY_FIELDS = ("hash", "depth", "flags", "frames", "samples", "calls", "bytes", "calls_sq",
+                "large", "bytes_var")
+
+
+def file_entries_full(profile):
+    """Every stack entry of the profile's thread files as a dict of its fields (ENTRY_FIELDS,
+    and site_sizes: the 24 per-doubling sums of weights)."""
+    out = []
+    for path in thread_files(profile):
+        with open(path, "rb") as f:
+            data = f.read()
+        for k in range(struct.unpack_from("<Q", data, HDR_NSEGMENTS)[0]):
+            off = struct.unpack_from("<Q", data, HDR_SEGMENT_OFFSET + 8 * k)[0]
+            cap = struct.unpack_from("<I", data, off)[0]
+            start = off + SEGMENT_ENTRIES_OFFSET
+            for e in ENTRY.iter_unpack(data[start:start + cap * ENTRY.size]):
+                if e[0]:
+                    d = dict(zip(ENTRY_FIELDS, e))
+                    d["site_sizes"] = e[len(ENTRY_FIELDS):]
+                    out.append(d)
     return out
 
 
