@@ -27,7 +27,12 @@ bench/RESULTS.md; the exit status is 1 if any run failed or changed the program'
 Environment: BENCH_ROUNDS (default 5), BENCH_QUICK=1 (1 round, a fifth of the sizes, results
 to build/bench/RESULTS-quick.md), BENCH_LIB (preload library, default build/libmalloc_freq.so),
 BENCH_RESULTS (output file), BENCH_ONLY (comma-separated workload names), BENCH_PERF_RUNS
-(default 3)."""
+(default 3).
+
+It first runs bench/mfprint_bench.py, mf_print's own workload: the time and peak RSS of
+`mf_print --format tree|csv|pprof` on real profiles of 10^5 and 10^6 distinct stacks, against
+its targets (5 s, twice the thread files), into bench/RESULTS-mfprint.md (BENCH_ONLY=mfprint
+runs only that; BENCH_QUICK=1 only 10^5, once; its own settings are at its top)."""
 
 import datetime
 import json
@@ -206,7 +211,7 @@ def workloads():
             # heaptrack does not follow children: put it in front of cc1 and as instead
             heaptrack_argv=lambda n, tmp: [gcc, "-wrapper", "heaptrack", "-O2", "-c", files[n],
                                            "-o", os.path.join(tmp, "out.o")]))
-    only = [s for s in os.environ.get("BENCH_ONLY", "").split(",") if s]
+    only = [s for s in os.environ.get("BENCH_ONLY", "").split(",") if s and s != "mfprint"]
     if only:
         unknown = set(only) - {w.name for w in ws}
         if unknown:
@@ -214,6 +219,20 @@ def workloads():
                 % (", ".join(sorted(unknown)), ", ".join(w.name for w in ws)))
         ws = [w for w in ws if w.name in only]
     return ws
+
+
+def bench_only():
+    return [s for s in os.environ.get("BENCH_ONLY", "").split(",") if s]
+
+
+def mfprint_bench():
+    """mf_print's own speed and memory on profiles of 10^5 and 10^6 stacks
+    (bench/mfprint_bench.py, which writes bench/RESULTS-mfprint.md). Returns its status."""
+    if QUICK and "BENCH_MFPRINT_SIZES" not in os.environ:
+        os.environ["BENCH_MFPRINT_SIZES"] = "100000"
+        os.environ.setdefault("BENCH_MFPRINT_RUNS", "1")
+        os.environ.setdefault("BENCH_MFPRINT_RESULTS", os.path.join(WORK, "RESULTS-mfprint-quick.md"))
+    return subprocess.run([sys.executable, os.path.join(BENCH, "mfprint_bench.py")]).returncode
 
 
 # ---- the variants -------------------------------------------------------------------------
@@ -729,6 +748,10 @@ def large_site_accuracy(failures):
 def main():
     if not os.path.exists(LIB):
         die("%s is missing: run `make` first" % LIB)
+    only = bench_only()
+    status = mfprint_bench() if not only or "mfprint" in only else 0
+    if only == ["mfprint"]:
+        return status
     started = time.perf_counter()
     global MEASURE
     os.makedirs(WORK, exist_ok=True)
@@ -791,7 +814,7 @@ def main():
     print()
     print(text, end="")
     print("run_bench: written to %s" % os.path.relpath(out, ROOT))
-    return 1 if failures else 0
+    return 1 if failures or status else 0
 
 
 if __name__ == "__main__":

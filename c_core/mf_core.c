@@ -45,13 +45,14 @@ static struct mf_slot *mf_slots_used, *mf_slots_free;
 static uint32_t mf_slots_lock;
 /* The process image's first table: a thread that cannot have one of its own records here. */
 static struct mf_table *mf_first_table;
-/* Calls of a size the hot path does not count by class (size 0, 64 KiB and more), made by
- * threads that have no table yet (before start-up): the first thread set up takes them. */
-static struct mf_sizes mf_early_sizes;
+/* Calls made before start-up by size class (weight 1, unprofiled): the first thread set up
+ * after them takes them into its histogram. */
+static struct {
+    uint64_t calls[MF_SIZE_CLASSES], bytes[MF_SIZE_CLASSES];
+} mf_early_sizes;
 
 #define MF_EXACT_CHUNK 64 /* a thread takes the exact budget in chunks: less contention */
 #define MF_COST_SHARE (MF_COST_SHARE_PPM / 1e6)
-#define MF_INTERVAL_MAX 100000u
 #define MF_COUNTDOWN_OFF (INT64_MAX / 2) /* not profiling: the hot path only counts */
 /* The slow path's own stack: libunwind's first use in a thread takes ~10 KiB, a signal
  * handler that interrupts a sample runs on it too; pages never touched cost nothing. */
@@ -208,6 +209,19 @@ static void mf_table_unlock(struct mf_table *tab)
         mf_spin_unlock(&tab->lock);
 }
 
+/* A sample's weight w in the size histogram (under the table's lock): w calls and w * size
+ * bytes, and their variances' w(w-1) and w(w-1) * size^2; nothing for those with w = 1. */
+static void mf_size_add(struct mf_thread_header *h, uint64_t w, uint64_t size)
+{
+    struct mf_size_class *c = &h->sizes[mf_size_class(size)];
+    c->calls += w;
+    c->bytes += w * size;
+    if (w > 1) {
+        c->calls_var += w * (w - 1);
+        c->bytes_var += (double)w * (double)(w - 1) * (double)size * (double)size;
+    }
+}
+
 static void mf_unprofiled(struct mf_thread *t, uint64_t weight, size_t size)
 {
     struct mf_table *tab = mf_table_lock(t->slot->table);
@@ -218,6 +232,7 @@ static void mf_unprofiled(struct mf_thread *t, uint64_t weight, size_t size)
     h->unprofiled_calls_sq += weight * weight;
     if (weight > 1)
         h->unprofiled_bytes_var += (double)weight * (double)(weight - 1) * (double)size * (double)size;
+    mf_size_add(h, weight, size);
     mf_table_unlock(tab);
 }
 
@@ -265,23 +280,6 @@ static void mf_totals_add(struct mf_table *tab, struct mf_totals *to, int fn, ui
     }
 }
 
-/* The same for one size class. */
-static void mf_sizes_add(struct mf_table *tab, struct mf_sizes *to, uint32_t c, uint64_t calls,
-                         uint64_t bytes)
-{
-    if (tab->shared) {
-        __atomic_fetch_add(&to->calls[c], calls, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&to->bytes[c], bytes, __ATOMIC_RELAXED);
-    } else {
-        MF_PENDING_ADD(to->calls[c], calls);
-        MF_PENDING_ADD(to->bytes[c], bytes);
-    }
-}
-
-/* Pending size classes, packed (MF_SIZES_CALLS_SHIFT): calls and bytes. */
-#define MF_SIZES_CALLS(w) ((w) >> MF_SIZES_CALLS_SHIFT)
-#define MF_SIZES_BYTES(w) ((w) & (((uint64_t)1 << MF_SIZES_CALLS_SHIFT) - 1))
-
 static bool mf_nothing_pending(const struct mf_thread *t)
 {
     for (int fn = 0; fn < MF_FN_COUNT; fn++)
@@ -317,15 +315,6 @@ static void mf_flush(struct mf_thread *t)
         t->pending.calls[fn] = t->pending.bytes[fn] = 0;
         s->proxied.calls[fn] = s->proxied.bytes[fn] = 0;
     }
-    struct mf_sizes *sizes = &s->table->hdr->sizes;
-    for (uint32_t c = 0; c < MF_TLS_SIZE_CLASSES; c++) {
-        uint64_t w = t->pending_sizes[c];
-        if (!w)
-            continue;
-        w -= s->proxied_sizes[c];
-        mf_sizes_add(s->table, sizes, c + 1, MF_SIZES_CALLS(w), MF_SIZES_BYTES(w));
-        t->pending_sizes[c] = s->proxied_sizes[c] = 0;
-    }
     if (listed)
         mf_spin_unlock(&s->flush_lock);
     mf_leave(t, saved);
@@ -351,15 +340,6 @@ static void mf_flush_others(struct mf_thread *self)
                           bytes - o->proxied.bytes[fn]);
             o->proxied.calls[fn] = calls;
             o->proxied.bytes[fn] = bytes;
-        }
-        for (uint32_t c = 0; c < MF_TLS_SIZE_CLASSES; c++) {
-            uint64_t w = __atomic_load_n(&ot->pending_sizes[c], __ATOMIC_RELAXED);
-            if (w == o->proxied_sizes[c])
-                continue;
-            uint64_t d = w - o->proxied_sizes[c];
-            mf_sizes_add(o->table, &o->table->hdr->sizes, c + 1, MF_SIZES_CALLS(d),
-                         MF_SIZES_BYTES(d));
-            o->proxied_sizes[c] = w;
         }
         mf_spin_unlock(&o->flush_lock);
     }
@@ -462,7 +442,6 @@ static void mf_thread_setup(struct mf_thread *t)
     s->stack_lo = s->stack_hi = 0;
     s->flush_lock = 0;
     memset(&s->proxied, 0, sizeof s->proxied);
-    memset(s->proxied_sizes, 0, sizeof s->proxied_sizes);
     s->table = NULL;
     if (s->own.hdr || !mf_table_create(&s->own, seq))
         s->table = &s->own;
@@ -492,10 +471,10 @@ static void mf_thread_setup(struct mf_thread *t)
     h->unprofiled_bytes += t->early_bytes;
     h->unprofiled_calls_sq += t->early_calls;
     for (uint32_t c = 0; c < MF_SIZE_CLASSES; c++) { /* calls before start-up, of any thread */
-        uint64_t calls = __atomic_exchange_n(&mf_early_sizes.calls[c], 0, __ATOMIC_RELAXED);
-        uint64_t bytes = __atomic_exchange_n(&mf_early_sizes.bytes[c], 0, __ATOMIC_RELAXED);
-        if (calls || bytes)
-            mf_sizes_add(tab, &h->sizes, c, calls, bytes);
+        if (!__atomic_load_n(&mf_early_sizes.calls[c], __ATOMIC_RELAXED))
+            continue;
+        h->sizes[c].calls += __atomic_exchange_n(&mf_early_sizes.calls[c], 0, __ATOMIC_RELAXED);
+        h->sizes[c].bytes += __atomic_exchange_n(&mf_early_sizes.bytes[c], 0, __ATOMIC_RELAXED);
     }
     mf_table_unlock(tab);
     t->early_calls = t->early_bytes = 0;
@@ -537,12 +516,13 @@ static void mf_sample_on_stack(void *arg)
 {
     struct mf_thread *t = arg;
     struct mf_slot *s = t->slot;
-    uint32_t max = mf_opt.max_depth, own = s->nown, n = s->npcs, flags = 0;
+    uint32_t max = mf_opt.max_depth, own = s->nown, n = s->npcs;
+    uint32_t flags = s->large ? MF_ENTRY_LARGE : 0;
     const uintptr_t *pcs = s->pcs + own;
     n -= own;
     if (n > max) {
         n = max;
-        flags = MF_ENTRY_TRUNCATED;
+        flags |= MF_ENTRY_TRUNCATED;
     }
     struct mf_table *tab = mf_table_lock(s->table);
     uint32_t epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE);
@@ -566,10 +546,9 @@ static void mf_sample_on_stack(void *arg)
         e->calls += w;
         e->bytes += w * s->size;
         e->calls_sq += w * w;
-        e->large += s->large;
         if (w > 1)
             e->bytes_var += (double)w * (double)(w - 1) * (double)s->size * (double)s->size;
-        e->site_sizes[mf_site_class(s->size)] += w;
+        mf_size_add(tab->hdr, w, s->size);
         if ((++s->samples & 63) == 1) /* the clock costs as much as the rest of an exact sample */
             tab->hdr->last_ns = mf_now_ns();
     }
@@ -579,59 +558,65 @@ static void mf_sample_on_stack(void *arg)
     s->new_stack = new_stack;
 }
 
-/* Counts a call that came to the slow path, in its function's totals and its size class.
- * With nothing pending (recording every call) the process's exit never writes this thread's
- * totals (mf_flush_others): the call goes straight in, no lock. Otherwise it goes through
- * `pending` and the flush, under the lock the exit takes too. A size the hot path does not
- * count by class goes straight to the file's class: the exit never writes those. */
-static void mf_count_slow(struct mf_thread *t, enum mf_fn fn, size_t size)
+/* A call at or above MALLOC_FREQ_LARGE, counted, on a thread that is set up: a sample of
+ * weight 1, outside the sampled stream (the countdown is left as it is, so the other calls'
+ * samples stay unbiased). Its time is left out of the program's time per call, like a
+ * sample's. Inlined: the unwinder starts from mf_record_slow's frame (entry_fp, ret). */
+static inline __attribute__((always_inline)) void mf_record_large(struct mf_thread *t, size_t size,
+                                                                uintptr_t ret)
 {
-    uint32_t c = mf_size_class(size);
-    if (t->totals && mf_nothing_pending(t)) {
-        mf_totals_add(t->slot->table, t->totals, fn, 1, size);
-        mf_sizes_add(t->slot->table, &t->slot->table->hdr->sizes, c, 1, size);
+    struct mf_slot *s = t->slot;
+    if (t->paused) {
+        mf_unprofiled(t, 1, size);
         return;
     }
-    MF_PENDING_ADD(t->pending.calls[fn], 1);
-    MF_PENDING_ADD(t->pending.bytes[fn], size);
-    if (c >= 1 && c <= MF_TLS_SIZE_CLASSES) {
-        MF_PENDING_ADD(t->pending_sizes[c - 1], size + ((uint64_t)1 << MF_SIZES_CALLS_SHIFT));
-    } else if (t->totals) {
-        mf_sizes_add(t->slot->table, &t->slot->table->hdr->sizes, c, 1, size);
-    } else if (t->state == MF_THREAD_NEW) { /* its pending counts reach a table later */
-        __atomic_fetch_add(&mf_early_sizes.calls[c], 1, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&mf_early_sizes.bytes[c], size, __ATOMIC_RELAXED);
-    }
-    mf_flush(t);
+    int64_t saved = mf_enter(t);
+    s->entry_fp = (uintptr_t)__builtin_frame_address(0);
+    s->ret = ret;
+    s->weight = 1;
+    s->size = size;
+    s->large = true;
+    bool adaptive = !mf_opt.sample_interval;
+    uint64_t t0 = adaptive ? mf_mono_ns() : 0;
+    s->npcs = mf_unwind(s, mf_opt.max_depth + MF_OWN_FRAMES_MAX + 1, &s->nown);
+    mf_call_on_stack(s->stack_top, mf_sample_on_stack, t);
+    if (adaptive && s->sample_end_ns)
+        s->sample_end_ns += mf_mono_ns() - t0;
+    mf_leave(t, saved);
 }
 
 void mf_record_slow(enum mf_fn fn, size_t size)
 {
     struct mf_thread *t = &mf_tls;
     uintptr_t ret = (uintptr_t)__builtin_return_address(0);
-    /* The hot path sends a call here for its size before it touches the countdown, or when
-     * the countdown ends. */
-    bool by_size = mf_hot_class(size) >= t->small_classes;
-    t->small_classes = mf_small_classes;
+    /* The hot path sent this call here for its size (without counting it down) when it is
+     * at least the thread's `large`, else because the countdown ended. `large` is 0 until
+     * the thread's first call here, and follows the options from then on. */
+    uint64_t limit = t->large;
+    bool large = mf_opt.large && size >= mf_opt.large;
+    t->large = mf_opt.large ? mf_opt.large : UINT64_MAX;
     if (MF_UNLIKELY(mf_forked()))
         mf_after_fork_child(); /* _Fork() or clone() skipped our atfork handler */
     if (t->busy) {
         t->countdown = 1; /* the profiler's own call: see mf_enter() */
         return;
     }
-    /* A large call is recorded with weight 1 and is no call of the sampled stream: the
-     * countdown runs on as if it had not been made, so the small calls' samples stay
-     * unbiased. Any other call the size sent here is one of the stream: it counts down. */
-    bool large = mf_opt.large && size >= mf_opt.large;
-    if (by_size && !large) {
-        if (--t->countdown > 0) {
-            mf_count_slow(t, fn, size);
-            return;
-        }
-    } else if (large && !by_size) {
-        t->countdown++; /* the hot path counted it down (its small_classes was stale) */
+    /* With nothing pending (recording every call) the process's exit never writes this
+     * thread's totals (mf_flush_others): the call goes straight in, no lock. Otherwise it
+     * goes through `pending` and the flush, under the lock the exit takes too. */
+    if (t->totals && mf_nothing_pending(t)) {
+        mf_totals_add(t->slot->table, t->totals, fn, 1, size);
+    } else {
+        MF_PENDING_ADD(t->pending.calls[fn], 1);
+        MF_PENDING_ADD(t->pending.bytes[fn], size);
+        mf_flush(t);
     }
-    mf_count_slow(t, fn, size);
+    if (!large) {
+        if (size >= limit && --t->countdown > 0) /* not counted down on the hot path */
+            return;
+    } else if (size < limit) {
+        t->countdown++; /* counted down on the hot path: a large call is not of the stream */
+    }
 
     if (MF_UNLIKELY(t->state != MF_THREAD_READY || !mf_ready)) {
         if (t->state == MF_THREAD_EXITED || t->state == MF_THREAD_FAILED) {
@@ -642,6 +627,8 @@ void mf_record_slow(enum mf_fn fn, size_t size)
             /* Before start-up finished (or never, if profiling is off): count every call. */
             t->early_calls++;
             t->early_bytes += size;
+            __atomic_fetch_add(&mf_early_sizes.calls[mf_size_class(size)], 1, __ATOMIC_RELAXED);
+            __atomic_fetch_add(&mf_early_sizes.bytes[mf_size_class(size)], size, __ATOMIC_RELAXED);
             t->countdown = mf_disabled ? MF_COUNTDOWN_OFF : 1;
             return;
         }
@@ -661,11 +648,15 @@ void mf_record_slow(enum mf_fn fn, size_t size)
         }
         mf_flush(t); /* what was counted before the table existed */
     }
-    if (!large && t->sample_left > 0) { /* a flush only: the sample is further on */
+    if (large) {
+        mf_record_large(t, size, ret);
+        return;
+    }
+    if (t->sample_left > 0) { /* a flush only: the sample is further on */
         t->countdown = mf_arm(t, t->sample_left);
         return;
     }
-    if (MF_UNLIKELY(!large && t->weight == 0)) {
+    if (MF_UNLIKELY(t->weight == 0)) {
         /* No countdown covered this call yet: decide for it like for any other. */
         int64_t c = mf_next_countdown(t);
         if (c > 1) {
@@ -673,38 +664,29 @@ void mf_record_slow(enum mf_fn fn, size_t size)
             return;
         }
     }
-    /* A large call leaves the countdown as it is: if it has ended (a thread's first call),
-     * the next small call comes here and draws. */
     struct mf_slot *s = t->slot;
-    uint64_t weight = large ? 1 : t->weight;
     if (t->paused) {
-        mf_unprofiled(t, weight, size);
-        if (!large)
-            t->countdown = mf_arm(t, mf_next_countdown(t));
+        mf_unprofiled(t, t->weight, size);
+        t->countdown = mf_arm(t, mf_next_countdown(t));
         return;
     }
-    int64_t saved = mf_enter(t);
+    mf_enter(t);
     s->entry_fp = (uintptr_t)__builtin_frame_address(0);
     s->ret = ret;
-    s->weight = weight;
+    s->weight = t->weight;
     s->size = size;
-    s->large = large;
+    s->large = false;
     bool adaptive = !mf_opt.sample_interval;
     uint64_t t0 = adaptive ? mf_mono_ns() : 0;
     s->npcs = mf_unwind(s, mf_opt.max_depth + MF_OWN_FRAMES_MAX + 1, &s->nown);
     mf_call_on_stack(s->stack_top, mf_sample_on_stack, t); /* the table */
     if (adaptive) {
         uint64_t t1 = mf_mono_ns();
-        if (large) { /* the program's time per call leaves this out, like a sample's */
-            if (s->sample_end_ns)
-                s->sample_end_ns += t1 - t0;
-        } else {
-            if (t->exact)
-                t->exact_ns += t1 - t0;
-            mf_adapt(t, t0, t1, s->new_stack);
-        }
+        if (t->exact)
+            t->exact_ns += t1 - t0;
+        mf_adapt(t, t0, t1, s->new_stack);
     }
-    mf_leave(t, large ? saved : mf_arm(t, mf_next_countdown(t)));
+    mf_leave(t, mf_arm(t, mf_next_countdown(t)));
 }
 
 /* ---- process start-up, fork and exit ------------------------------------------------ */
@@ -777,9 +759,9 @@ static void mf_after_fork_child(void)
     mf_slots_lock = 0;
     mf_first_table = NULL;
     memset(&t->pending, 0, sizeof t->pending); /* the parent's, which it flushes itself */
-    memset(t->pending_sizes, 0, sizeof t->pending_sizes);
     t->totals = NULL;
     t->early_calls = t->early_bytes = 0;
+    memset(&mf_early_sizes, 0, sizeof mf_early_sizes);
     if (t->slot) {
         t->slot->listed = false;
         t->slot->next = t->slot->prev = NULL;

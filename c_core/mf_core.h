@@ -35,24 +35,13 @@ struct mf_slot; /* a thread's cold state, its table and its slow path's stack (m
  * the thread's file at least every MF_FLUSH_CALLS calls. Counting straight into the file
  * costs a third load on the hot path's critical path (TLS -> file pointer -> counter):
  * measured, that made the hook twice as expensive (README, "How it works"). */
-/* Sizes 1 .. 2^16 - 1 are counted by size class in TLS (MF_TLS_SIZE_CLASSES classes,
- * mf_size_class() - 1); every other size takes the slow path, which counts it in the file:
- * size 0 and sizes from 64 KiB up are rare, and from MALLOC_FREQ_LARGE up (64 KiB by
- * default) the slow path records them anyway. */
-#define MF_TLS_SIZE_CLASSES 64
-/* A pending size class: calls above bit MF_SIZES_CALLS_SHIFT, bytes below, so that the hot
- * path makes one add. Between flushes (at most MF_FLUSH_CALLS calls, each under 2^16 bytes)
- * bytes stay under 2^28 and calls under 2^13. */
-#define MF_SIZES_CALLS_SHIFT 40
-
 struct mf_thread {
     int64_t countdown;        /* calls left until the slow path: the next sample or flush */
-    /* Size classes below this are counted on the hot path, the others take the slow path:
-     * min(MF_TLS_SIZE_CLASSES, the large threshold's class); 0 until the thread's first slow
-     * path call, which sends every call there until then. */
-    uint64_t small_classes;
+    /* Calls of this size and more take the slow path without counting down: MALLOC_FREQ_LARGE,
+     * or UINT64_MAX when it is off. 0 (every call) until the thread's first slow path call,
+     * which sets it (and on every later one, from the options). */
+    uint64_t large;
     struct mf_totals pending; /* counted since the last flush */
-    uint64_t pending_sizes[MF_TLS_SIZE_CLASSES]; /* the same calls by size class, packed */
     struct mf_totals *totals; /* the table's exact counters; NULL without one (pending keeps all) */
     struct mf_slot *slot;     /* NULL until set-up */
     int64_t sample_left;      /* calls after the countdown ends until the next sample */
@@ -102,36 +91,30 @@ void mf_record_slow(enum mf_fn fn, size_t size) __attribute__((noinline, cold));
 #define MF_PENDING_ADD(counter, n) ((counter) += (n))
 #endif
 
-/* The size class of a size on the hot path, mf_size_class(size) - 1 for sizes 1 .. 2^16 - 1,
- * from the bits of the size as a double: its exponent and the two mantissa bits below the
- * leading one are the class (a conversion, a move and a shift, where the integer way takes
- * a bit scan, two shifts and a mask). Size 0 (+0.0) and sizes of 2^63 and up (negative)
- * give a value far above any class, so one unsigned compare sends them, and every size
- * from the large threshold's class up, to the slow path. Exact below 2^53, so it never
- * raises an inexact exception for a size the hot path counts. */
-static inline __attribute__((always_inline)) uint64_t mf_hot_class(size_t size)
-{
-    double d = (double)(int64_t)size;
-    uint64_t bits;
-    __builtin_memcpy(&bits, &d, sizeof bits);
-    return (bits >> 50) - (1023u << 2);
-}
-
-/* The hot path: a size class test, a countdown and three exact counters, all in TLS. No
- * lock, no system call, no allocation. False when the size is not for the hot path or the
- * countdown ran out: the caller must then call mf_record_slow(). A macro so that `t` may
- * also be a __seg_fs pointer (mf_entry.c). */
-#define MF_COUNT_AT(t, fn, size)                                                            \
+/* Counts the countdown down by one; true while calls are left. On x86-64 one subtraction
+ * from memory whose flags are the test: the compiler's load, subtract, store and test were
+ * three instructions more, on every call (callgrind, README "How it works"). */
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__) && !defined(__SANITIZE_THREAD__)
+#define MF_COUNTDOWN_LEFT(t)                                                                \
     __extension__({                                                                         \
-        uint64_t mf_c_ = mf_hot_class(size);                                                \
-        (MF_LIKELY(mf_c_ < (t)->small_classes) && MF_LIKELY(--(t)->countdown > 0))          \
-            ? (MF_PENDING_ADD((t)->pending.calls[fn], 1),                                   \
-               MF_PENDING_ADD((t)->pending.bytes[fn], (size)),                              \
-               MF_PENDING_ADD((t)->pending_sizes[mf_c_],                                    \
-                              (size) + ((uint64_t)1 << MF_SIZES_CALLS_SHIFT)),              \
-               true)                                                                        \
-            : false;                                                                        \
+        bool mf_left_;                                                                      \
+        __asm__("subq $1, %0" : "+m"((t)->countdown), "=@ccg"(mf_left_));                  \
+        mf_left_;                                                                           \
     })
+#else
+#define MF_COUNTDOWN_LEFT(t) (--(t)->countdown > 0)
+#endif
+
+/* The hot path: a size test, a countdown and two exact counters, all in TLS. No lock, no
+ * system call, no allocation. False when the size is large (then the countdown is left as
+ * it is) or the countdown ran out: the caller must then call mf_record_slow(). The size
+ * histogram is the slow path's, from the samples. A macro so that `t` may also be a
+ * __seg_fs pointer (mf_entry.c). */
+#define MF_COUNT_AT(t, fn, size)                                                            \
+    (MF_LIKELY((size) < (t)->large) && MF_LIKELY(MF_COUNTDOWN_LEFT(t))                      \
+         ? (MF_PENDING_ADD((t)->pending.calls[fn], 1),                                      \
+            MF_PENDING_ADD((t)->pending.bytes[fn], (size)), true)                           \
+         : false)
 
 static inline __attribute__((always_inline)) bool mf_count(enum mf_fn fn, size_t size)
 {

@@ -11,16 +11,12 @@
 
 #define MF_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define MF_DEPTH_DEFAULT 64u
-#define MF_DEPTH_MAX 512u
 #define MF_PATH_MAX 4096
 /* Default mode: samples may take this share of a thread's time, in parts per million.
  * Chosen from `make bench`; see README "Sampling". */
 #define MF_COST_SHARE_PPM 3000u
-/* The hot path's counts reach the thread file after at most this many calls: fewer than
- * this is what a thread can leave uncounted when its process ends running no code (a
- * signal, exec). A flush costs tens of ns, a few hundredths of a ns a call. README "How it
- * works" says why the hot path counts in TLS. */
-#define MF_FLUSH_CALLS 4096
+/* MF_FLUSH_CALLS (mf_format.h): the hot path's counts reach the thread file after at most
+ * this many calls. README "How it works" says why the hot path counts in TLS. */
 
 enum mf_thread_state {
     MF_THREAD_NEW = 0, /* no slot yet */
@@ -45,7 +41,6 @@ struct mf_slot {
     bool listed;
     uint32_t flush_lock;      /* the owner's flush against the process exit's (mf_flush_others) */
     struct mf_totals proxied; /* the part of the owner's `pending` the process's exit flushed */
-    uint64_t proxied_sizes[MF_TLS_SIZE_CLASSES]; /* the same of its pending_sizes */
     uint64_t rng[2];          /* xoroshiro128+ state */
     uint64_t samples;         /* samples taken by this thread */
     /* Default mode (mf_adapt): the mean interval the cost budget allows now, and what it
@@ -58,7 +53,7 @@ struct mf_slot {
     uintptr_t entry_fp;  /* mf_record_slow's frame on the program's stack */
     uintptr_t ret;       /* its return address: where the profiler's frames end */
     uint64_t weight, size;
-    bool large; /* recorded for its size (MALLOC_FREQ_LARGE), outside the countdown */
+    bool large;          /* the sample is a call at or above MALLOC_FREQ_LARGE */
     uint32_t npcs, nown; /* the stack captured, and the profiler's frames at its start */
     bool new_stack;
     uint64_t gen;        /* the slot's table was first set up in this process generation */
@@ -72,18 +67,16 @@ struct mf_options {
     uint64_t exact_calls;     /* process-wide calls recorded exactly before sampling starts */
     uint64_t seed;
     bool seed_set;
-    uint64_t large; /* MALLOC_FREQ_LARGE: calls of this many bytes and more are all recorded */
+    uint64_t large; /* MALLOC_FREQ_LARGE: calls of this many bytes and more are all recorded; 0 off */
     uint32_t max_depth;
     uint32_t unwinder; /* MF_UNWIND_* */
     const char *base_dir; /* MALLOC_FREQ_DIR, or NULL for the working directory */
     const char *libunwind; /* MALLOC_FREQ_LIBUNWIND: the library to dlopen */
     bool secure; /* AT_SECURE (set-user-ID...): nothing read, loaded or written */
+    bool pythonmalloc; /* PYTHONMALLOC=malloc or malloc_debug (MF_PROCESS_PYTHONMALLOC) */
 };
 extern struct mf_options mf_opt;
 void mf_options_read(void);
-/* The hot path's share of the size classes: min(MF_TLS_SIZE_CLASSES, the class of
- * mf_opt.large - 1), what each thread's small_classes is set to. */
-extern uint64_t mf_small_classes;
 
 /* Process-wide state (mf_core.c). */
 extern volatile int mf_ready; /* the output directory exists: threads may create tables */

@@ -50,6 +50,12 @@ static bool mf_process_write(int fd, const void *buf, size_t len, uint64_t off)
     return mf_file_reserve(fd, off, len) || mf_sys_pwrite(fd, buf, len, off) != (ssize_t)len;
 }
 
+static uint32_t mf_process_flags(void)
+{
+    return (mf_tls_direct ? MF_PROCESS_TLS_DIRECT : 0) |
+           (mf_opt.pythonmalloc ? MF_PROCESS_PYTHONMALLOC : 0);
+}
+
 bool mf_process_file_create(void)
 {
     struct mf_process_header h = {
@@ -59,7 +65,7 @@ bool mf_process_file_create(void)
         .pid = (uint32_t)mf_pid,
         .ppid = (uint32_t)getppid(),
         .start_ns = mf_now_ns(),
-        .flags = mf_tls_direct ? MF_PROCESS_TLS_DIRECT : 0,
+        .flags = mf_process_flags(),
         .unwinder = mf_opt.unwinder,
         .sample_interval = mf_opt.sample_interval,
         .exact_calls = mf_opt.exact_calls,
@@ -94,7 +100,7 @@ void mf_process_file_finish(uint64_t exact_recorded)
     if (fd < 0)
         return;
     uint64_t end_ns = mf_now_ns();
-    uint32_t flags = MF_PROCESS_EXITED | (mf_tls_direct ? MF_PROCESS_TLS_DIRECT : 0);
+    uint32_t flags = MF_PROCESS_EXITED | mf_process_flags();
     ssize_t a = mf_sys_pwrite(fd, &end_ns, sizeof end_ns, offsetof(struct mf_process_header, end_ns));
     ssize_t b = mf_sys_pwrite(fd, &flags, sizeof flags, offsetof(struct mf_process_header, flags));
     ssize_t c = mf_sys_pwrite(fd, &exact_recorded, sizeof exact_recorded,

@@ -46,15 +46,6 @@ static bool mf_env_u64(const char *name, uint64_t lo, uint64_t hi, const char *d
     return false;
 }
 
-uint64_t mf_small_classes = MF_TLS_SIZE_CLASSES;
-
-static void mf_set_large(uint64_t large)
-{
-    mf_opt.large = large;
-    uint64_t c = large ? mf_size_class(large) - 1 : MF_TLS_SIZE_CLASSES;
-    mf_small_classes = c < MF_TLS_SIZE_CLASSES ? c : MF_TLS_SIZE_CLASSES;
-}
-
 void mf_options_read(void)
 {
     uint64_t v;
@@ -77,7 +68,7 @@ void mf_options_read(void)
         mf_opt.seed_set = true;
     }
     if (mf_env_u64("MALLOC_FREQ_LARGE", 0, UINT64_MAX, "65536", &v))
-        mf_set_large(v);
+        mf_opt.large = v;
     if (mf_env_u64("MALLOC_FREQ_DEPTH", 1, MF_DEPTH_MAX, "64", &v))
         mf_opt.max_depth = (uint32_t)v;
     const char *u = getenv("MALLOC_FREQ_UNWIND");
@@ -90,6 +81,8 @@ void mf_options_read(void)
     const char *l = getenv("MALLOC_FREQ_LIBUNWIND");
     if (l && *l)
         mf_opt.libunwind = l;
+    const char *py = getenv("PYTHONMALLOC");
+    mf_opt.pythonmalloc = py && (strcmp(py, "malloc") == 0 || strcmp(py, "malloc_debug") == 0);
     const char *d = getenv("MALLOC_FREQ_DIR");
     mf_opt.base_dir = (d && *d) ? d : NULL;
 }

@@ -11,12 +11,11 @@
 #include "mf_internal.h"
 
 #define MF_PAGE 4096u
-/* The header with its size histogram: two pages. */
-#define MF_HEADER_BYTES (2 * MF_PAGE)
-_Static_assert(sizeof(struct mf_thread_header) <= MF_HEADER_BYTES, "thread header");
-#define MF_SEG_ENTRIES_FIRST 64u
-#define MF_SEG_ENTRIES_MAX (64u << 12)
-#define MF_FRAMES_PER_ENTRY 16u /* frame room per slot; at load <= 1/2, 32 per stack */
+#define MF_HEADER_BYTES MF_THREAD_HEADER_BYTES /* the table geometry is the format's */
+_Static_assert(MF_THREAD_HEADER_BYTES == 2 * MF_PAGE &&
+                   sizeof(struct mf_thread_header) <= MF_THREAD_HEADER_BYTES &&
+                   sizeof(struct mf_entry) == 64 && MF_THREAD_FILE_MAX == 1610752000u,
+               "MF_THREAD_FILE_MAX in mf_format.h says what these make");
 
 static uint64_t mf_round_page(uint64_t n)
 {
@@ -53,7 +52,7 @@ static bool mf_segment_add(struct mf_table *tab, int fd)
     uint32_t k = tab->nseg;
     if (k >= MF_MAX_SEGMENTS)
         return true;
-    uint32_t cap = MF_SEG_ENTRIES_FIRST << (k < 12 ? k : 12);
+    uint32_t cap = MF_SEG_ENTRIES_FIRST << (k < MF_SEG_GROWTH_STEPS ? k : MF_SEG_GROWTH_STEPS);
     uint32_t fcap = cap * MF_FRAMES_PER_ENTRY;
     uint64_t size = mf_round_page(MF_SEGMENT_ENTRIES_OFFSET + (uint64_t)cap * sizeof(struct mf_entry) +
                                   (uint64_t)fcap * sizeof(uint64_t));

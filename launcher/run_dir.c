@@ -398,15 +398,9 @@ void mf_summary(struct mf_launch *l, int status)
         return;
     }
 
-    char **args = mf_xmalloc((n + 5) * sizeof *args);
-    size_t k = 0;
-    args[k++] = (char *)MF_PRINT_NAME;
-    args[k++] = (char *)"--threshold";
-    args[k++] = (char *)MF_SUMMARY_THRESHOLD;
-    args[k++] = (char *)"--";
-    for (size_t i = 0; i < n; i++)
-        args[k++] = dirs[i].path;
-    args[k] = NULL;
+    /* One call on the run directory: mf_print reads every process directory in it. */
+    char *args[] = {(char *)MF_PRINT_NAME, (char *)"--threshold", (char *)MF_SUMMARY_THRESHOLD,
+                    (char *)"--", l->run_dir, NULL};
     int out[2];
     if (pipe2(out, O_CLOEXEC) != 0) {
         mf_msg("cannot make a pipe: %s", strerror(errno));
@@ -449,6 +443,7 @@ void mf_summary(struct mf_launch *l, int status)
                WIFSIGNALED(st) ? mf_signal_name(WTERMSIG(st)) : "failed (above)");
     char *const quoted_args[] = {l->run_dir, NULL};
     char *quoted = mf_shell_quote(quoted_args);
-    mf_msg("the sites' callers: %s %s/malloc_freq.*", mf_print_command(mf_print), quoted);
+    mf_msg("the sites' callers: %s %s%s", mf_print_command(mf_print), quoted,
+           n > 1 ? " (a report per program: add --by program)" : "");
     free(quoted);
 }

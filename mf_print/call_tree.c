@@ -1,74 +1,235 @@
-/* Builds the caller tree from the model's stacks, as the report shows their frames. */
+/* Builds the caller tree from the model's stacks, as the report shows their frames, by
+ * grouping the stacks in place (call_tree.h): time and memory linear in the frames, and
+ * nodes only where the report prints. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "call_tree.h"
 #include "mf_print.h"
 
-static struct mf_map mf_child_ids; /* (parent, name) -> node */
+/* ---- the stacks as paths ---------------------------------------------------------------- */
 
-static uint32_t mf_child(struct mf_tree *t, uint32_t parent, uint32_t name)
+void mf_paths_build(struct mf_paths *ps, const struct mf_model *m)
 {
-    bool added;
-    uint64_t key = (uint64_t)parent << 32 | name;
-    uint32_t id = mf_map_put(&mf_child_ids, key, NULL, NULL, t->n, &added);
-    if (added) {
-        MF_GROW(t->nodes, t->n, t->cap);
-        struct mf_node *c = &t->nodes[t->n++];
-        memset(c, 0, sizeof *c);
-        c->name = name;
-        c->parent = parent;
-        struct mf_node *p = &t->nodes[parent];
-        MF_GROW(p->children, p->nchildren, p->children_cap);
-        p->children[p->nchildren++] = id;
+    memset(ps, 0, sizeof *ps);
+    ps->m = m;
+    ps->n = m->nstacks;
+    ps->ft = mf_xmalloc(((size_t)m->nframes + MF_REF_NPSEUDO) * sizeof *ps->ft);
+    if (m->nframes)
+        memcpy(ps->ft, m->frames, m->nframes * sizeof *ps->ft);
+    for (uint32_t k = 0; k < MF_REF_NPSEUDO; k++)
+        ps->ft[m->nframes + k] = mf_model_ref_frame(m, MF_REF_PSEUDO + k);
+    size_t total = 0;
+    for (uint32_t i = 0; i < m->nstacks; i++) {
+        const struct mf_stack *s = &m->stacks[i];
+        total += 1;
+        for (uint32_t k = 0; k < s->depth; k++)
+            total += m->locs[m->stack_locs[s->first + k]].n;
     }
-    return id;
-}
-
-static void mf_add_loc(struct mf_node *n, uint32_t file, uint32_t line, uint64_t calls)
-{
-    if (!file)
-        return;
-    for (uint32_t i = 0; i < n->nlocs; i++) {
-        if (n->locs[i].file == file && n->locs[i].line == line) {
-            n->locs[i].calls += calls;
-            return;
+    ps->refs_cap = total + 1;
+    ps->refs = mf_xmalloc(ps->refs_cap * sizeof *ps->refs);
+    ps->first = mf_xmalloc(((size_t)ps->n + 1) * sizeof *ps->first);
+    ps->len = mf_xmalloc(((size_t)ps->n + 1) * sizeof *ps->len);
+    ps->order = mf_xmalloc(((size_t)ps->n + 1) * sizeof *ps->order);
+    ps->tmp = mf_xmalloc(((size_t)ps->n + 1) * sizeof *ps->tmp);
+    ps->names = mf_xmalloc(((size_t)ps->n + 1) * sizeof *ps->names);
+    for (uint32_t i = 0; i < ps->n; i++) {
+        ps->first[i] = ps->nrefs;
+        ps->len[i] = mf_model_frame_refs(m, &m->stacks[i], &ps->refs, &ps->nrefs, &ps->refs_cap);
+        for (size_t k = ps->first[i]; k < ps->nrefs; k++)
+            if (ps->refs[k] >= MF_REF_PSEUDO)
+                ps->refs[k] = m->nframes + (ps->refs[k] - MF_REF_PSEUDO);
+        ps->order[i] = i;
+    }
+    for (uint32_t k = 0; k < m->nframes + MF_REF_NPSEUDO; k++)
+        if (ps->ft[k].name >= ps->nnames)
+            ps->nnames = ps->ft[k].name + 1;
+    /* Sites with a wrapper folded into them get ids of their own past the names', one per
+     * (name, via): "f via xmalloc" and "f via xrealloc" are two sites. */
+    struct mf_map keys = {0};
+    for (uint32_t i = 0; i < ps->n; i++) {
+        uint32_t via = m->stacks[i].via;
+        if (!via || !ps->len[i])
+            continue;
+        if (!ps->site_key) {
+            ps->site_key = mf_xmalloc(((size_t)ps->n + 1) * sizeof *ps->site_key);
+            for (uint32_t k = 0; k < ps->n; k++)
+                ps->site_key[k] = ps->len[k] ? mf_paths_name(ps, k, 0) : UINT32_MAX;
         }
+        bool added;
+        uint64_t key = (uint64_t)via << 32 | mf_paths_name(ps, i, 0);
+        ps->site_key[i] = mf_map_put(&keys, key, NULL, NULL, ps->nnames + (uint32_t)keys.n, &added);
     }
-    MF_GROW(n->locs, n->nlocs, n->locs_cap);
-    n->locs[n->nlocs++] = (struct mf_loc){file, line, calls};
+    ps->nnames += (uint32_t)keys.n;
+    mf_map_free(&keys);
+    ps->stamp = mf_xcalloc(ps->nnames, sizeof *ps->stamp);
+    ps->slot = mf_xmalloc(ps->nnames * sizeof *ps->slot);
 }
 
-static void mf_insert(struct mf_tree *t, const struct mf_frame *f, uint32_t n, uint64_t samples,
-                      uint64_t calls, uint64_t bytes, uint64_t var, double bytes_var,
-                      bool estimated)
+void mf_paths_free(struct mf_paths *ps)
 {
-    uint32_t node = 0;
-    t->nodes[0].calls += calls;
-    t->nodes[0].bytes += bytes;
-    t->nodes[0].samples += samples;
-    t->nodes[0].var += var;
-    t->nodes[0].bytes_var += bytes_var;
-    for (uint32_t i = 0; i < n; i++) {
-        node = mf_child(t, node, f[i].name);
-        struct mf_node *x = &t->nodes[node];
-        x->calls += calls;
-        x->bytes += bytes;
-        x->samples += samples;
-        x->var += var;
-        x->bytes_var += bytes_var;
-        x->estimated |= estimated;
-        mf_add_loc(x, f[i].file, f[i].line, calls);
-    }
-    struct mf_node *x = &t->nodes[node];
-    if (x->end_calls == 0 && x->end_samples == 0)
-        t->merged_stacks++;
-    x->end_calls += calls;
-    x->end_bytes += bytes;
-    x->end_samples += samples;
-    x->end_estimated |= estimated;
-    t->estimated |= estimated;
+    free(ps->ft);
+    free(ps->refs);
+    free(ps->first);
+    free(ps->len);
+    free(ps->order);
+    free(ps->tmp);
+    free(ps->names);
+    free(ps->site_key);
+    free(ps->stamp);
+    free(ps->slot);
+    free(ps->groups);
+    memset(ps, 0, sizeof *ps);
 }
+
+static void mf_push_group(struct mf_paths *ps, uint32_t name, uint32_t lo, uint32_t hi)
+{
+    MF_GROW(ps->groups, ps->ngroups, ps->groups_cap);
+    ps->groups[ps->ngroups++] = (struct mf_group){name, lo, hi, 0};
+}
+
+/* Sites grouped by their keys get their name and via back (from their first stack). */
+static void mf_name_sites(struct mf_paths *ps, size_t g0, uint32_t d)
+{
+    if (d != 0 || !ps->site_key)
+        return;
+    for (size_t g = g0; g < ps->ngroups; g++) {
+        uint32_t s = ps->order[ps->groups[g].lo];
+        ps->groups[g].name = mf_paths_name(ps, s, 0);
+        ps->groups[g].via = ps->m->stacks[s].via;
+    }
+}
+
+size_t mf_paths_partition(struct mf_paths *ps, uint32_t lo, uint32_t hi, uint32_t d,
+                          uint32_t *nends)
+{
+    size_t g0 = ps->ngroups;
+    uint32_t ends = 0, name0 = UINT32_MAX;
+    bool uniform = true;
+    /* One read of each stack's frame (a cache miss each: the stacks lie apart); the names
+     * are kept in ps->names for the passes below. */
+    for (uint32_t i = lo; i < hi; i++) {
+        uint32_t s = ps->order[i];
+        if (ps->len[s] <= d) {
+            ends++;
+            ps->names[i] = UINT32_MAX;
+            continue;
+        }
+        uint32_t name = d == 0 && ps->site_key ? ps->site_key[s] : mf_paths_name(ps, s, d);
+        ps->names[i] = name;
+        if (name0 == UINT32_MAX)
+            name0 = name;
+        else if (name != name0)
+            uniform = false;
+    }
+    *nends = ends;
+    if (uniform && ends == 0) { /* one caller: the common case deep in a stack */
+        if (hi > lo)
+            mf_push_group(ps, name0, lo, hi);
+        mf_name_sites(ps, g0, d);
+        return g0;
+    }
+    if (++ps->gen == 0) { /* after 2^32 partitions */
+        memset(ps->stamp, 0, ps->nnames * sizeof *ps->stamp);
+        ps->gen = 1;
+    }
+    for (uint32_t i = lo; i < hi; i++) { /* count */
+        uint32_t name = ps->names[i];
+        if (name == UINT32_MAX)
+            continue;
+        if (ps->stamp[name] != ps->gen) {
+            ps->stamp[name] = ps->gen;
+            ps->slot[name] = (uint32_t)ps->ngroups;
+            mf_push_group(ps, name, 0, 0);
+        }
+        ps->groups[ps->slot[name]].hi++;
+    }
+    uint32_t at = lo + ends;
+    for (size_t g = g0; g < ps->ngroups; g++) {
+        uint32_t count = ps->groups[g].hi;
+        ps->groups[g].lo = ps->groups[g].hi = at;
+        at += count;
+    }
+    uint32_t e = lo;
+    for (uint32_t i = lo; i < hi; i++) { /* place, stably */
+        uint32_t s = ps->order[i], name = ps->names[i];
+        if (name == UINT32_MAX)
+            ps->tmp[e++] = s;
+        else
+            ps->tmp[ps->groups[ps->slot[name]].hi++] = s;
+    }
+    memcpy(ps->order + lo, ps->tmp + lo, (size_t)(hi - lo) * sizeof *ps->order);
+    mf_name_sites(ps, g0, d);
+    return g0;
+}
+
+uint32_t mf_paths_loc(struct mf_paths *ps, uint32_t lo, uint32_t hi, uint32_t d)
+{
+    /* The locations seen, in order of first appearance; a map once there are many. */
+    static struct {
+        uint32_t ref;
+        uint64_t calls;
+    } *seen;
+    static size_t cap;
+    static struct mf_map map;
+    size_t n = 0;
+    bool mapped = false;
+    for (uint32_t i = lo; i < hi; i++) {
+        uint32_t s = ps->order[i];
+        uint32_t ref = ps->refs[ps->first[s] + d];
+        const struct mf_frame *f = &ps->ft[ref];
+        if (!f->file)
+            continue;
+        uint64_t calls = ps->m->stacks[s].calls;
+        size_t k = 0;
+        if (n && ps->ft[seen[n - 1].ref].file == f->file && ps->ft[seen[n - 1].ref].line == f->line) {
+            k = n - 1; /* most stacks of a node have the same line as the one before */
+        } else if (!mapped) {
+            while (k < n && !(ps->ft[seen[k].ref].file == f->file &&
+                              ps->ft[seen[k].ref].line == f->line))
+                k++;
+            if (k == n && n == 16) { /* many lines: index them */
+                mapped = true;
+                for (size_t j = 0; j < n; j++) {
+                    bool added;
+                    const struct mf_frame *g = &ps->ft[seen[j].ref];
+                    mf_map_put(&map, (uint64_t)g->file << 32 | g->line, NULL, NULL, (uint32_t)j,
+                               &added);
+                }
+            }
+        }
+        if (mapped) {
+            bool added;
+            k = mf_map_put(&map, (uint64_t)f->file << 32 | f->line, NULL, NULL, (uint32_t)n,
+                           &added);
+        }
+        if (k == n) {
+            if (n == cap) {
+                cap = cap ? cap * 2 : 64;
+                seen = mf_xrealloc(seen, cap * sizeof *seen);
+            }
+            seen[n].ref = ref;
+            seen[n++].calls = 0;
+        }
+        seen[k].calls += calls;
+    }
+    if (mapped)
+        mf_map_free(&map);
+    size_t best = SIZE_MAX;
+    for (size_t k = 0; k < n; k++)
+        if (best == SIZE_MAX || seen[k].calls > seen[best].calls)
+            best = k;
+    return best == SIZE_MAX ? UINT32_MAX : seen[best].ref;
+}
+
+/* ---- the tree report's nodes ------------------------------------------------------------ */
+
+struct mf_build {
+    struct mf_tree *t;
+    struct mf_paths ps;
+    double threshold;
+    uint64_t total;
+};
 
 static const struct mf_tree *mf_sort_tree;
 
@@ -78,40 +239,131 @@ static int mf_child_cmp(const void *a, const void *b)
     const struct mf_node *y = &mf_sort_tree->nodes[*(const uint32_t *)b];
     if (x->calls != y->calls)
         return x->calls > y->calls ? -1 : 1;
-    return strcmp(mf_str(x->name), mf_str(y->name));
+    int c = strcmp(mf_str(x->name), mf_str(y->name));
+    return c ? c : strcmp(mf_str(x->via), mf_str(y->via));
 }
 
-void mf_tree_build(struct mf_tree *t, const struct mf_model *m)
+static bool mf_expands(const struct mf_build *b, uint64_t calls)
+{
+    return !(b->total && (double)calls * 100.0 / (double)b->total < b->threshold);
+}
+
+/* Makes the children of node (the stacks order[lo, hi), frames up to depth d - 1 shared),
+ * and theirs where the report prints them. Children's node ids are kept in the node's
+ * children as offsets into t->child_ids until the end. */
+static void mf_expand(struct mf_build *b, uint32_t node, uint32_t lo, uint32_t hi, uint32_t d)
+{
+    struct mf_tree *t = b->t;
+    struct mf_paths *ps = &b->ps;
+    uint32_t nends;
+    size_t g0 = mf_paths_partition(ps, lo, hi, d, &nends);
+    size_t ng = ps->ngroups - g0;
+    uint32_t first_id = t->n;
+    for (size_t g = g0; g < ps->ngroups; g++) {
+        const struct mf_group *gr = &ps->groups[g];
+        MF_GROW(t->nodes, t->n, t->cap);
+        struct mf_node *c = &t->nodes[t->n++];
+        memset(c, 0, sizeof *c);
+        c->name = gr->name;
+        c->via = gr->via;
+        c->parent = node;
+        for (uint32_t i = gr->lo; i < gr->hi; i++) {
+            uint32_t si = ps->order[i];
+            const struct mf_stack *s = &ps->m->stacks[si];
+            c->calls += s->calls;
+            c->bytes += s->bytes;
+            c->samples += s->samples;
+            c->var += s->var;
+            c->bytes_var += s->bytes_var;
+            c->estimated |= s->estimated;
+            if (ps->len[si] == d + 1) {
+                c->end_calls += s->calls;
+                c->end_bytes += s->bytes;
+                c->end_samples += s->samples;
+                c->end_estimated |= s->estimated;
+            }
+        }
+        uint32_t ref = mf_paths_loc(ps, gr->lo, gr->hi, d);
+        if (ref != UINT32_MAX) {
+            c->has_loc = true;
+            c->loc = (struct mf_loc){ps->ft[ref].file, ps->ft[ref].line, 0};
+        }
+    }
+    /* The children, sorted, at the end of child_ids; their offset in node's pointer. */
+    if (t->nchild_ids + ng > t->child_ids_cap) {
+        t->child_ids_cap = (t->nchild_ids + ng) * 2;
+        t->child_ids = mf_xrealloc(t->child_ids, t->child_ids_cap * sizeof *t->child_ids);
+    }
+    size_t off = t->nchild_ids;
+    for (size_t k = 0; k < ng; k++)
+        t->child_ids[off + k] = first_id + (uint32_t)k;
+    t->nchild_ids += ng;
+    t->nodes[node].children = (uint32_t *)(uintptr_t)off;
+    t->nodes[node].nchildren = (uint32_t)ng;
+    /* Deeper where the report prints: in group order, which is the children's id order. */
+    for (size_t k = 0; k < ng; k++) {
+        const struct mf_group gr = ps->groups[g0 + k];
+        if (mf_expands(b, t->nodes[first_id + k].calls))
+            mf_expand(b, first_id + (uint32_t)k, gr.lo, gr.hi, d + 1);
+    }
+    ps->ngroups = g0;
+}
+
+/* Distinct stacks by their names: the nodes where some stack ends, [not profiled] aside. */
+static uint32_t mf_count_merged(struct mf_paths *ps, uint32_t lo, uint32_t hi, uint32_t d)
+{
+    uint32_t nends, merged = 0;
+    if (hi - lo == 1) /* one stack: one chain of nodes down to where it ends */
+        return !(ps->m->stacks[ps->order[lo]].flags & MF_STACK_NOT_PROFILED);
+    size_t g0 = mf_paths_partition(ps, lo, hi, d, &nends);
+    for (uint32_t i = lo; i < lo + nends; i++)
+        if (!(ps->m->stacks[ps->order[i]].flags & MF_STACK_NOT_PROFILED)) {
+            merged++;
+            break;
+        }
+    for (size_t g = g0; g < ps->ngroups; g++) {
+        struct mf_group gr = ps->groups[g];
+        merged += mf_count_merged(ps, gr.lo, gr.hi, d + 1);
+    }
+    ps->ngroups = g0;
+    return merged;
+}
+
+void mf_tree_build(struct mf_tree *t, const struct mf_model *m, double threshold,
+                   uint64_t total)
 {
     memset(t, 0, sizeof *t);
     MF_GROW(t->nodes, t->n, t->cap);
-    memset(&t->nodes[t->n++], 0, sizeof *t->nodes);
-    struct mf_frames fr = {0};
+    struct mf_node *root = &t->nodes[t->n++];
+    memset(root, 0, sizeof *root);
+    struct mf_build b = {.t = t, .threshold = threshold, .total = total};
+    mf_paths_build(&b.ps, m);
     for (uint32_t i = 0; i < m->nstacks; i++) {
         const struct mf_stack *s = &m->stacks[i];
-        mf_model_frames(m, s, &fr);
-        uint32_t merged = t->merged_stacks; /* [not profiled] is not a stack */
-        mf_insert(t, fr.v, fr.n, s->samples, s->calls, s->bytes, s->var, s->bytes_var,
-                  s->estimated);
-        if (s->flags & MF_STACK_NOT_PROFILED)
-            t->merged_stacks = merged;
+        root->calls += s->calls;
+        root->bytes += s->bytes;
+        root->samples += s->samples;
+        root->var += s->var;
+        root->bytes_var += s->bytes_var;
     }
-    free(fr.v);
-    t->raw_stacks = m->p->nstacks;
-    t->estimated = m->estimated;
-    t->sample_interval = m->sample_interval;
+    t->merged_stacks = mf_count_merged(&b.ps, 0, b.ps.n, 0);
+    mf_expand(&b, 0, 0, b.ps.n, 0);
+    for (uint32_t i = 0; i < t->n; i++) {
+        struct mf_node *n = &t->nodes[i];
+        n->children = n->nchildren ? t->child_ids + (uintptr_t)n->children : NULL;
+    }
     mf_sort_tree = t;
     for (uint32_t i = 0; i < t->n; i++)
         if (t->nodes[i].nchildren > 1)
             qsort(t->nodes[i].children, t->nodes[i].nchildren, sizeof(uint32_t), mf_child_cmp);
-    mf_map_free(&mf_child_ids);
+    t->raw_stacks = m->p->nstacks;
+    t->estimated = m->estimated;
+    t->transformed = m->transformed;
+    t->sample_interval = m->sample_interval;
+    mf_paths_free(&b.ps);
 }
 
 const struct mf_loc *mf_node_loc(const struct mf_node *n)
 {
-    const struct mf_loc *best = NULL;
-    for (uint32_t i = 0; i < n->nlocs; i++)
-        if (!best || n->locs[i].calls > best->calls)
-            best = &n->locs[i];
-    return best;
+    return n->has_loc ? &n->loc : NULL;
 }

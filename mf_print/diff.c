@@ -1,5 +1,6 @@
 /* Comparing two profiles (diff.h): each side read into a model, then the two models' stacks
  * matched as the reports show them and judged against their error bars. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,7 @@ int mf_side_read(struct mf_side *s, const char *const *paths, int npaths, bool t
     if (file >= 0) {
         if (npaths > 1) {
             mf_error("%s is a file: a side of a comparison is one pprof file, or profile "
-                     "directories", paths[file]);
+                     "directories", mf_esc(paths[file]));
             return 2;
         }
         s->pprof = true;
@@ -36,7 +37,7 @@ int mf_side_read(struct mf_side *s, const char *const *paths, int npaths, bool t
             return 2;
     mf_profile_finish(&s->profile);
     if (s->profile.nfiles_read == 0) {
-        mf_error("no readable profile file in %s%s", paths[0],
+        mf_error("no readable profile file in %s%s", mf_esc(paths[0]),
                  npaths > 1 ? " and the other directories" : "");
         return 1;
     }
@@ -47,45 +48,142 @@ int mf_side_read(struct mf_side *s, const char *const *paths, int npaths, bool t
     return 0;
 }
 
+/* Appends to buf (of size) at *at; false once it is full. */
+static bool mf_put(char *buf, size_t size, size_t *at, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static bool mf_put(char *buf, size_t size, size_t *at, const char *fmt, ...)
+{
+    if (*at >= size)
+        return false;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(buf + *at, size - *at, fmt, ap);
+    va_end(ap);
+    if (w < 0 || (size_t)w >= size - *at) {
+        *at = size;
+        return false;
+    }
+    *at += (size_t)w;
+    return true;
+}
+
+/* How the default mode's exact stretch went in one process image, from what its file
+ * says at exit (exact_recorded). */
+enum mf_stretch { MF_STRETCH_DONE, MF_STRETCH_CAPPED, MF_STRETCH_WHOLE_RUN, MF_STRETCH_UNKNOWN };
+
+static enum mf_stretch mf_stretch_of(const struct mf_process *pr)
+{
+    if (!(pr->flags & MF_PROCESS_EXITED))
+        return MF_STRETCH_UNKNOWN; /* still running, or killed: written at exit */
+    if (pr->exact_recorded >= pr->exact_calls)
+        return MF_STRETCH_DONE;
+    /* Fewer than the setting: either the 5 ms cap ended the stretch and calls followed it,
+     * or the process ended inside it and every call it made was recorded exactly. The count
+     * is taken in the profiler's exit handler, so calls after it (later exit handlers) are
+     * not in it: tell the two apart by the calls instead. Sampled calls, or more calls than
+     * the stretch allows, came after the stretch. */
+    return pr->sampled || pr->calls > pr->exact_calls ? MF_STRETCH_CAPPED : MF_STRETCH_WHOLE_RUN;
+}
+
 void mf_sampling_text(const struct mf_profile *p, char *buf, size_t size)
 {
-    uint64_t seen[8][3];
-    int nseen = 0;
+    char a[40], b[40];
     size_t at = 0;
     buf[0] = '\0';
+    bool any = false, exact = false;
+    /* Fixed intervals (MALLOC_FREQ_SAMPLE=N), each once. */
+    uint64_t fixed[8];
+    int nfixed = 0;
+    /* Default mode: processes per outcome of the exact stretch, the range of the calls it
+     * recorded when capped, the setting and the cost share. */
+    uint32_t count[4] = {0}, ndefault = 0;
+    uint64_t capped_lo = UINT64_MAX, capped_hi = 0, setting = 0, ppm = 0;
     for (uint32_t i = 0; i < p->nprocs; i++) {
         const struct mf_process *pr = &p->procs[i];
         if (!pr->has_file)
             continue;
-        uint64_t iv = pr->sample_interval;
-        uint64_t ex = iv == 1 ? 0 : pr->exact_calls;
-        uint64_t ppm = iv == 0 ? pr->cost_share_ppm : 0;
-        int k = 0;
-        while (k < nseen && !(seen[k][0] == iv && seen[k][1] == ex && seen[k][2] == ppm))
-            k++;
-        if (k < nseen || nseen == 8)
-            continue;
-        seen[nseen][0] = iv;
-        seen[nseen][1] = ex;
-        seen[nseen++][2] = ppm;
-        char a[40], b[40], text[160];
-        if (iv == 1)
-            snprintf(text, sizeof text, "exact: every call recorded");
-        else if (iv == 0)
-            snprintf(text, sizeof text, "first %s calls exact, then adaptive (samples take <= %g%% "
-                     "of time)", mf_fmt_count(a, ex), (double)ppm / 1e4);
-        else if (ex)
-            snprintf(text, sizeof text, "first %s calls exact, then 1 in %s sampled",
-                     mf_fmt_count(a, ex), mf_fmt_count(b, iv));
-        else
-            snprintf(text, sizeof text, "1 in %s calls sampled", mf_fmt_count(b, iv));
-        int w = snprintf(buf + at, size - at, "%s%s", nseen > 1 ? "; " : "", text);
-        if (w < 0 || (size_t)w >= size - at)
-            break;
-        at += (size_t)w;
+        any = true;
+        if (pr->sample_interval == 1) {
+            exact = true;
+        } else if (pr->sample_interval > 1) {
+            int k = 0;
+            while (k < nfixed && fixed[k] != pr->sample_interval)
+                k++;
+            if (k == nfixed && nfixed < 8)
+                fixed[nfixed++] = pr->sample_interval;
+        } else {
+            enum mf_stretch st = mf_stretch_of(pr);
+            count[st]++;
+            ndefault++;
+            if (st == MF_STRETCH_CAPPED) {
+                capped_lo = pr->exact_recorded < capped_lo ? pr->exact_recorded : capped_lo;
+                capped_hi = pr->exact_recorded > capped_hi ? pr->exact_recorded : capped_hi;
+            }
+            setting = pr->exact_calls > setting ? pr->exact_calls : setting;
+            ppm = pr->cost_share_ppm > ppm ? pr->cost_share_ppm : ppm;
+        }
     }
-    if (!nseen)
+    if (!any) {
         snprintf(buf, size, "unknown (no process file)");
+        return;
+    }
+    const char *sep = "";
+    if (exact) {
+        mf_put(buf, size, &at, "exact: every call recorded");
+        sep = "; ";
+    }
+    for (int k = 0; k < nfixed; k++, sep = "; ")
+        mf_put(buf, size, &at, "%s1 in %s calls sampled", sep, mf_fmt_count(b, fixed[k]));
+    if (!ndefault)
+        return;
+    double cap_ms = MF_EXACT_NS_MAX / 1e6, share = (double)ppm / 1e4;
+    mf_fmt_count(b, setting);
+    mf_put(buf, size, &at, "%s", sep);
+    if (count[MF_STRETCH_WHOLE_RUN] == ndefault) {
+        mf_put(buf, size, &at, "every call exact: %s within %s exact stretch (the first %s "
+               "calls, %g ms at most)", ndefault == 1 ? "the process ended" : "each process ended",
+               ndefault == 1 ? "its" : "their", b, cap_ms);
+        return;
+    }
+    const char *each = ndefault == 1 ? "" : " of each process";
+    if (count[MF_STRETCH_DONE] == ndefault) {
+        mf_put(buf, size, &at, "first %s calls%s exact, then adaptive", b, each);
+    } else if (count[MF_STRETCH_CAPPED] == ndefault) {
+        char range[90], hi[40];
+        mf_fmt_count(a, capped_lo);
+        snprintf(range, sizeof range, "%s%s%s", a, capped_hi != capped_lo ? " to " : "",
+                 capped_hi != capped_lo ? mf_fmt_count(hi, capped_hi) : "");
+        mf_put(buf, size, &at, "first %s calls%s exact (the %g ms cap on the exact stretch "
+               "came before %s), then adaptive", range, each, cap_ms, b);
+    } else if (count[MF_STRETCH_UNKNOWN] == ndefault) {
+        mf_put(buf, size, &at, "first %s calls%s exact or fewer (the stretch stops at %g ms: "
+               "its length is written at exit, and %s not exited: still running, exec'd or "
+               "killed), then adaptive", b, each, cap_ms,
+               ndefault == 1 ? "the process has" : "no process has");
+    } else {
+        /* A mix: say how many processes each outcome had. */
+        mf_put(buf, size, &at, "first %s calls of each process exact (%g ms at most), then "
+               "adaptive (samples take <= %g%% of time); the exact stretch ", b, cap_ms, share);
+        const char *sep2 = "";
+        if (count[MF_STRETCH_DONE])
+            mf_put(buf, size, &at, "%scompleted in %u", sep2, count[MF_STRETCH_DONE]), sep2 = ", ";
+        if (count[MF_STRETCH_CAPPED]) {
+            mf_put(buf, size, &at, "%scut short by its time cap in %u (%s", sep2,
+                   count[MF_STRETCH_CAPPED], mf_fmt_count(a, capped_lo));
+            if (capped_hi != capped_lo)
+                mf_put(buf, size, &at, " to %s", mf_fmt_count(a, capped_hi));
+            mf_put(buf, size, &at, " calls exact)");
+            sep2 = ", ";
+        }
+        if (count[MF_STRETCH_WHOLE_RUN])
+            mf_put(buf, size, &at, "%swas the whole run in %u (every call exact)", sep2,
+                   count[MF_STRETCH_WHOLE_RUN]), sep2 = ", ";
+        if (count[MF_STRETCH_UNKNOWN])
+            mf_put(buf, size, &at, "%sis not known in %u (not exited: still running, exec'd "
+                   "or killed)", sep2, count[MF_STRETCH_UNKNOWN]);
+        return;
+    }
+    mf_put(buf, size, &at, " (samples take <= %g%% of time)", share);
 }
 
 static const char *mf_program(const struct mf_process *pr)
@@ -105,7 +203,7 @@ void mf_side_programs(const struct mf_profile *p, char *buf, size_t size)
             dup = strcmp(exe, mf_program(&p->procs[j])) == 0;
         if (dup)
             continue;
-        int w = snprintf(buf + at, size - at, "%s%s", shown ? ", " : "", shown == 3 ? "..." : exe);
+        int w = snprintf(buf + at, size - at, "%s%s", shown ? ", " : "", shown == 3 ? "..." : mf_esc(exe));
         if (w < 0 || (size_t)w >= size - at)
             return;
         at += (size_t)w;

@@ -22,7 +22,7 @@ struct mf_side {
     struct mf_profile profile; /* directories; for a pprof file, the processes it names */
     struct mf_model model;
     uint64_t calls, bytes;    /* the exact totals over every thread */
-    char sampling[256];       /* how it was sampled, in words */
+    char sampling[512];       /* how it was sampled, in words */
 };
 
 /* Reads a side: one or more profile directories, or one pprof file written by mf_print.

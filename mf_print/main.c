@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <regex.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,9 +16,11 @@
 #include "diff.h"
 #include "mf_print.h"
 #include "model.h"
+#include "names.h"
 #include "profile_read.h"
 #include "report.h"
 #include "symbolize.h"
+#include "transform.h"
 
 #define MF_THRESHOLD_DEFAULT 1.0
 
@@ -26,7 +30,8 @@ static void mf_usage(FILE *out)
           "       mf_print --base OLD [options] NEW\n"
           "Reports how often a program called the allocator, and from where, as recorded by\n"
           "malloc_freq (LD_PRELOAD=libmalloc_freq.so or the Rust crate). DIR is a\n"
-          "malloc_freq.<pid> directory; several are merged.\n"
+          "malloc_freq.<pid> directory, or one holding them at any depth (the launcher's\n"
+          "run directory, a build tree run under LD_PRELOAD); several are merged.\n"
           "\n"
           "  -d, --dir DIR          a profile directory (the same as DIR above); repeatable\n"
           "  -f, --format FORMAT    tree       caller tree with totals (default)\n"
@@ -40,6 +45,28 @@ static void mf_usage(FILE *out)
           "  -t, --threshold PCT    tree: fold entries under PCT % of all calls (0..100,\n"
           "                         default 1)\n"
           "      --no-trim          keep allocator and profiler frames (malloc, operator new)\n"
+          "      --no-fold          keep allocation wrappers (xmalloc, g_malloc,\n"
+          "                         PyObject_Malloc, std::, Rust's alloc::) as sites;\n"
+          "                         by default a site is the wrapper's caller: \"f via\n"
+          "                         xmalloc\"\n"
+          "      --fold REGEX       fold functions matching REGEX (POSIX extended) into\n"
+          "                         their callers too, as wrappers; repeatable\n"
+          "      --hide REGEX       leave out frames matching REGEX, anywhere; repeatable\n"
+          "      --full-stacks      keep start-up frames (_start, __libc_start_main,\n"
+          "                         start_thread, clone3, ...): by default stacks start at\n"
+          "                         main or the thread's start routine\n"
+          "      --full-names       tree: names as demangled (by default template and\n"
+          "                         generic arguments read <…>)\n"
+          "      --width N          tree: cut lines to N columns (default: the terminal's\n"
+          "                         width on a terminal, else not cut; 0: not cut)\n"
+          "      --by program       a report per program (cc1, as, ld, ...): tree sections\n"
+          "                         with their own totals, or a CSV program column\n"
+          "      --program NAME     only the processes of program NAME (the executable's\n"
+          "                         name or path); repeatable\n"
+          "      --debug-dir DIR    look for separate debug files in DIR too\n"
+          "                         (DIR/.build-id/xx/yyyy.debug); repeatable\n"
+          "      --sysroot DIR      modules from a copy of the profiled machine's files:\n"
+          "                         /usr/lib/x.so read as DIR/usr/lib/x.so if it is there\n"
           "      --save FILE        a pprof snapshot to compare later: --format pprof -o\n"
           "                         FILE, but FILE is replaced only when it is whole\n"
           "  -b, --base OLD         compare OLD with NEW: the change per site and stack,\n"
@@ -47,10 +74,10 @@ static void mf_usage(FILE *out)
           "                         and NEW are profile directories (repeat --base for\n"
           "                         more) or a pprof file mf_print wrote; tree, csv or\n"
           "                         pprof format\n"
-          "      --sizes            the sizes asked for: every call by size class, exact\n"
-          "                         (tree, csv or json format)\n"
-          "      --site NAME        with --sizes: the sizes of allocation site NAME's\n"
-          "                         calls, estimated from its samples\n"
+          "      --sizes            the sizes asked for: calls and bytes by size class,\n"
+          "                         estimated from the samples with their error (exact\n"
+          "                         at MALLOC_FREQ_SAMPLE=1 and from MALLOC_FREQ_LARGE\n"
+          "                         up); tree, csv or json format\n"
           "  -h, --help             this text\n",
           out);
 }
@@ -72,6 +99,55 @@ static double mf_parse_threshold(const char *s)
     if (!*s || *end || errno || v != v || v < 0 || v > 100)
         mf_usage_error("--threshold wants a percentage from 0 to 100, not '%s'", s);
     return v;
+}
+
+static unsigned mf_parse_width(const char *s)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (!*s || *end || errno || *s == '-' || v > 100000 || (v > 0 && v < 40))
+        mf_usage_error("--width wants 0 (not cut) or columns from 40 to 100000, not '%s'", s);
+    return (unsigned)v;
+}
+
+/* --fold and --hide: a POSIX extended regular expression each, matched anywhere in the name. */
+static void mf_add_regex(regex_t **res, uint32_t *n, const char *opt, const char *pattern)
+{
+    *res = mf_xrealloc(*res, (*n + 1) * sizeof **res);
+    int rc = regcomp(&(*res)[*n], pattern, REG_EXTENDED | REG_NOSUB);
+    if (rc) {
+        char why[200], msg[400];
+        regerror(rc, &(*res)[*n], why, sizeof why);
+        snprintf(msg, sizeof msg, "%s: '%%s' is not a regular expression (%s)", opt, why);
+        mf_usage_error(msg, pattern);
+    }
+    (*n)++;
+}
+
+/* Writes a tree report: through a buffer that cuts its lines when o->width is set. */
+struct mf_cut {
+    FILE *out, *mem;
+    char *text;
+    size_t len;
+};
+
+static FILE *mf_cut_begin(struct mf_cut *c, FILE *out, unsigned width)
+{
+    memset(c, 0, sizeof c[0]);
+    c->out = out;
+    if (width && (c->mem = open_memstream(&c->text, &c->len)))
+        return c->mem;
+    return out;
+}
+
+static void mf_cut_end(struct mf_cut *c, unsigned width)
+{
+    if (!c->mem)
+        return;
+    fclose(c->mem);
+    mf_cut_lines(c->out, c->text, c->len, width);
+    free(c->text);
 }
 
 static const char *const mf_formats[] = {
@@ -197,12 +273,15 @@ static int mf_compare(const char *const *base, int nbase, enum mf_format format,
     if (mf_output_open(&output, o->output, save))
         return 1;
     bool failed = false;
-    if (format == MF_FORMAT_TREE)
-        mf_report_diff_tree(output.f, &d, o);
-    else if (format == MF_FORMAT_CSV)
+    if (format == MF_FORMAT_TREE) {
+        struct mf_cut cut;
+        mf_report_diff_tree(mf_cut_begin(&cut, output.f, o->width), &d, o);
+        mf_cut_end(&cut, o->width);
+    } else if (format == MF_FORMAT_CSV) {
         mf_report_diff_csv(output.f, &d);
-    else
+    } else {
         failed = mf_report_diff_pprof(output.f, &d, o);
+    }
     mf_symbolize_end();
     if (mf_output_close(&output, failed))
         return 1;
@@ -217,9 +296,20 @@ int main(int argc, char **argv)
     int ndirs = 0;
     struct mf_report_options o = {.threshold = MF_THRESHOLD_DEFAULT, .trim = true};
     enum mf_format format = MF_FORMAT_TREE;
-    enum { MF_OPT_NO_TRIM = 256, MF_OPT_SAVE, MF_OPT_SIZES, MF_OPT_SITE };
+    enum {
+        MF_OPT_NO_TRIM = 256, MF_OPT_SAVE, MF_OPT_NO_FOLD, MF_OPT_FOLD, MF_OPT_HIDE,
+        MF_OPT_FULL_STACKS, MF_OPT_FULL_NAMES, MF_OPT_WIDTH, MF_OPT_BY, MF_OPT_PROGRAM,
+        MF_OPT_DEBUG_DIR, MF_OPT_SYSROOT, MF_OPT_SIZES
+    };
+    struct mf_transform xf = *mf_transform_get();
+    regex_t *fold_re = NULL, *hide_re = NULL;
+    int width = -1; /* not given */
+    const char **programs = mf_xcalloc((size_t)argc + 1, sizeof *programs);
+    const char **debug_dirs = mf_xcalloc((size_t)argc + 1, sizeof *debug_dirs);
+    int nprograms = 0, ndebug_dirs = 0;
+    const char *sysroot = NULL;
+    bool by_program = false;
     bool sizes = false;
-    const char *site = NULL;
     const char **base = mf_xcalloc((size_t)argc + 1, sizeof *base);
     int nbase = 0;
     const char *save = NULL;
@@ -231,10 +321,19 @@ int main(int argc, char **argv)
         {"weight", required_argument, NULL, 'w'},
         {"threshold", required_argument, NULL, 't'},
         {"no-trim", no_argument, NULL, MF_OPT_NO_TRIM},
+        {"no-fold", no_argument, NULL, MF_OPT_NO_FOLD},
+        {"fold", required_argument, NULL, MF_OPT_FOLD},
+        {"hide", required_argument, NULL, MF_OPT_HIDE},
+        {"full-stacks", no_argument, NULL, MF_OPT_FULL_STACKS},
+        {"full-names", no_argument, NULL, MF_OPT_FULL_NAMES},
+        {"width", required_argument, NULL, MF_OPT_WIDTH},
         {"save", required_argument, NULL, MF_OPT_SAVE},
+        {"by", required_argument, NULL, MF_OPT_BY},
+        {"program", required_argument, NULL, MF_OPT_PROGRAM},
+        {"debug-dir", required_argument, NULL, MF_OPT_DEBUG_DIR},
+        {"sysroot", required_argument, NULL, MF_OPT_SYSROOT},
         {"base", required_argument, NULL, 'b'},
         {"sizes", no_argument, NULL, MF_OPT_SIZES},
-        {"site", required_argument, NULL, MF_OPT_SITE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -270,11 +369,58 @@ int main(int argc, char **argv)
         case MF_OPT_NO_TRIM:
             o.trim = false;
             break;
+        case MF_OPT_NO_FOLD:
+            xf.fold = false;
+            break;
+        case MF_OPT_FOLD:
+            mf_add_regex(&fold_re, &xf.nfold, "--fold", optarg);
+            break;
+        case MF_OPT_HIDE:
+            mf_add_regex(&hide_re, &xf.nhide, "--hide", optarg);
+            break;
+        case MF_OPT_FULL_STACKS:
+            xf.cut = false;
+            break;
+        case MF_OPT_FULL_NAMES:
+            o.full_names = true;
+            break;
+        case MF_OPT_WIDTH:
+            width = (int)mf_parse_width(optarg);
+            break;
         case MF_OPT_SAVE:
             if (!*optarg)
                 mf_usage_error("%s", "--save needs a file name");
             save = optarg;
             break;
+        case MF_OPT_BY:
+            if (strcmp(optarg, "program") != 0)
+                mf_usage_error("--by splits by program (--by program), not '%s'", optarg);
+            by_program = true;
+            break;
+        case MF_OPT_PROGRAM:
+            if (!*optarg)
+                mf_usage_error("%s", "--program needs a program name (e.g. cc1)");
+            programs[nprograms++] = optarg;
+            break;
+        case MF_OPT_DEBUG_DIR:
+        case MF_OPT_SYSROOT: {
+            struct stat st;
+            const char *what = c == MF_OPT_SYSROOT ? "--sysroot" : "--debug-dir";
+            if (!*optarg)
+                mf_usage_error("%s needs a directory", what);
+            const char *why = stat(optarg, &st) != 0 ? strerror(errno)
+                              : !S_ISDIR(st.st_mode)   ? "not a directory"
+                                                       : NULL;
+            if (why) {
+                mf_error("%s %s: %s", what, optarg, why);
+                return 2;
+            }
+            if (c == MF_OPT_SYSROOT)
+                sysroot = optarg;
+            else
+                debug_dirs[ndebug_dirs++] = optarg;
+            break;
+        }
         case 'b':
             if (!*optarg)
                 mf_usage_error("%s", "--base needs a profile directory or pprof file");
@@ -282,11 +428,6 @@ int main(int argc, char **argv)
             break;
         case MF_OPT_SIZES:
             sizes = true;
-            break;
-        case MF_OPT_SITE:
-            if (!*optarg)
-                mf_usage_error("%s", "--site needs a function name");
-            site = optarg;
             break;
         case 'h':
             mf_usage(stdout);
@@ -308,8 +449,8 @@ int main(int argc, char **argv)
         format = MF_FORMAT_PPROF;
         o.output = save;
     }
-    if (site && !sizes)
-        mf_usage_error("%s", "--site NAME goes with --sizes: mf_print --sizes --site NAME DIR");
+    if (sizes && by_program)
+        mf_usage_error("%s", "--sizes is for the whole profile: use --program NAME, not --by");
     if (sizes && (nbase || save))
         mf_usage_error("%s", nbase ? "--sizes does not compare profiles (--base)"
                                    : "--sizes does not write pprof (--save)");
@@ -320,12 +461,31 @@ int main(int argc, char **argv)
                                    : "no profile given: mf_print malloc_freq.<pid>");
     o.dirs = dirs;
     o.ndirs = ndirs;
+    if (by_program && format != MF_FORMAT_TREE && format != MF_FORMAT_CSV &&
+        format != MF_FORMAT_PPROF)
+        mf_usage_error("--by program splits the tree and csv reports (pprof labels every sample "
+                       "with its program already), not %s", mf_formats[format]);
+    if (nbase && (by_program || nprograms))
+        mf_usage_error("%s", "--by program and --program do not apply to --base");
+    mf_symbolize_config(debug_dirs, ndebug_dirs, sysroot);
+    mf_unresolved_sysroot(sysroot);
+    xf.fold_re = fold_re;
+    xf.hide_re = hide_re;
+    mf_transform_set(&xf);
+    /* Lines are cut on a terminal, to its width: a pipe or a file gets them whole (as ps
+     * and git do), for grep, less -S and editors. */
+    struct winsize ws;
+    if (width >= 0)
+        o.width = (unsigned)width;
+    else if (!o.output && isatty(STDOUT_FILENO))
+        o.width = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 40 ? ws.ws_col : 80;
     if (nbase)
         return mf_compare(base, nbase, format, &o, save != NULL);
     for (int i = 0; i < ndirs; i++)
         if (mf_is_file(dirs[i])) {
             mf_error("%s is a file, not a profile directory; a pprof file is read by --base "
-                     "(mf_print --base %s DIR) and by go tool pprof", dirs[i], dirs[i]);
+                     "(mf_print --base %s DIR) and by go tool pprof", mf_esc(dirs[i]),
+                     mf_esc(dirs[i]));
             return 2;
         }
 
@@ -335,27 +495,43 @@ int main(int argc, char **argv)
             return 2;
     mf_profile_finish(&profile);
     if (profile.nfiles_read == 0) {
-        mf_error("no readable profile file in %s%s", dirs[0],
+        mf_error("no readable profile file in %s%s", mf_esc(dirs[0]),
                  ndirs > 1 ? " and the other directories" : "");
         return 1;
     }
+    if (nprograms && mf_programs_keep(&profile, programs, nprograms))
+        return 2;
 
     struct mf_output output;
     if (mf_output_open(&output, o.output, save != NULL))
         return 1;
     FILE *out = output.f;
+    if (by_program && format != MF_FORMAT_PPROF) {
+        struct mf_cut cut;
+        FILE *by_out = format == MF_FORMAT_TREE ? mf_cut_begin(&cut, out, o.width) : out;
+        bool failed = mf_report_by_program(by_out, &profile, format, &o);
+        if (format == MF_FORMAT_TREE)
+            mf_cut_end(&cut, o.width);
+        mf_symbolize_end();
+        return mf_output_close(&output, failed) || failed;
+    }
     struct mf_model model;
     mf_model_build(&model, &profile, o.trim);
+    mf_profile_drop_frames(&profile); /* the model has its locations */
     bool failed = false;
     if (sizes) {
-        failed = mf_report_sizes(out, &model, format, site, &o);
-    } else if (format == MF_FORMAT_TREE || format == MF_FORMAT_CSV) {
+        failed = mf_report_sizes(out, &model, format, &o);
+    } else if (format == MF_FORMAT_TREE) {
         struct mf_tree tree;
-        mf_tree_build(&tree, &model);
-        if (format == MF_FORMAT_CSV)
-            mf_report_csv(out, &tree);
-        else
-            mf_report_tree(out, &profile, &tree, &o);
+        mf_tree_build(&tree, &model, o.threshold, mf_profile_total_calls(&profile));
+        struct mf_cut cut;
+        FILE *tree_out = mf_cut_begin(&cut, out, o.width);
+        mf_report_tree(tree_out, &profile, &tree, &o);
+        mf_unresolved_add(&model);
+        mf_report_unresolved(tree_out);
+        mf_cut_end(&cut, o.width);
+    } else if (format == MF_FORMAT_CSV) {
+        mf_report_csv(out, &model);
     } else if (format == MF_FORMAT_COLLAPSED) {
         failed = mf_report_collapsed(out, &model, &o);
     } else if (format == MF_FORMAT_PPROF) {

@@ -26,6 +26,8 @@ char *mf_xstrdup(const char *s);
 
 uint64_t mf_hash_u64(uint64_t x);
 uint64_t mf_hash_bytes(const void *p, size_t n, uint64_t seed);
+/* The same for an array of 64-bit words (a stack), a word at a time. */
+uint64_t mf_hash_u64s(const uint64_t *v, size_t n, uint64_t seed);
 
 /* Open addressing from a 64-bit key to a uint32_t value (usually an index into an array
  * the caller owns). Keys may collide on purpose (a hash of a longer key): then eq(ctx, v)
@@ -49,6 +51,15 @@ uint32_t mf_intern(const char *s);
 const char *mf_str(uint32_t id);
 
 const char *mf_basename(const char *path);
+/* s for a human reader (the tree, stderr): control characters (C0, DEL, C1, U+2028/9) as
+ * \xNN or \uNNNN, bytes that are not UTF-8 as \xNN, a backslash as \\, so that a name
+ * from a file cannot move the cursor or recolour the terminal. The result lives until the
+ * 8th call after this one. */
+const char *mf_esc(const char *s);
+/* Opens path for reading if it is a regular file of at most max_size bytes (never blocks:
+ * a FIFO is refused, not waited for; with follow false a symbolic link is refused too).
+ * Returns the descriptor, or -1 with *why saying why (a static string). */
+int mf_open_regular(const char *path, bool follow, uint64_t max_size, const char **why);
 /* 1234567 -> "1,234,567" in buf (at least 32 bytes). */
 const char *mf_fmt_count(char *buf, uint64_t n);
 /* Bytes for people: "512 B", "12.3 KiB", "4.0 MiB", in buf (at least 32 bytes). */

@@ -1,32 +1,11 @@
 /* Builds the profile model (model.h): each distinct return address of each process image
- * symbolized once, every stack a list of those locations, plumbing marked for trimming. */
+ * symbolized once, every stack a list of those locations, then transformed (transform.c). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "mf_print.h"
 #include "model.h"
-#include "trim.h"
-
-/* Per interned name: 0 not yet decided, 1 keep, 2 plumbing. */
-static uint8_t *mf_plumbing_names;
-static uint32_t mf_plumbing_cap;
-
-static bool mf_is_plumbing(const struct mf_frame *f)
-{
-    if (f->plumbing_module)
-        return true;
-    if (f->name >= mf_plumbing_cap) {
-        uint32_t cap = mf_plumbing_cap ? mf_plumbing_cap : 1024;
-        while (cap <= f->name)
-            cap *= 2;
-        mf_plumbing_names = mf_xrealloc(mf_plumbing_names, cap);
-        memset(mf_plumbing_names + mf_plumbing_cap, 0, cap - mf_plumbing_cap);
-        mf_plumbing_cap = cap;
-    }
-    if (!mf_plumbing_names[f->name])
-        mf_plumbing_names[f->name] = mf_trim_function(mf_str(f->name)) ? 2 : 1;
-    return mf_plumbing_names[f->name] == 2;
-}
+#include "transform.h"
 
 /* ---- locations ------------------------------------------------------------------------ */
 
@@ -75,6 +54,12 @@ static uint32_t mf_location(struct mf_model *m, struct mf_map *map, struct mf_fr
     return id;
 }
 
+#define MF_LOC_CACHE 4096
+struct mf_loc_cache {
+    uint64_t pc;
+    uint32_t process, epoch, id;
+};
+
 /* ---- stacks --------------------------------------------------------------------------- */
 
 static struct mf_stack *mf_new_stack(struct mf_model *m)
@@ -86,22 +71,6 @@ static struct mf_stack *mf_new_stack(struct mf_model *m)
     return s;
 }
 
-/* Plumbing frames at the innermost end: never all of them, the outermost frame stays. */
-static uint32_t mf_trimmed(const struct mf_model *m, const struct mf_stack *s)
-{
-    uint32_t total = 0, trimmed = 0;
-    bool done = false;
-    for (uint32_t i = 0; i < s->depth; i++) {
-        const struct mf_location *l = &m->locs[m->stack_locs[s->first + i]];
-        for (uint32_t j = 0; j < l->n; j++, total++)
-            if (!done && mf_is_plumbing(&m->frames[l->first + j]))
-                trimmed++;
-            else
-                done = true;
-    }
-    return trimmed < total ? trimmed : total ? total - 1 : 0;
-}
-
 void mf_model_build(struct mf_model *m, const struct mf_profile *p, bool trim)
 {
     memset(m, 0, sizeof *m);
@@ -109,6 +78,18 @@ void mf_model_build(struct mf_model *m, const struct mf_profile *p, bool trim)
     m->trim = trim;
     struct mf_map map = {0};
     struct mf_frames tmp = {0};
+    static struct mf_loc_cache cache[MF_LOC_CACHE];
+    memset(cache, 0xff, sizeof cache);
+    /* Sized up front: one location per raw frame, one stack per raw stack (+ [not profiled]). */
+    size_t nlocs = 0;
+    for (uint32_t r = 0; r < p->nstacks; r++)
+        nlocs += p->stacks[r].depth;
+    if (nlocs && nlocs < UINT32_MAX) {
+        m->stack_locs_cap = (uint32_t)nlocs;
+        m->stack_locs = mf_xmalloc(nlocs * sizeof *m->stack_locs);
+    }
+    m->stacks_cap = p->nstacks + 1;
+    m->stacks = mf_xmalloc(m->stacks_cap * sizeof *m->stacks);
     for (uint32_t r = 0; r < p->nstacks; r++) {
         const struct mf_raw_stack *rs = &p->stacks[r];
         struct mf_stack *s = mf_new_stack(m);
@@ -122,18 +103,28 @@ void mf_model_build(struct mf_model *m, const struct mf_profile *p, bool trim)
         s->raw = r;
         /* A weight > 1 makes an estimate; so does a process past its exact stretch; not a
          * stack whose every sample was recorded for its size (all such calls are). */
-        s->estimated = rs->large != rs->samples &&
+        s->estimated = !(rs->flags & MF_ENTRY_LARGE) &&
                        (rs->calls != rs->samples || p->procs[rs->process].sampled);
         m->estimated |= s->estimated;
         uint32_t epoch = rs->flags >> MF_ENTRY_EPOCH_SHIFT;
         for (uint32_t i = 0; i < rs->depth; i++) {
-            uint32_t loc = mf_location(m, &map, &tmp, rs->process, epoch, rs->frames[i]);
+            /* A direct-mapped cache in front of the map: the same few thousand return
+             * addresses make up millions of stacks. */
+            uint64_t pc = rs->frames[i];
+            struct mf_loc_cache *c = &cache[mf_hash_u64(pc ^ rs->process) & (MF_LOC_CACHE - 1)];
+            uint32_t loc;
+            if (c->id != UINT32_MAX && c->pc == pc && c->process == rs->process &&
+                c->epoch == epoch) {
+                loc = c->id;
+            } else {
+                loc = mf_location(m, &map, &tmp, rs->process, epoch, pc);
+                *c = (struct mf_loc_cache){pc, rs->process, epoch, loc};
+            }
             MF_GROW(m->stack_locs, m->nstack_locs, m->stack_locs_cap);
             m->stack_locs[m->nstack_locs++] = loc;
         }
         s = &m->stacks[m->nstacks - 1];
         s->depth = rs->depth;
-        s->trimmed = trim ? mf_trimmed(m, s) : 0;
     }
     mf_map_free(&map);
     free(tmp.v);
@@ -167,31 +158,86 @@ void mf_model_build(struct mf_model *m, const struct mf_profile *p, bool trim)
         s->estimated = p->unprofiled_calls != p->unprofiled_samples || any_sampled;
         m->estimated |= s->estimated;
     }
+    mf_model_transform(m);
+}
+
+uint32_t mf_model_nframes(const struct mf_model *m, const struct mf_stack *s)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->depth; i++)
+        n += m->locs[m->stack_locs[s->first + i]].n;
+    return n;
+}
+
+bool mf_model_shows(const struct mf_stack *s, uint32_t k, uint32_t nframes, uint32_t name)
+{
+    return k >= s->trimmed && k + s->cut < nframes && !mf_name_hidden(name);
+}
+
+uint32_t mf_model_pseudo(const struct mf_stack *s, uint32_t shown)
+{
+    if (shown == 0)
+        return mf_intern(s->flags & MF_STACK_ALL_HIDDEN ? MF_NAME_ALL_HIDDEN : MF_NAME_NO_STACK);
+    return s->flags & MF_ENTRY_TRUNCATED ? mf_intern(MF_NAME_TRUNCATED) : 0;
+}
+
+/* The pseudo-frames' interned names, by MF_REF_* - MF_REF_PSEUDO. */
+static uint32_t mf_pseudo_names[MF_REF_NPSEUDO];
+
+struct mf_frame mf_model_ref_frame(const struct mf_model *m, uint32_t ref)
+{
+    if (ref < MF_REF_PSEUDO)
+        return m->frames[ref];
+    uint32_t k = ref - MF_REF_PSEUDO;
+    if (!mf_pseudo_names[k]) {
+        static const char *const names[MF_REF_NPSEUDO] = {
+            MF_NAME_NOT_PROFILED, MF_NAME_TRUNCATED, MF_NAME_NO_STACK, MF_NAME_ALL_HIDDEN};
+        mf_pseudo_names[k] = mf_intern(names[k]);
+    }
+    return (struct mf_frame){mf_pseudo_names[k], 0, 0, false};
+}
+
+uint32_t mf_model_frame_refs(const struct mf_model *m, const struct mf_stack *s, uint32_t **v,
+                             size_t *n, size_t *cap)
+{
+    size_t start = *n, room = 1;
+    for (uint32_t i = 0; i < s->depth; i++)
+        room += m->locs[m->stack_locs[s->first + i]].n;
+    if (*n + room > *cap) {
+        *cap = (*n + room) * 2;
+        *v = mf_xrealloc(*v, *cap * sizeof **v);
+    }
+    uint32_t *out = *v;
+    if (s->flags & MF_STACK_NOT_PROFILED) {
+        out[(*n)++] = MF_REF_NOT_PROFILED;
+        return 1;
+    }
+    uint32_t total = mf_model_nframes(m, s), k = 0;
+    for (uint32_t i = 0; i < s->depth; i++) {
+        const struct mf_location *l = &m->locs[m->stack_locs[s->first + i]];
+        for (uint32_t j = 0; j < l->n; j++, k++)
+            if (mf_model_shows(s, k, total, m->frames[l->first + j].name))
+                out[(*n)++] = l->first + j;
+    }
+    /* The pseudo-frame mf_model_pseudo names, as a reference. */
+    if (*n == start)
+        out[(*n)++] = s->flags & MF_STACK_ALL_HIDDEN ? MF_REF_ALL_HIDDEN : MF_REF_NO_STACK;
+    else if (s->flags & MF_ENTRY_TRUNCATED)
+        out[(*n)++] = MF_REF_TRUNCATED;
+    return (uint32_t)(*n - start);
 }
 
 void mf_model_frames(const struct mf_model *m, const struct mf_stack *s, struct mf_frames *out)
 {
+    static uint32_t *refs;
+    static size_t cap;
+    size_t n = 0;
+    mf_model_frame_refs(m, s, &refs, &n, &cap);
     out->n = 0;
-    if (s->flags & MF_STACK_NOT_PROFILED) {
-        MF_GROW(out->v, out->n, out->cap);
-        out->v[out->n++] = (struct mf_frame){mf_intern(MF_NAME_NOT_PROFILED), 0, 0, false};
-        return;
+    if (n > out->cap) {
+        out->cap = (uint32_t)n;
+        out->v = mf_xrealloc(out->v, n * sizeof *out->v);
     }
-    uint32_t skip = s->trimmed;
-    for (uint32_t i = 0; i < s->depth; i++) {
-        const struct mf_location *l = &m->locs[m->stack_locs[s->first + i]];
-        for (uint32_t j = 0; j < l->n; j++) {
-            if (skip) {
-                skip--;
-                continue;
-            }
-            MF_GROW(out->v, out->n, out->cap);
-            out->v[out->n++] = m->frames[l->first + j];
-        }
-    }
-    if (out->n == 0 || (s->flags & MF_ENTRY_TRUNCATED)) {
-        uint32_t name = mf_intern(out->n ? MF_NAME_TRUNCATED : MF_NAME_NO_STACK);
-        MF_GROW(out->v, out->n, out->cap);
-        out->v[out->n++] = (struct mf_frame){name, 0, 0, false};
-    }
+    for (size_t i = 0; i < n; i++)
+        out->v[out->n++] = mf_model_ref_frame(m, refs[i]);
 }

@@ -4,7 +4,9 @@
  *   read+validate, merge  (profile_read.c: every file bounded by its size; identical stacks
  *                          of a process image's threads merged)
  *   -> symbolize          (model.c over symbolize.c: each distinct return address once)
- *   -> transform          (model.c: trim allocator and profiler plumbing)
+ *   -> transform          (transform.c: trim allocator and profiler plumbing, fold
+ *                          allocation wrappers into their callers, cut start-up frames,
+ *                          hide frames the user names)
  *   -> report             (report_*.c: tree, CSV, ... each a function of the model)
  *
  * A stack is a list of locations, innermost first; a location is one return address of one
@@ -23,6 +25,7 @@
 #define MF_NAME_NOT_PROFILED "[not profiled]"  /* samples no stack could be recorded for */
 #define MF_NAME_TRUNCATED "[deeper frames not recorded]" /* stack deeper than max_depth */
 #define MF_NAME_NO_STACK "[no stack]"         /* the unwinder returned no frame */
+#define MF_NAME_ALL_HIDDEN "[every frame hidden]" /* --hide matched all its frames */
 
 #define MF_NO_MODULE UINT32_MAX
 
@@ -34,12 +37,16 @@ struct mf_location {
 };
 
 #define MF_STACK_NOT_PROFILED 0x10000u /* the [not profiled] pseudo-stack: no locations */
+#define MF_STACK_ALL_HIDDEN 0x20000u   /* --hide matched every frame left to show */
 
 struct mf_stack {
     uint32_t process;
     uint32_t flags;       /* MF_ENTRY_TRUNCATED, MF_STACK_NOT_PROFILED */
     uint32_t first, depth; /* locations: model->stack_locs[first .. first + depth), innermost first */
-    uint32_t trimmed;     /* plumbing frames at the innermost end, left out of reports */
+    uint32_t trimmed;     /* frames at the innermost end left out of reports: plumbing, then
+                             folded wrappers */
+    uint32_t cut;         /* start-up frames at the outermost end, left out of reports */
+    uint32_t via;         /* the folded wrapper the site called (interned), 0 if none */
     uint64_t samples, calls, bytes;
     uint64_t var;   /* the estimated variance of calls (0 when exact) */
     double bytes_var; /* the estimated variance of bytes (0 when exact) */
@@ -47,6 +54,13 @@ struct mf_stack {
      * sample of it was recorded for its size (MALLOC_FREQ_LARGE) */
     bool estimated;
     uint32_t raw; /* its profile->stacks index; UINT32_MAX for [not profiled] */
+};
+
+/* What the transform stage did (transform.c), for the report's header. */
+struct mf_transform_counts {
+    uint64_t folded_stacks; /* stacks whose site is a wrapper's caller */
+    uint64_t cut_stacks;    /* stacks that lost start-up frames */
+    uint64_t hidden_frames, hidden_stacks, hidden_calls; /* --hide */
 };
 
 struct mf_model {
@@ -60,6 +74,7 @@ struct mf_model {
     struct mf_stack *stacks;
     uint32_t nstacks, stacks_cap;
     bool trim;      /* plumbing frames are left out of the frames reports see */
+    struct mf_transform_counts transformed; /* what the transform stage did */
     bool estimated; /* some count in it is an estimate */
     /* The largest interval of the sampled processes (default mode: their largest weight),
      * 1 if none. */
@@ -70,8 +85,30 @@ struct mf_model {
 void mf_model_build(struct mf_model *m, const struct mf_profile *p, bool trim);
 
 /* The frames a report shows for stack s, innermost first: its locations' frames less the
- * trimmed plumbing (never all of them), then [deeper frames not recorded] if the stack was
- * cut, [no stack] if it had none; [not profiled] for that pseudo-stack. out is cleared. */
+ * trimmed and folded ones at the innermost end, the cut start-up frames at the outermost
+ * (never all of them) and hidden ones, then [deeper frames not recorded] if the stack was
+ * cut short, [no stack] if it had none, [every frame hidden] if --hide took them all;
+ * [not profiled] for that pseudo-stack. out is cleared. */
 void mf_model_frames(const struct mf_model *m, const struct mf_stack *s, struct mf_frames *out);
+
+/* For reports that walk the locations themselves: the number of frames of s's locations,
+ * whether the k-th of them (innermost first) named name is shown, and the pseudo-frame to
+ * add after `shown` frames (0: none). */
+uint32_t mf_model_nframes(const struct mf_model *m, const struct mf_stack *s);
+bool mf_model_shows(const struct mf_stack *s, uint32_t k, uint32_t nframes, uint32_t name);
+uint32_t mf_model_pseudo(const struct mf_stack *s, uint32_t shown);
+/* The same frames as references: an index into m->frames, or an MF_REF_* pseudo-frame.
+ * Appends them to the growable array (*v, *n, *cap) and returns how many. Reports that
+ * group millions of stacks by frame keep these (4 bytes a frame) instead of copies. */
+#define MF_REF_NPSEUDO 4u
+#define MF_REF_PSEUDO (UINT32_MAX - MF_REF_NPSEUDO)
+#define MF_REF_NOT_PROFILED (MF_REF_PSEUDO + 0)
+#define MF_REF_TRUNCATED (MF_REF_PSEUDO + 1)
+#define MF_REF_NO_STACK (MF_REF_PSEUDO + 2)
+#define MF_REF_ALL_HIDDEN (MF_REF_PSEUDO + 3)
+uint32_t mf_model_frame_refs(const struct mf_model *m, const struct mf_stack *s, uint32_t **v,
+                             size_t *n, size_t *cap);
+/* The frame a reference stands for. */
+struct mf_frame mf_model_ref_frame(const struct mf_model *m, uint32_t ref);
 
 #endif

@@ -8,6 +8,7 @@
 
 #include "mf_print.h"
 #include "pprof_read.h"
+#include "transform.h"
 #include "protobuf.h"
 
 #define MF_PPROF_MAX (1u << 30) /* bytes, compressed or not: far above any profile of ours */
@@ -714,6 +715,7 @@ int mf_pprof_read(struct mf_side *s, const char *path, bool trim)
         goto out;
     }
     s->model.trim = trim;
+    mf_model_transform(&s->model); /* as a profile directory's: no change to frames written so */
     if (!got_totals) {
         for (uint32_t i = 0; i < s->model.nstacks; i++) {
             s->calls += s->model.stacks[i].calls;

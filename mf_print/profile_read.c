@@ -10,38 +10,55 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "mf_print.h"
 #include "profile_read.h"
 
-/* Deeper than this is not a setting (the core allows 512): the header is garbage. */
-#define MF_MAX_DEPTH_SANE 65536u
+/* A process file is its header and module records, appended as libraries are loaded: 65,536
+ * records with the longest path (4,096 bytes) take 272 MiB. No program loads that many; a
+ * bigger file is refused unread (a symlink to /dev/zero, a sparse file). */
+#define MF_PROCESS_FILE_MAX ((uint64_t)sizeof(struct mf_process_header) + \
+                             65536u * ((uint64_t)sizeof(struct mf_module_record) + 4096u + 8u))
 
 _Static_assert(sizeof(struct mf_segment_header) <= MF_SEGMENT_ENTRIES_OFFSET, "segment header");
 
-/* Reads the whole file. Reading to EOF (not to the size fstat saw) matters for live files:
- * a segment is allocated in the file before the header that announces it is published, so
- * whatever header we copied, the bytes it refers to are there by our next read(). */
-static bool mf_read_file(const char *path, uint8_t **data, size_t *size, const char **why)
+/* Reads the whole file, if it is a regular file of at most max bytes (never a FIFO, a device
+ * or a symbolic link: nothing the writer makes). Reading to EOF (not to the size fstat saw)
+ * matters for live files: a segment is allocated in the file before the header that
+ * announces it is published, so whatever header we copied, the bytes it refers to are there
+ * by our next read(). The buffer is sized from fstat (plus a page for a file that grows
+ * while we read), so a file of hundreds of megabytes is one read() into memory touched
+ * once, not a buffer doubled and copied. */
+static bool mf_read_file(const char *path, uint64_t max, uint8_t **data, size_t *size,
+                         const char **why)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        *why = strerror(errno);
+    int fd = mf_open_regular(path, false, max, why);
+    if (fd < 0)
         return true;
-    }
     struct stat st;
-    size_t cap = fstat(fd, &st) == 0 && st.st_size > 0 ? (size_t)st.st_size + 1 : 4096;
+    size_t cap = fstat(fd, &st) == 0 && st.st_size > 0 ? (size_t)st.st_size + 4096 : 4096;
     uint8_t *buf = mf_xmalloc(cap);
     size_t have = 0;
     for (;;) {
         if (have == cap) {
+            if (have > max) { /* it grew past what the writer makes while we read it */
+                static char too_large[64];
+                char a[32];
+                snprintf(too_large, sizeof too_large, "too large (more than %s bytes)",
+                         mf_fmt_count(a, max));
+                *why = too_large;
+                free(buf);
+                close(fd);
+                return true;
+            }
             cap *= 2;
             buf = mf_xrealloc(buf, cap);
         }
         ssize_t n = read(fd, buf + have, cap - have);
-        if (n < 0 && errno == EINTR)
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
         if (n < 0) {
             *why = strerror(errno);
@@ -54,9 +71,29 @@ static bool mf_read_file(const char *path, uint8_t **data, size_t *size, const c
         have += (size_t)n;
     }
     close(fd);
+    if (have > max) {
+        *why = "too large";
+        free(buf);
+        return true;
+    }
     *data = buf;
     *size = have;
     return false;
+}
+
+/* Gives the pages of buf[off, off + len) back to the system once their stacks are copied:
+ * a thread file of 500 MB then never sits in memory whole next to the stacks read from it.
+ * Only whole pages inside the range, and only of a large buffer (malloc serves those with
+ * mmap); the bytes are never read again. */
+static void mf_release_pages(uint8_t *buf, size_t size, uint64_t off, uint64_t len)
+{
+    const uintptr_t page = 4096;
+    if (size < ((size_t)1 << 20) || off > size || len > size - off)
+        return;
+    uintptr_t lo = ((uintptr_t)buf + off + page - 1) & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)buf + off + len) & ~(page - 1);
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
 static char mf_why_buf[160];
@@ -74,7 +111,7 @@ static const char *mf_why(const char *fmt, ...)
 /* The path as the user will recognise it: "malloc_freq.123/thread....mft". */
 static void mf_skip(struct mf_profile *p, const char *dir, const char *name, const char *why)
 {
-    mf_error("skipping %s/%s: %s", mf_basename(dir), name, why);
+    mf_error("skipping %s/%s: %s", mf_esc(mf_basename(dir)), mf_esc(name), why);
     p->nfiles_skipped++;
 }
 
@@ -105,13 +142,13 @@ static int mf_module_cmp(const void *a, const void *b)
 }
 
 /* Reads dir/name whole; a file that cannot be read is named and skipped (returns true). */
-static bool mf_load(struct mf_profile *p, const char *dir, const char *name, uint8_t **buf,
-                    size_t *size)
+static bool mf_load(struct mf_profile *p, const char *dir, const char *name, uint64_t max,
+                    uint8_t **buf, size_t *size)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     const char *why;
-    if (mf_read_file(path, buf, size, &why)) {
+    if (mf_read_file(path, max, buf, size, &why)) {
         mf_skip(p, dir, name, why);
         return true;
     }
@@ -122,7 +159,7 @@ static void mf_read_process(struct mf_profile *p, const char *dir, const char *n
 {
     uint8_t *buf;
     size_t size;
-    if (mf_load(p, dir, name, &buf, &size))
+    if (mf_load(p, dir, name, MF_PROCESS_FILE_MAX, &buf, &size))
         return;
     struct mf_process_header h;
     if (size < sizeof h) {
@@ -154,6 +191,7 @@ static void mf_read_process(struct mf_profile *p, const char *dir, const char *n
     pr->end_ns = h.end_ns;
     pr->sample_interval = h.sample_interval;
     pr->exact_calls = h.exact_calls;
+    pr->exact_recorded = h.flags & MF_PROCESS_EXITED ? h.exact_recorded : 0;
     pr->cost_share_ppm = h.cost_share_ppm;
     pr->large_bytes = h.large_bytes;
     memcpy(pr->exe, h.exe, sizeof pr->exe);
@@ -170,20 +208,20 @@ static void mf_read_process(struct mf_profile *p, const char *dir, const char *n
         if (left < sizeof r) {
             if (exited)
                 mf_error("%s/%s: truncated module record at offset %zu (ignored)",
-                         mf_basename(dir), name, off);
+                         mf_esc(mf_basename(dir)), mf_esc(name), off);
             break;
         }
         memcpy(&r, buf + off, sizeof r);
         if (r.magic != MF_MODULE_MAGIC || r.record_size % 8 || r.build_id_len > sizeof r.build_id ||
             r.path_len >= r.record_size || r.record_size < sizeof r + r.path_len + 1) {
             mf_error("%s/%s: bad module record at offset %zu (it and later ones ignored)",
-                     mf_basename(dir), name, off);
+                     mf_esc(mf_basename(dir)), mf_esc(name), off);
             break;
         }
         if (r.record_size > left) {
             if (exited)
                 mf_error("%s/%s: truncated module record at offset %zu (ignored)",
-                         mf_basename(dir), name, off);
+                         mf_esc(mf_basename(dir)), mf_esc(name), off);
             break;
         }
         MF_GROW(pr->modules, pr->nmodules, cap);
@@ -225,7 +263,19 @@ static const uint64_t *mf_frames(const struct mf_segment_header *seg)
     return (const uint64_t *)(mf_entries(seg) + seg->capacity);
 }
 
-/* NULL if everything the reader will touch lies inside the file and makes sense. */
+struct mf_range {
+    uint64_t start, len;
+};
+
+static int mf_range_cmp(const void *a, const void *b)
+{
+    const struct mf_range *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* NULL if everything the reader will touch lies inside the file, makes sense, and is there
+ * once: segments and the frames of entries never overlap (the writer hands both out one
+ * after the other), so the work and memory a file costs are bounded by its size. */
 static const char *mf_check_thread(const uint8_t *buf, size_t size)
 {
     const struct mf_thread_header *h = (const struct mf_thread_header *)buf;
@@ -239,36 +289,145 @@ static const char *mf_check_thread(const uint8_t *buf, size_t size)
         return mf_why("bad header size %u", h->header_size);
     if (h->nsegments > MF_MAX_SEGMENTS)
         return mf_why("bad segment count %llu", (unsigned long long)h->nsegments);
-    if (h->max_depth == 0 || h->max_depth > MF_MAX_DEPTH_SANE)
-        return mf_why("bad max_depth %u", h->max_depth);
-    for (uint32_t k = 0; k < h->nsegments; k++) {
+    if (h->max_depth == 0 || h->max_depth > MF_DEPTH_MAX)
+        return mf_why("bad max_depth %u (malloc_freq records at most %u frames)", h->max_depth,
+                      MF_DEPTH_MAX);
+    if (h->threads > UINT32_MAX)
+        return mf_why("bad thread count %llu", (unsigned long long)h->threads);
+    struct mf_range *fr = NULL;
+    size_t fr_cap = 0;
+    const char *why = NULL;
+    for (uint32_t k = 0; k < h->nsegments && !why; k++) {
         uint64_t off = h->segment_offset[k], len = h->segment_size[k];
-        if (off < h->header_size || off % 8 || off > size || len > size - off)
-            return off <= size && off >= h->header_size && off % 8 == 0
-                       ? mf_why("truncated: segment %u ends past the end of the file", k)
-                       : mf_why("segment %u lies outside the file", k);
-        if (len < MF_SEGMENT_ENTRIES_OFFSET)
-            return mf_why("segment %u is too small", k);
+        if (off < h->header_size || off % 8 || off > size || len > size - off) {
+            why = off <= size && off >= h->header_size && off % 8 == 0
+                      ? mf_why("truncated: segment %u ends past the end of the file", k)
+                      : mf_why("segment %u lies outside the file", k);
+            break;
+        }
+        if (k && off < h->segment_offset[k - 1] + h->segment_size[k - 1]) {
+            why = mf_why("segment %u overlaps segment %u", k, k - 1);
+            break;
+        }
+        if (len < MF_SEGMENT_ENTRIES_OFFSET) {
+            why = mf_why("segment %u is too small", k);
+            break;
+        }
         const struct mf_segment_header *seg = mf_segment(buf, h, k);
         uint64_t cap = seg->capacity, fcap = seg->frame_capacity;
-        if (cap == 0 || (cap & (cap - 1)))
-            return mf_why("segment %u: capacity %llu is not a power of two", k,
-                          (unsigned long long)cap);
+        if (cap == 0 || (cap & (cap - 1)) || cap > MF_SEG_ENTRIES_MAX) {
+            why = mf_why("segment %u: bad capacity %llu", k, (unsigned long long)cap);
+            break;
+        }
+        if (fcap > cap * MF_FRAMES_PER_ENTRY) {
+            why = mf_why("segment %u: bad frame capacity %llu", k, (unsigned long long)fcap);
+            break;
+        }
         /* cap and fcap are 32-bit: no overflow in 64 bits */
         if (MF_SEGMENT_ENTRIES_OFFSET + cap * sizeof(struct mf_entry) + fcap * sizeof(uint64_t) >
-            len)
-            return mf_why("segment %u: its entries do not fit in it", k);
+            len) {
+            why = mf_why("segment %u: its entries do not fit in it", k);
+            break;
+        }
         const struct mf_entry *e = mf_entries(seg);
-        for (uint64_t i = 0; i < cap; i++) {
+        size_t nfr = 0;
+        for (uint64_t i = 0; i < cap && !why; i++) {
             if (e[i].hash == 0)
                 continue;
             if (e[i].depth > h->max_depth)
-                return mf_why("segment %u entry %llu: depth %u > max_depth %u", k,
-                              (unsigned long long)i, e[i].depth, h->max_depth);
-            if (e[i].frames > fcap || e[i].depth > fcap - e[i].frames)
-                return mf_why("segment %u entry %llu: frames outside the frame area", k,
-                              (unsigned long long)i);
+                why = mf_why("segment %u entry %llu: depth %u > max_depth %u", k,
+                             (unsigned long long)i, e[i].depth, h->max_depth);
+            else if (e[i].frames > fcap || e[i].depth > fcap - e[i].frames)
+                why = mf_why("segment %u entry %llu: frames outside the frame area", k,
+                             (unsigned long long)i);
+            else if (e[i].depth) {
+                MF_GROW(fr, nfr, fr_cap);
+                fr[nfr++] = (struct mf_range){e[i].frames, e[i].depth};
+            }
         }
+        if (why)
+            break;
+        if (nfr > 1)
+            qsort(fr, nfr, sizeof *fr, mf_range_cmp);
+        for (size_t i = 1; i < nfr; i++)
+            if (fr[i].start < fr[i - 1].start + fr[i - 1].len) {
+                why = mf_why("segment %u: two entries share frames %llu..%llu", k,
+                             (unsigned long long)fr[i].start,
+                             (unsigned long long)(fr[i - 1].start + fr[i - 1].len - 1));
+                break;
+            }
+    }
+    free(fr);
+    return why;
+}
+
+/* The calls one thread file adds to the profile's sums, each checked against wrapping. */
+struct mf_file_sums {
+    uint64_t calls;             /* exact, from the header */
+    uint64_t samples, st_calls; /* its stacks and [not profiled] */
+};
+
+#define MF_CALLS_MAX (1ull << 60)
+
+/* Bytes and variances are not checked: a program may ask for SIZE_MAX bytes (and fail), and
+ * a weight of 10^9 squared wraps in the writer's own sum; the exact numbers are the calls. */
+static bool mf_add(uint64_t *sum, uint64_t x)
+{
+    return __builtin_add_overflow(*sum, x, sum);
+}
+
+/* NULL if the counts of a checked thread file add up: no sum wraps, within the file or
+ * added to what was read before, and its stacks hold no more calls than it counted. */
+static const char *mf_check_counts(const struct mf_profile *p, const struct mf_process *pr,
+                                   const uint8_t *buf, struct mf_file_sums *fs)
+{
+    const struct mf_thread_header *h = (const struct mf_thread_header *)buf;
+    bool wrap = false;
+    memset(fs, 0, sizeof *fs);
+    for (int f = 0; f < MF_FN_COUNT; f++)
+        wrap |= mf_add(&fs->calls, h->totals.calls[f]);
+    fs->samples = h->unprofiled_samples;
+    fs->st_calls = h->unprofiled_calls;
+    for (uint32_t k = 0; k < h->nsegments && !wrap; k++) {
+        const struct mf_segment_header *seg = mf_segment(buf, h, k);
+        const struct mf_entry *e = mf_entries(seg);
+        for (uint32_t i = 0; i < seg->capacity; i++) {
+            if (e[i].hash == 0 || e[i].calls == 0)
+                continue;
+            wrap |= mf_add(&fs->samples, e[i].samples);
+            wrap |= mf_add(&fs->st_calls, e[i].calls);
+        }
+    }
+    /* 2^60 calls take a thread 36 years at one a nanosecond: a count beyond is damage, and
+     * it is this file's, not that of the file whose sum would wrap after it. */
+    char a1[32], a2[32];
+    if (!wrap && fs->calls > MF_CALLS_MAX)
+        return mf_why("it counts %s calls, more than a thread can make (2^60; damaged?)",
+                      mf_fmt_count(a1, fs->calls));
+    if (!wrap && fs->st_calls > MF_CALLS_MAX)
+        return mf_why("its stacks hold %s calls, more than a thread can make (2^60; damaged?)",
+                      mf_fmt_count(a1, fs->st_calls));
+    /* With what was read before: the grand totals and every sum of stacks stay in 64 bits. */
+    uint64_t t = mf_profile_total_calls(p), a = p->stacks_calls;
+    uint32_t threads = p->nthreads;
+    wrap = wrap || mf_add(&t, fs->calls) || mf_add(&a, fs->st_calls) ||
+           __builtin_add_overflow(threads, h->threads ? (uint32_t)h->threads : 1u, &threads);
+    if (wrap)
+        return "its counts overflow 64 bits (damaged?)";
+    /* A sample is a call: the stacks may run ahead of the header's count only by the calls
+     * not yet added there (MF_FLUSH_CALLS a thread); a sample weighs at most the interval. */
+    uint64_t threads_here = h->threads ? h->threads : 1;
+    uint64_t slack = (uint64_t)MF_FLUSH_CALLS * threads_here;
+    if (fs->samples > fs->calls && fs->samples - fs->calls > slack)
+        return mf_why("its stacks hold %s samples, more than the %s calls it counted",
+                      mf_fmt_count(a1, fs->samples), mf_fmt_count(a2, fs->calls));
+    if (pr->has_file) {
+        uint64_t w = pr->sample_interval == 0 ? MF_INTERVAL_MAX : pr->sample_interval, most;
+        if (__builtin_mul_overflow(fs->samples, w, &most))
+            most = UINT64_MAX;
+        if (fs->st_calls > most)
+            return mf_why("its stacks hold %s calls, more than its %s samples can weigh",
+                          mf_fmt_count(a1, fs->st_calls), mf_fmt_count(a2, fs->samples));
     }
     return NULL;
 }
@@ -291,12 +450,51 @@ static bool mf_stack_eq(const void *ctx, uint32_t idx)
  * expensive symbolization. */
 static struct mf_map mf_stack_ids;
 
+/* The raw stacks' return addresses, in chunks that never move (no malloc per stack; a
+ * profile of 10^6 stacks of depth 46 holds 370 MB of them). mf_profile_drop_frames gives
+ * them back once the model has its locations. */
+#define MF_FRAME_CHUNK ((size_t)4 << 20) /* frames: 32 MiB */
+struct mf_frame_chunk {
+    struct mf_frame_chunk *next;
+    size_t used, cap;
+    uint64_t v[];
+};
+static struct mf_frame_chunk *mf_frame_chunks;
+
+static uint64_t *mf_frames_alloc(size_t n)
+{
+    struct mf_frame_chunk *c = mf_frame_chunks;
+    if (!c || c->cap - c->used < n) {
+        size_t cap = n > MF_FRAME_CHUNK ? n : MF_FRAME_CHUNK;
+        c = mf_xmalloc(sizeof *c + cap * sizeof *c->v);
+        c->next = mf_frame_chunks;
+        c->used = 0;
+        c->cap = cap;
+        mf_frame_chunks = c;
+    }
+    uint64_t *v = c->v + c->used;
+    c->used += n;
+    return v;
+}
+
+void mf_profile_drop_frames(struct mf_profile *p)
+{
+    while (mf_frame_chunks) {
+        struct mf_frame_chunk *c = mf_frame_chunks;
+        mf_frame_chunks = c->next;
+        free(c);
+    }
+    for (uint32_t i = 0; i < p->nstacks; i++)
+        p->stacks[i].frames = NULL;
+    mf_map_free(&mf_stack_ids);
+}
+
 static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf_entry *e,
                          const uint64_t *frames)
 {
     struct mf_stack_key key = {p, process, e->depth, e->flags, frames};
-    uint64_t h = mf_hash_bytes(frames, e->depth * sizeof *frames,
-                               ((uint64_t)process << 32) ^ ((uint64_t)e->flags << 20) ^ e->depth);
+    uint64_t h = mf_hash_u64s(frames, e->depth,
+                              ((uint64_t)process << 32) ^ ((uint64_t)e->flags << 20) ^ e->depth);
     bool added;
     uint32_t idx = mf_map_put(&mf_stack_ids, h, mf_stack_eq, &key, p->nstacks, &added);
     if (added) {
@@ -306,7 +504,7 @@ static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf
         s->process = process;
         s->depth = e->depth;
         s->flags = e->flags;
-        s->frames = mf_xmalloc(e->depth * sizeof *frames + 1);
+        s->frames = mf_frames_alloc(e->depth);
         memcpy(s->frames, frames, e->depth * sizeof *frames);
     }
     struct mf_raw_stack *s = &p->stacks[idx];
@@ -314,10 +512,7 @@ static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf
     s->calls += e->calls;
     s->bytes += e->bytes;
     s->var += e->calls_sq > e->calls ? e->calls_sq - e->calls : 0;
-    s->large += e->large;
     s->bytes_var += e->bytes_var;
-    for (int c = 0; c < MF_SITE_CLASSES; c++)
-        s->site_sizes[c] += e->site_sizes[c];
     p->procs[process].attributed += e->calls;
     if (e->calls != e->samples)
         p->procs[process].weighted = true;
@@ -325,12 +520,48 @@ static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf
         p->procs[process].max_weight = e->calls_sq / e->calls;
 }
 
+/* The thread tables read so far, by identity: a copy of a directory (or a file copied into
+ * another) holds the same table, whose counts must not be added twice. */
+struct mf_table_id {
+    uint64_t stamp, seq;
+    uint32_t pid, tid;
+    char *path; /* dir/name, as the message shows it */
+};
+static struct mf_table_id *mf_table_ids;
+static uint32_t mf_ntable_ids, mf_table_ids_cap;
+static struct mf_map mf_table_id_map;
+
+static bool mf_table_id_eq(const void *ctx, uint32_t idx)
+{
+    const struct mf_thread_header *h = ctx;
+    const struct mf_table_id *t = &mf_table_ids[idx];
+    return t->stamp == h->stamp && t->seq == h->seq && t->pid == h->pid && t->tid == h->tid;
+}
+
+/* The file that already gave this table, or NULL (then it is recorded as read from here). */
+static const char *mf_table_seen(const struct mf_thread_header *h, const char *dir,
+                                 const char *name)
+{
+    uint64_t key[3] = {h->stamp, h->seq, (uint64_t)h->pid << 32 | h->tid};
+    bool added;
+    uint32_t idx = mf_map_put(&mf_table_id_map, mf_hash_bytes(key, sizeof key, 7),
+                              mf_table_id_eq, h, mf_ntable_ids, &added);
+    if (!added)
+        return mf_table_ids[idx].path;
+    MF_GROW(mf_table_ids, mf_ntable_ids, mf_table_ids_cap);
+    size_t n = strlen(mf_basename(dir)) + strlen(name) + 2;
+    char *path = mf_xmalloc(n);
+    snprintf(path, n, "%s/%s", mf_basename(dir), name);
+    mf_table_ids[mf_ntable_ids++] = (struct mf_table_id){h->stamp, h->seq, h->pid, h->tid, path};
+    return NULL;
+}
+
 static void mf_read_thread(struct mf_profile *p, const char *dir, const char *name)
 {
     uint8_t *buf;
     size_t size;
     const char *why;
-    if (mf_load(p, dir, name, &buf, &size))
+    if (mf_load(p, dir, name, MF_THREAD_FILE_MAX, &buf, &size))
         return;
     if ((why = mf_check_thread(buf, size))) {
         mf_skip(p, dir, name, why);
@@ -338,6 +569,28 @@ static void mf_read_thread(struct mf_profile *p, const char *dir, const char *na
         return;
     }
     const struct mf_thread_header *h = (const struct mf_thread_header *)buf;
+    /* Only a process file read before names a process here; the lookup must not add one
+     * for a file that is then skipped. */
+    struct mf_process *known = NULL;
+    for (uint32_t i = 0; i < p->nprocs && !known; i++)
+        if (p->procs[i].stamp == h->stamp && p->procs[i].pid == h->pid)
+            known = &p->procs[i];
+    struct mf_process none = {0};
+    struct mf_file_sums fs;
+    if ((why = mf_check_counts(p, known ? known : &none, buf, &fs))) {
+        mf_skip(p, dir, name, why);
+        free(buf);
+        return;
+    }
+    const char *first = mf_table_seen(h, dir, name);
+    if (first) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "the same thread table as %s (its counts are read once)",
+                 mf_esc(first));
+        mf_skip(p, dir, name, msg);
+        free(buf);
+        return;
+    }
     struct mf_process *pr = mf_process_get(p, h->stamp, h->pid, dir);
     uint32_t process = (uint32_t)(pr - p->procs);
     uint32_t threads = h->threads ? (uint32_t)h->threads : 1; /* a table serves many in turn */
@@ -346,21 +599,31 @@ static void mf_read_thread(struct mf_profile *p, const char *dir, const char *na
         pr->threads_start_ns = h->start_ns;
     if (h->last_ns > pr->threads_last_ns)
         pr->threads_last_ns = h->last_ns;
-    for (int f = 0; f < MF_FN_COUNT; f++) {
-        pr->calls += h->totals.calls[f];
+    for (int f = 0; f < MF_FN_COUNT; f++) { /* calls never wrap: mf_check_counts */
+        pr->totals.calls[f] += h->totals.calls[f];
+        pr->totals.bytes[f] += h->totals.bytes[f];
         p->totals.calls[f] += h->totals.calls[f];
         p->totals.bytes[f] += h->totals.bytes[f];
     }
+    pr->calls += fs.calls;
+    p->stacks_calls += fs.st_calls;
+    uint64_t unprofiled_var =
+        h->unprofiled_calls_sq > h->unprofiled_calls ? h->unprofiled_calls_sq - h->unprofiled_calls : 0;
     p->unprofiled_samples += h->unprofiled_samples;
     p->unprofiled_calls += h->unprofiled_calls;
     pr->attributed += h->unprofiled_calls;
     p->unprofiled_bytes += h->unprofiled_bytes;
-    if (h->unprofiled_calls_sq > h->unprofiled_calls)
-        p->unprofiled_var += h->unprofiled_calls_sq - h->unprofiled_calls;
+    p->unprofiled_var += unprofiled_var;
+    pr->unprofiled_samples += h->unprofiled_samples;
+    pr->unprofiled_calls += h->unprofiled_calls;
+    pr->unprofiled_bytes += h->unprofiled_bytes;
+    pr->unprofiled_var += unprofiled_var;
     p->unprofiled_bytes_var += h->unprofiled_bytes_var;
     for (int c = 0; c < MF_SIZE_CLASSES; c++) {
-        p->sizes.calls[c] += h->sizes.calls[c];
-        p->sizes.bytes[c] += h->sizes.bytes[c];
+        p->sizes[c].calls += h->sizes[c].calls;
+        p->sizes[c].bytes += h->sizes[c].bytes;
+        p->sizes[c].calls_var += h->sizes[c].calls_var;
+        p->sizes[c].bytes_var += h->sizes[c].bytes_var;
     }
     if (h->unprofiled_calls != h->unprofiled_samples)
         pr->weighted = true;
@@ -371,6 +634,12 @@ static void mf_read_thread(struct mf_profile *p, const char *dir, const char *na
         for (uint32_t i = 0; i < seg->capacity; i++)
             if (e[i].hash != 0 && e[i].calls != 0)
                 mf_add_stack(p, process, &e[i], &frames[e[i].frames]);
+        bool later = false; /* a damaged file's segments may overlap: keep what is shared */
+        for (uint32_t j = k + 1; j < h->nsegments; j++)
+            later |= h->segment_offset[j] < h->segment_offset[k] + h->segment_size[k] &&
+                     h->segment_offset[k] < h->segment_offset[j] + h->segment_size[j];
+        if (!later)
+            mf_release_pages(buf, size, h->segment_offset[k], h->segment_size[k]);
     }
     p->nthreads += threads;
     p->nfiles_read++;
@@ -390,64 +659,40 @@ static int mf_name_cmp(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* dir/name, without doubling a '/' that dir ends in. */
+static char *mf_path_join(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    bool slash = a && dir[a - 1] == '/';
+    char *s = mf_xmalloc(a + b + 2);
+    memcpy(s, dir, a);
+    if (!slash)
+        s[a++] = '/';
+    memcpy(s + a, name, b + 1);
+    return s;
+}
+
+/* Directories read so far (device, inode): one given twice, or found again by a walk,
+ * is read once. */
+static struct mf_dir_id {
+    dev_t dev;
+    ino_t ino;
+} *mf_dirs_seen;
+static size_t mf_ndirs_seen, mf_dirs_seen_cap;
+
 static bool mf_seen_dir(const struct stat *st)
 {
-    static dev_t devs[256];
-    static ino_t inos[256];
-    static unsigned n;
-    for (unsigned i = 0; i < n; i++)
-        if (devs[i] == st->st_dev && inos[i] == st->st_ino)
+    for (size_t i = 0; i < mf_ndirs_seen; i++)
+        if (mf_dirs_seen[i].dev == st->st_dev && mf_dirs_seen[i].ino == st->st_ino)
             return true;
-    if (n < 256) {
-        devs[n] = st->st_dev;
-        inos[n++] = st->st_ino;
-    }
+    MF_GROW(mf_dirs_seen, mf_ndirs_seen, mf_dirs_seen_cap);
+    mf_dirs_seen[mf_ndirs_seen++] = (struct mf_dir_id){st->st_dev, st->st_ino};
     return false;
 }
 
-bool mf_profile_read_dir(struct mf_profile *p, const char *dir)
+/* Reads the profile files of one process directory. */
+static void mf_read_process_dir(struct mf_profile *p, const char *dir, char **names, size_t n)
 {
-    struct stat st;
-    if (stat(dir, &st) != 0) {
-        mf_error("cannot open directory %s: %s", dir, strerror(errno));
-        return true;
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        mf_error("%s is not a directory (--dir wants a malloc_freq.<pid> directory)", dir);
-        return true;
-    }
-    if (mf_seen_dir(&st)) {
-        mf_error("%s was given twice; reading it once", dir);
-        return false;
-    }
-    DIR *d = opendir(dir);
-    if (!d) {
-        mf_error("cannot open directory %s: %s", dir, strerror(errno));
-        return true;
-    }
-    char **names = NULL;
-    size_t n = 0, cap = 0;
-    bool has_subdirs = false;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (mf_has_suffix(de->d_name, "process.", ".mfp") ||
-            mf_has_suffix(de->d_name, "thread.", ".mft")) {
-            MF_GROW(names, n, cap);
-            names[n++] = mf_xstrdup(de->d_name);
-        } else if (strncmp(de->d_name, "malloc_freq.", 12) == 0) {
-            has_subdirs = true;
-        }
-    }
-    closedir(d);
-    if (n == 0) {
-        if (has_subdirs)
-            mf_error("no profile files in %s; it holds malloc_freq.<pid> directories: pass those "
-                     "(e.g. --dir %s/malloc_freq.<pid>)", dir, dir);
-        else
-            mf_error("no profile files in %s (expected process.*.mfp and thread.*.mft)", dir);
-        free(names);
-        return true;
-    }
     qsort(names, n, sizeof *names, mf_name_cmp);
     char *dir_copy = mf_xstrdup(dir); /* processes keep pointing at it */
     for (size_t len = strlen(dir_copy); len > 1 && dir_copy[len - 1] == '/';)
@@ -459,14 +704,118 @@ bool mf_profile_read_dir(struct mf_profile *p, const char *dir)
     for (size_t i = 0; i < n; i++)
         if (names[i][0] == 't')
             mf_read_thread(p, dir_copy, names[i]);
+    p->ndirs_read++;
+}
+
+struct mf_walk {
+    bool too_deep; /* said once: directories below MF_WALK_DEPTH were not looked at */
+};
+
+/* Reads dir if it holds profile files, then the directories under it, in name order,
+ * without following symbolic links. Returns the process directories read. */
+static uint32_t mf_walk(struct mf_profile *p, struct mf_walk *w, const char *dir, unsigned depth)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        mf_error("cannot open directory %s: %s (skipped)", mf_esc(dir), strerror(errno));
+        return 0;
+    }
+    char **names = NULL, **subdirs = NULL;
+    size_t n = 0, cap = 0, nsub = 0, subcap = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (mf_has_suffix(de->d_name, "process.", ".mfp") ||
+            mf_has_suffix(de->d_name, "thread.", ".mft")) {
+            MF_GROW(names, n, cap);
+            names[n++] = mf_xstrdup(de->d_name);
+            continue;
+        }
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        bool is_dir = de->d_type == DT_DIR;
+        if (de->d_type == DT_UNKNOWN) { /* some file systems do not say: lstat, no links */
+            struct stat st;
+            char *path = mf_path_join(dir, de->d_name);
+            is_dir = lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
+            free(path);
+        }
+        if (is_dir) {
+            MF_GROW(subdirs, nsub, subcap);
+            subdirs[nsub++] = mf_xstrdup(de->d_name);
+        }
+    }
+    closedir(d);
+    uint32_t found = 0;
+    if (n) {
+        mf_read_process_dir(p, dir, names, n);
+        found++;
+    }
     for (size_t i = 0; i < n; i++)
         free(names[i]);
     free(names);
+    if (nsub > 1)
+        qsort(subdirs, nsub, sizeof *subdirs, mf_name_cmp);
+    for (size_t i = 0; i < nsub; i++) {
+        char *path = mf_path_join(dir, subdirs[i]);
+        struct stat st;
+        if (depth >= MF_WALK_DEPTH) {
+            if (!w->too_deep)
+                mf_error("not looking into %s and other directories more than %d levels down",
+                         mf_esc(path), MF_WALK_DEPTH);
+            w->too_deep = true;
+        } else if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && !mf_seen_dir(&st)) {
+            found += mf_walk(p, w, path, depth + 1);
+        }
+        free(path);
+        free(subdirs[i]);
+    }
+    free(subdirs);
+    return found;
+}
+
+bool mf_profile_read_dir(struct mf_profile *p, const char *dir)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        mf_error("cannot open directory %s: %s", mf_esc(dir), strerror(errno));
+        return true;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        mf_error("%s is not a directory (mf_print wants a malloc_freq.<pid> directory, or one "
+                 "that holds them)", mf_esc(dir));
+        return true;
+    }
+    if (mf_seen_dir(&st)) {
+        mf_error("%s was given twice; reading it once", mf_esc(dir));
+        return false;
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        mf_error("cannot open directory %s: %s", mf_esc(dir), strerror(errno));
+        return true;
+    }
+    closedir(d);
+    struct mf_walk w = {0};
+    if (mf_walk(p, &w, dir, 0) == 0) {
+        mf_error("no profile files in %s or under it (expected process.*.mfp and thread.*.mft, "
+                 "or malloc_freq.<pid> directories holding them)", mf_esc(dir));
+        return true;
+    }
     return false;
 }
 
 void mf_profile_finish(struct mf_profile *p)
 {
+    /* What tells files apart while they are read: the next profile (--base's other side)
+     * starts afresh. */
+    mf_map_free(&mf_stack_ids);
+    mf_map_free(&mf_table_id_map);
+    for (uint32_t i = 0; i < mf_ntable_ids; i++)
+        free(mf_table_ids[i].path);
+    free(mf_table_ids);
+    mf_table_ids = NULL;
+    mf_ntable_ids = mf_table_ids_cap = 0;
+    mf_ndirs_seen = 0;
     for (uint32_t i = 0; i < p->nprocs; i++) {
         struct mf_process *pr = &p->procs[i];
         /* Default mode (interval 0) samples only where calls come fast: the weights say, or
@@ -476,7 +825,7 @@ void mf_profile_finish(struct mf_profile *p)
                                              (pr->weighted || pr->attributed != pr->calls));
         if (!pr->has_file)
             mf_error("%s: no process file for process image %016llx: its frames stay unsymbolized",
-                     mf_basename(pr->dir), (unsigned long long)pr->stamp);
+                     mf_esc(mf_basename(pr->dir)), (unsigned long long)pr->stamp);
     }
 }
 
@@ -512,4 +861,46 @@ uint64_t mf_profile_wall_ns(const struct mf_profile *p)
         hi = end > hi ? end : hi;
     }
     return hi > lo ? hi - lo : 0;
+}
+
+const char *mf_process_program(const struct mf_process *pr)
+{
+    return pr->has_file && pr->exe[0] ? mf_basename(pr->exe) : "?";
+}
+
+void mf_profile_subset(struct mf_profile *dst, const struct mf_profile *src,
+                       bool (*keep)(const struct mf_process *pr, void *ctx), void *ctx)
+{
+    memset(dst, 0, sizeof *dst);
+    uint32_t *index = mf_xmalloc((src->nprocs + 1) * sizeof *index);
+    for (uint32_t i = 0; i < src->nprocs; i++) {
+        const struct mf_process *pr = &src->procs[i];
+        index[i] = UINT32_MAX;
+        if (!keep(pr, ctx))
+            continue;
+        index[i] = dst->nprocs;
+        MF_GROW(dst->procs, dst->nprocs, dst->procs_cap);
+        dst->procs[dst->nprocs++] = *pr;
+        for (int f = 0; f < MF_FN_COUNT; f++) {
+            dst->totals.calls[f] += pr->totals.calls[f];
+            dst->totals.bytes[f] += pr->totals.bytes[f];
+        }
+        dst->unprofiled_samples += pr->unprofiled_samples;
+        dst->unprofiled_calls += pr->unprofiled_calls;
+        dst->unprofiled_bytes += pr->unprofiled_bytes;
+        dst->unprofiled_var += pr->unprofiled_var;
+        dst->nthreads += pr->nthreads;
+    }
+    for (uint32_t i = 0; i < src->nstacks; i++) {
+        const struct mf_raw_stack *s = &src->stacks[i];
+        if (index[s->process] == UINT32_MAX)
+            continue;
+        MF_GROW(dst->stacks, dst->nstacks, dst->stacks_cap);
+        dst->stacks[dst->nstacks] = *s;
+        dst->stacks[dst->nstacks++].process = index[s->process];
+    }
+    dst->nfiles_read = src->nfiles_read;
+    dst->nfiles_skipped = src->nfiles_skipped;
+    dst->ndirs_read = src->ndirs_read;
+    free(index);
 }

@@ -25,6 +25,9 @@ struct mf_process {
     bool has_file; /* its process file was read: the fields below it are valid */
     uint32_t flags;
     uint64_t start_ns, end_ns, sample_interval, exact_calls;
+    /* At exit: the calls the exact stretch really recorded (fewer than exact_calls when its
+     * time cap ended it first, or the process made fewer calls); 0 while it runs. */
+    uint64_t exact_recorded;
     uint32_t cost_share_ppm; /* default mode (sample_interval 0): the cost budget */
     uint64_t large_bytes;    /* MALLOC_FREQ_LARGE: calls this large were all recorded; 0 off */
     char exe[256];
@@ -41,6 +44,9 @@ struct mf_process {
      * after its exact stretch drew no sample before it ended */
     uint64_t attributed;
     uint64_t max_weight; /* the largest sum w^2 / sum w of its stacks: about its interval */
+    /* Its share of the profile's totals, for a report of some processes (--program). */
+    struct mf_totals totals;
+    uint64_t unprofiled_samples, unprofiled_calls, unprofiled_bytes, unprofiled_var;
 };
 
 /* One distinct stack of one process image (identical stacks of its threads merged). */
@@ -51,9 +57,7 @@ struct mf_raw_stack {
     uint64_t *frames; /* return addresses, innermost first */
     uint64_t samples, calls, bytes;
     uint64_t var; /* the estimated variance of calls: the sum of w(w-1) over the samples */
-    uint64_t large;   /* samples recorded for their size (weight 1, outside the countdown) */
     double bytes_var; /* the estimated variance of bytes: the sum of w(w-1) size^2 */
-    uint64_t site_sizes[MF_SITE_CLASSES]; /* estimated calls per size doubling */
 };
 
 struct mf_profile {
@@ -63,20 +67,41 @@ struct mf_profile {
     uint32_t nstacks, stacks_cap;
     struct mf_totals totals; /* exact, summed over all threads */
     uint64_t unprofiled_samples, unprofiled_calls, unprofiled_bytes, unprofiled_var;
+    /* calls of every stack and [not profiled]: no sum of calls a report makes exceeds it,
+     * and it never wraps (a file that would make it, or the totals, wrap is skipped) */
+    uint64_t stacks_calls;
     double unprofiled_bytes_var;
-    struct mf_sizes sizes; /* exact: every call by size class, summed over all threads */
+    /* the size histogram, summed over all threads (struct mf_size_class: calls and bytes
+     * estimated from the samples, and their variances) */
+    struct mf_size_class sizes[MF_SIZE_CLASSES];
     uint32_t nthreads;
     uint32_t nfiles_read; /* valid thread and process files */
     uint32_t nfiles_skipped;
+    uint32_t ndirs_read; /* process directories read (a run directory holds many) */
 };
 
 /* Adds the files of one malloc_freq.<pid> directory to p (call mf_profile_finish after the
- * last one). A bad file is named on stderr and
- * skipped. Returns true on error (no such directory, no profile files), after saying so. */
+ * last one), or of every process directory under dir (a run directory, or the directories
+ * a build ran in: subdirectories are walked, symbolic links not followed, MF_WALK_DEPTH
+ * levels at most). A bad file is named on stderr and skipped. Returns true on error (no
+ * such directory, no profile files in it or under it), after saying so. */
+#define MF_WALK_DEPTH 32
 bool mf_profile_read_dir(struct mf_profile *p, const char *dir);
+
+/* The processes of src for which keep(process, ctx) is true, as a profile of their own:
+ * their stacks and their totals (stacks share src's frame arrays: free src last). */
+void mf_profile_subset(struct mf_profile *dst, const struct mf_profile *src,
+                       bool (*keep)(const struct mf_process *pr, void *ctx), void *ctx);
+
+/* The program of a process image: the basename of its executable, "?" if unknown. */
+const char *mf_process_program(const struct mf_process *pr);
 
 /* Derives what needs every file: which processes were sampled. */
 void mf_profile_finish(struct mf_profile *p);
+
+/* Frees the raw stacks' return addresses (their frames become NULL) once the model has
+ * turned them into locations: the largest part of a big profile's memory. */
+void mf_profile_drop_frames(struct mf_profile *p);
 
 /* All calls counted in the thread headers (exact). */
 uint64_t mf_profile_total_calls(const struct mf_profile *p);

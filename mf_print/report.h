@@ -21,20 +21,27 @@ enum mf_format {
 struct mf_report_options {
     double threshold; /* percent of all calls below which entries are folded */
     bool trim;
+    bool full_names;   /* --full-names: the tree shows names as demangled */
+    unsigned width;    /* tree: lines cut to this many columns, 0 not cut */
     bool weight_bytes; /* --weight bytes: collapsed counts bytes, html shows bytes first */
     const char *output; /* -o FILE, or NULL for standard output */
     const char *const *dirs;
     int ndirs;
+    const char *program; /* --by program: the program this section of the tree is about */
 };
 
 /* Header with exact totals, then the caller tree (report_tree.c). */
 void mf_report_tree(FILE *out, const struct mf_profile *p, const struct mf_tree *t,
                     const struct mf_report_options *o);
 
-/* calls,bytes,samples,stack,locations: one row per merged stack (report_csv.c); frames
+/* calls,bytes,samples,stack,locations,via: one row per merged stack (report_csv.c); frames
  * joined by ';', each percent-encoded where it holds '%', ';', a control character, a line
  * separator or a byte that is not UTF-8. */
-void mf_report_csv(FILE *out, const struct mf_tree *t);
+void mf_report_csv(FILE *out, const struct mf_model *m);
+/* --by program: the same rows for each program's model, with a last column, program (the
+ * executable's basename), sorted by calls (then by program, then as mf_report_csv). */
+void mf_report_csv_by_program(FILE *out, const struct mf_model *const *models,
+                              const char *const *programs, uint32_t n);
 
 /* The others return true if they failed (after saying why on stderr). */
 /* root;...;site COUNT, one line per stack (report_collapsed.c). */
@@ -51,11 +58,27 @@ bool mf_report_diff_pprof(FILE *out, const struct mf_diff *d, const struct mf_re
 bool mf_report_html(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
 /* The model as JSON (report_json.c). */
 bool mf_report_json(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
-/* --sizes (report_sizes.c): the exact size histogram, or with a site (--site NAME) the sizes
- * of that allocation site's calls, estimated from its samples; text (the tree format), csv
- * or json. */
+/* --sizes (report_sizes.c): the size histogram, estimated from the samples with its errors
+ * (exact where every call was recorded); text (the tree format), csv or json. */
 bool mf_report_sizes(FILE *out, const struct mf_model *m, enum mf_format format,
-                     const char *site, const struct mf_report_options *o);
+                     const struct mf_report_options *o);
+
+/* By program (programs.c). --program: keeps the processes of the programs named (the
+ * executable's basename or path) in p; an unknown name is one line on stderr listing the
+ * programs there are, and true. --by program: the tree as a table of the programs then a
+ * section per program with its own header, or CSV with a program column. */
+bool mf_programs_keep(struct mf_profile *p, const char *const *names, int n);
+bool mf_report_by_program(FILE *out, const struct mf_profile *p, enum mf_format format,
+                          const struct mf_report_options *o);
+
+/* The tree's footer (unresolved.c): add each model reported, then print once the modules
+ * whose frames could not be named in full (no debug information, stripped, missing or
+ * rebuilt), with the calls whose stacks pass through each (and their share of the calls
+ * of every stack added: estimates, like the tree's) and what would fix it. Nothing if
+ * there are none. */
+void mf_unresolved_add(const struct mf_model *m);
+void mf_report_unresolved(FILE *out);
+void mf_unresolved_sysroot(const char *sysroot); /* --sysroot: its package lists first */
 
 /* The length (1..4) of the valid UTF-8 character s starts with, 1 for the terminating NUL,
  * or 0 if the bytes there are not one: a stray continuation byte, an overlong form, a

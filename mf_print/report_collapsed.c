@@ -1,7 +1,8 @@
 /* --format collapsed: the folded-stack text flamegraph.pl reads, and inferno, speedscope and
  * others with it. One line per distinct stack (after trimming and merging by function
  * name, as the tree shows it): its frames root first (the outermost caller first, the
- * allocation site last) joined by ';', one space, and an integer count: calls, or bytes
+ * allocation site last; then "[via xmalloc]" when a wrapper was folded into the site, so
+ * that a flame graph shows it above the site) joined by ';', one space, and an integer count: calls, or bytes
  * with --weight bytes. Lines are sorted by their text; a stack whose count is 0 (bytes of
  * malloc(0)) has no line. The counts are the model's, so they are the tree's and the CSV's
  * numbers: estimates when sampled (whole numbers already: sums of integer weights), exact
@@ -95,6 +96,11 @@ bool mf_report_collapsed(FILE *out, const struct mf_model *m, const struct mf_re
             mf_add_name(&t, mf_str(fr.v[k].name));
             if (k)
                 mf_text_add(&t, ";", 1);
+        }
+        if (s->via) { /* the wrapper folded into the site, as a pseudo-frame above it */
+            mf_text_add(&t, ";[via ", 6);
+            mf_add_name(&t, mf_str(s->via));
+            mf_text_add(&t, "]", 1);
         }
         mf_guard_last_number(&t);
         MF_GROW(lines, n, cap);

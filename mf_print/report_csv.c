@@ -1,6 +1,8 @@
-/* CSV: one row per distinct stack after trimming and merging by function names (a node of
- * the caller tree where stacks end), sorted by calls descending. The threshold does not
- * apply: a spreadsheet can filter for itself. RFC 4180 quoting; lines end in \n.
+/* CSV: one row per distinct stack after the transforms and merging by function names (a node
+ * of the caller tree where stacks end), sorted by calls descending. The via column names the
+ * wrapper folded into the site (empty if none): the stack itself starts at the site. The
+ * threshold does not apply: a spreadsheet can filter for itself. RFC 4180 quoting; lines
+ * end in \n. --by program adds a program column (mf_report_csv_by_program).
  *
  * The stack and locations columns join their frames with ';'. Inside a frame, '%', ';',
  * control characters (C0, DEL, C1), U+2028 and U+2029 (line breaks to some readers) and
@@ -13,11 +15,6 @@
 
 #include "mf_print.h"
 #include "report.h"
-
-struct mf_row {
-    uint64_t calls, bytes, samples;
-    char *stack, *locations;
-};
 
 /* A growable string. */
 struct mf_buf {
@@ -34,11 +31,6 @@ static void mf_buf_addn(struct mf_buf *b, const char *s, size_t len)
     memcpy(b->s + b->n, s, len);
     b->n += len;
     b->s[b->n] = '\0';
-}
-
-static void mf_buf_add(struct mf_buf *b, const char *s)
-{
-    mf_buf_addn(b, s, strlen(s));
 }
 
 size_t mf_utf8_char(const char *str, bool *control)
@@ -95,76 +87,362 @@ static void mf_buf_add_frame(struct mf_buf *b, const char *s)
     }
 }
 
+/* Each interned string percent-encoded once, with whether a CSV field holding it must be
+ * quoted (after encoding only ',' and '"' can call for it) and its text with '"' doubled. */
+struct mf_enc {
+    char *text, *quoted;
+    uint32_t len, quoted_len;
+    bool needs_quotes;
+};
+
+static struct mf_enc *mf_encs;
+static uint32_t mf_nencs;
+
+static const struct mf_enc *mf_enc_make(uint32_t id);
+
+static inline const struct mf_enc *mf_enc_of(uint32_t id)
+{
+    return id < mf_nencs && mf_encs[id].text ? &mf_encs[id] : mf_enc_make(id);
+}
+
+static const struct mf_enc *mf_enc_make(uint32_t id)
+{
+    if (id >= mf_nencs) {
+        uint32_t n = id + 1 > 2 * mf_nencs ? id + 1 : 2 * mf_nencs;
+        mf_encs = mf_xrealloc(mf_encs, n * sizeof *mf_encs);
+        memset(mf_encs + mf_nencs, 0, (n - mf_nencs) * sizeof *mf_encs);
+        mf_nencs = n;
+    }
+    struct mf_enc *e = &mf_encs[id];
+    if (!e->text) {
+        struct mf_buf b = {0}, q = {0};
+        mf_buf_addn(&b, "", 0);
+        mf_buf_add_frame(&b, mf_str(id));
+        e->text = b.s;
+        e->len = (uint32_t)b.n;
+        e->needs_quotes = strpbrk(b.s, ",\"\r\n") != NULL;
+        mf_buf_addn(&q, "", 0);
+        for (const char *c = b.s; *c; c++) {
+            if (*c == '"')
+                mf_buf_addn(&q, "\"", 1); /* doubled */
+            mf_buf_addn(&q, c, 1);
+        }
+        e->quoted = q.s;
+        e->quoted_len = (uint32_t)q.n;
+    }
+    return e;
+}
+
+/* The rows: one per node where stacks end, in the order of their stack text (see
+ * mf_item_cmp), then sorted by calls (stably). A row keeps one of its stacks, whose frames
+ * are overwritten with its path's locations (each node's most frequent file:line, same
+ * function name) when the row is made. */
+struct mf_row {
+    uint64_t calls, bytes, samples;
+    uint32_t stack, depth; /* frames 0 .. depth of ps->order's stack `stack` */
+    uint32_t seq;
+    uint32_t via;  /* the wrapper folded into the site (every stack of the row has it) */
+    uint32_t part; /* --by program: the program's index */
+};
+
+struct mf_csv {
+    struct mf_paths ps;
+    uint32_t part; /* the rows' program, --by program */
+    struct mf_row *rows;
+    uint32_t nrows, rows_cap;
+    uint32_t *path; /* per depth: the location frame of the node there, UINT32_MAX: none */
+    size_t path_cap;
+};
+
+/* A child's two places among its siblings: its own row (the stack text ends with its name)
+ * and its callers' rows (the text goes on with ';'). */
+struct mf_item {
+    struct mf_group g;
+    uint32_t loc;
+    bool sub; /* its callers' rows; else its own row */
+};
+
+/* Compares enc(a) + ta with enc(b) + tb as strcmp would, t being "" or ";": the order of
+ * the rows' stack text, which shares everything before this frame. */
+static int mf_item_cmp(const void *pa, const void *pb)
+{
+    const struct mf_item *a = pa, *b = pb;
+    mf_enc_of(a->g.name); /* made before y: making one may move the others */
+    const struct mf_enc *y = mf_enc_of(b->g.name), *x = mf_enc_of(a->g.name);
+    size_t nx = x->len + a->sub, ny = y->len + b->sub;
+    for (size_t i = 0;; i++) {
+        unsigned char cx = i < x->len ? (unsigned char)x->text[i] : i < nx ? ';' : 0;
+        unsigned char cy = i < y->len ? (unsigned char)y->text[i] : i < ny ? ';' : 0;
+        if (cx != cy)
+            return cx < cy ? -1 : 1;
+        if (!cx) /* the same site by two wrappers ("f via xmalloc", "f via xrealloc") */
+            return strcmp(mf_enc_of(a->g.via)->text, mf_enc_of(b->g.via)->text);
+    }
+}
+
+static void mf_csv_path(struct mf_csv *c, uint32_t d, uint32_t loc)
+{
+    if (d >= c->path_cap) {
+        c->path_cap = (d + 1) * 2;
+        c->path = mf_xrealloc(c->path, c->path_cap * sizeof *c->path);
+    }
+    c->path[d] = loc;
+}
+
+/* The row of the stacks of group g that end at depth d. */
+static void mf_csv_row(struct mf_csv *c, const struct mf_group *g, uint32_t d)
+{
+    struct mf_paths *ps = &c->ps;
+    struct mf_row r = {0};
+    r.stack = UINT32_MAX;
+    r.depth = d;
+    r.part = c->part;
+    for (uint32_t i = g->lo; i < g->hi; i++) {
+        uint32_t si = ps->order[i];
+        if (ps->len[si] != d + 1)
+            continue;
+        const struct mf_stack *s = &ps->m->stacks[si];
+        r.calls += s->calls;
+        r.bytes += s->bytes;
+        r.samples += s->samples;
+        if (r.stack == UINT32_MAX)
+            r.stack = si;
+    }
+    if (r.calls == 0 && r.samples == 0)
+        return; /* as the tree counts ends */
+    r.via = ps->m->stacks[r.stack].via;
+    for (uint32_t k = 0; k <= d; k++)
+        if (c->path[k] != UINT32_MAX)
+            ps->refs[ps->first[r.stack] + k] = c->path[k];
+    r.seq = c->nrows;
+    MF_GROW(c->rows, c->nrows, c->rows_cap);
+    c->rows[c->nrows++] = r;
+}
+
+/* The rows under the node whose stacks are order[lo, hi), sharing depths up to d - 1. */
+static void mf_csv_walk(struct mf_csv *c, uint32_t lo, uint32_t hi, uint32_t d)
+{
+    struct mf_paths *ps = &c->ps;
+    uint32_t nends;
+    if (hi - lo == 1) { /* one stack: its frames are its nodes' locations, one row */
+        uint32_t si = ps->order[lo];
+        for (uint32_t k = d; k < ps->len[si]; k++) {
+            uint32_t ref = ps->refs[ps->first[si] + k];
+            mf_csv_path(c, k, ps->ft[ref].file ? ref : UINT32_MAX);
+        }
+        struct mf_group g = {0, lo, hi, 0};
+        mf_csv_row(c, &g, ps->len[si] - 1);
+        return;
+    }
+    size_t g0 = mf_paths_partition(ps, lo, hi, d, &nends);
+    size_t ng = ps->ngroups - g0;
+    if (ng == 1) { /* one child: no order to find */
+        struct mf_group g = ps->groups[g0];
+        ps->ngroups = g0;
+        mf_csv_path(c, d, mf_paths_loc(ps, g.lo, g.hi, d));
+        bool more = false;
+        for (uint32_t i = g.lo; i < g.hi; i++) {
+            if (ps->len[ps->order[i]] == d + 1) {
+                mf_csv_row(c, &g, d);
+                break;
+            }
+        }
+        for (uint32_t i = g.lo; i < g.hi && !more; i++)
+            more = ps->len[ps->order[i]] > d + 1;
+        if (more)
+            mf_csv_walk(c, g.lo, g.hi, d + 1);
+        return;
+    }
+    struct mf_item *items = mf_xmalloc(2 * ng * sizeof *items);
+    size_t n = 0;
+    for (size_t k = 0; k < ng; k++) {
+        struct mf_group g = ps->groups[g0 + k];
+        uint32_t loc = mf_paths_loc(ps, g.lo, g.hi, d);
+        bool end = false, more = false;
+        for (uint32_t i = g.lo; i < g.hi; i++) {
+            if (ps->len[ps->order[i]] == d + 1)
+                end = true;
+            else
+                more = true;
+        }
+        if (end)
+            items[n++] = (struct mf_item){g, loc, false};
+        if (more)
+            items[n++] = (struct mf_item){g, loc, true};
+    }
+    ps->ngroups = g0;
+    qsort(items, n, sizeof *items, mf_item_cmp);
+    for (size_t k = 0; k < n; k++) {
+        mf_csv_path(c, d, items[k].loc);
+        if (items[k].sub)
+            mf_csv_walk(c, items[k].g.lo, items[k].g.hi, d + 1);
+        else
+            mf_csv_row(c, &items[k].g, d);
+    }
+    free(items);
+}
+
 static int mf_row_cmp(const void *a, const void *b)
 {
     const struct mf_row *x = a, *y = b;
     if (x->calls != y->calls)
         return x->calls > y->calls ? -1 : 1;
-    return strcmp(x->stack, y->stack);
+    if (x->part != y->part)
+        return x->part < y->part ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq; /* the stack text's order */
 }
 
-static void mf_csv_field(FILE *out, const char *s)
+/* Output through a buffer of our own: the rows are millions of short pieces. */
+struct mf_out {
+    FILE *f;
+    char buf[1 << 20];
+    size_t n;
+};
+
+static void mf_out_put(struct mf_out *o, const char *s, size_t len)
 {
-    if (!strpbrk(s, ",\"\r\n")) {
-        fputs(s, out);
-        return;
+    if (o->n + len > sizeof o->buf) {
+        fwrite(o->buf, 1, o->n, o->f);
+        o->n = 0;
+        if (len > sizeof o->buf) {
+            fwrite(s, 1, len, o->f);
+            return;
+        }
     }
-    fputc('"', out);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', out);
-        fputc(*s, out);
-    }
-    fputc('"', out);
+    memcpy(o->buf + o->n, s, len);
+    o->n += len;
 }
 
-void mf_report_csv(FILE *out, const struct mf_tree *t)
+static void mf_out_str(struct mf_out *o, const char *s)
 {
-    struct mf_row *rows = NULL;
-    uint32_t nrows = 0, cap = 0;
-    uint32_t *path = NULL, path_cap = 0;
-    for (uint32_t i = 1; i < t->n; i++) {
-        const struct mf_node *n = &t->nodes[i];
-        if (n->end_calls == 0 && n->end_samples == 0)
+    mf_out_put(o, s, strlen(s));
+}
+
+/* The frames' names (locs false) or file:line (locs true) of row r, as one CSV field. */
+static void mf_csv_frames(struct mf_out *o, const struct mf_paths *ps, const struct mf_row *r,
+                          bool locs)
+{
+    const uint32_t *refs = ps->refs + ps->first[r->stack];
+    bool quote = false;
+    for (uint32_t k = 0; k <= r->depth && !quote; k++) {
+        const struct mf_frame *f = &ps->ft[refs[k]];
+        if (!locs)
+            quote = mf_enc_of(f->name)->needs_quotes;
+        else if (f->file)
+            quote = mf_enc_of(f->file)->needs_quotes;
+    }
+    if (quote)
+        mf_out_put(o, "\"", 1);
+    for (uint32_t k = 0; k <= r->depth; k++) {
+        const struct mf_frame *f = &ps->ft[refs[k]];
+        if (k)
+            mf_out_put(o, ";", 1);
+        if (locs && !f->file) {
+            mf_out_put(o, "??", 2);
             continue;
-        uint32_t depth = 0;
-        for (uint32_t k = i; k != 0; k = t->nodes[k].parent) {
-            MF_GROW(path, depth, path_cap);
-            path[depth++] = k;
         }
-        struct mf_buf stack = {0}, locs = {0};
-        for (uint32_t d = depth; d-- > 0;) { /* the site (under the root) first */
-            const struct mf_node *x = &t->nodes[path[d]];
-            const struct mf_loc *loc = mf_node_loc(x);
-            char line[32];
-            mf_buf_add(&stack, d + 1 < depth ? ";" : "");
-            mf_buf_add_frame(&stack, mf_str(x->name));
-            mf_buf_add(&locs, d + 1 < depth ? ";" : "");
-            if (loc) {
-                snprintf(line, sizeof line, ":%u", loc->line);
-                mf_buf_add_frame(&locs, mf_str(loc->file));
-                mf_buf_add(&locs, line);
-            } else {
-                mf_buf_add(&locs, "??");
-            }
+        const struct mf_enc *e = mf_enc_of(locs ? f->file : f->name);
+        if (quote)
+            mf_out_put(o, e->quoted, e->quoted_len);
+        else
+            mf_out_put(o, e->text, e->len);
+        if (locs) {
+            char line[16], *p = line + sizeof line;
+            uint32_t v = f->line;
+            do
+                *--p = (char)('0' + v % 10);
+            while (v /= 10);
+            *--p = ':';
+            mf_out_put(o, p, (size_t)(line + sizeof line - p));
         }
-        MF_GROW(rows, nrows, cap);
-        rows[nrows++] =
-            (struct mf_row){n->end_calls, n->end_bytes, n->end_samples, stack.s, locs.s};
     }
-    free(path);
-    if (nrows > 1)
-        qsort(rows, nrows, sizeof *rows, mf_row_cmp);
-    fputs("calls,bytes,samples,stack,locations\n", out);
-    for (uint32_t i = 0; i < nrows; i++) {
-        fprintf(out, "%llu,%llu,%llu,", (unsigned long long)rows[i].calls,
-                (unsigned long long)rows[i].bytes, (unsigned long long)rows[i].samples);
-        mf_csv_field(out, rows[i].stack);
-        fputc(',', out);
-        mf_csv_field(out, rows[i].locations);
-        fputs("\n", out);
-        free(rows[i].stack);
-        free(rows[i].locations);
+    if (quote)
+        mf_out_put(o, "\"", 1);
+}
+
+static char *mf_u64(char *end, uint64_t v)
+{
+    *--end = '\0';
+    do
+        *--end = (char)('0' + v % 10);
+    while (v /= 10);
+    return end;
+}
+
+/* One interned string as a CSV field, percent-encoded as a frame is. */
+static void mf_csv_name(struct mf_out *o, uint32_t id)
+{
+    const struct mf_enc *e = mf_enc_of(id);
+    if (e->needs_quotes) {
+        mf_out_put(o, "\"", 1);
+        mf_out_put(o, e->quoted, e->quoted_len);
+        mf_out_put(o, "\"", 1);
+    } else {
+        mf_out_put(o, e->text, e->len);
     }
-    free(rows);
+}
+
+/* The rows of the n models (one a program with --by program, names given), printed
+ * together. */
+static void mf_csv_report(FILE *out, const struct mf_model *const *models,
+                          const char *const *programs, uint32_t n)
+{
+    static struct mf_csv c;
+    memset(&c, 0, sizeof c);
+    struct mf_paths *paths = mf_xcalloc(n, sizeof *paths);
+    uint32_t *program_ids = mf_xcalloc(n, sizeof *program_ids);
+    for (uint32_t i = 0; i < n; i++) {
+        mf_paths_build(&c.ps, models[i]);
+        c.part = i;
+        mf_csv_walk(&c, 0, c.ps.n, 0);
+        paths[i] = c.ps; /* the rows keep their stacks' frames there */
+        if (programs)
+            program_ids[i] = mf_intern(programs[i]);
+    }
+    if (c.nrows > 1)
+        qsort(c.rows, c.nrows, sizeof *c.rows, mf_row_cmp);
+    static struct mf_out o;
+    o.f = out;
+    o.n = 0;
+    mf_out_str(&o, programs ? "calls,bytes,samples,stack,locations,via,program\n"
+                            : "calls,bytes,samples,stack,locations,via\n");
+    for (uint32_t i = 0; i < c.nrows; i++) {
+        const struct mf_row *r = &c.rows[i];
+        char num[24];
+        mf_out_str(&o, mf_u64(num + sizeof num, r->calls));
+        mf_out_put(&o, ",", 1);
+        mf_out_str(&o, mf_u64(num + sizeof num, r->bytes));
+        mf_out_put(&o, ",", 1);
+        mf_out_str(&o, mf_u64(num + sizeof num, r->samples));
+        mf_out_put(&o, ",", 1);
+        mf_csv_frames(&o, &paths[r->part], r, false);
+        mf_out_put(&o, ",", 1);
+        mf_csv_frames(&o, &paths[r->part], r, true);
+        mf_out_put(&o, ",", 1);
+        mf_csv_name(&o, r->via);
+        if (programs) {
+            mf_out_put(&o, ",", 1);
+            mf_csv_name(&o, program_ids[r->part]);
+        }
+        mf_out_put(&o, "\n", 1);
+    }
+    if (o.n)
+        fwrite(o.buf, 1, o.n, out);
+    free(c.rows);
+    free(c.path);
+    for (uint32_t i = 0; i < n; i++)
+        mf_paths_free(&paths[i]);
+    free(paths);
+    free(program_ids);
+}
+
+void mf_report_csv(FILE *out, const struct mf_model *m)
+{
+    mf_csv_report(out, &m, NULL, 1);
+}
+
+void mf_report_csv_by_program(FILE *out, const struct mf_model *const *models,
+                              const char *const *programs, uint32_t n)
+{
+    mf_csv_report(out, models, programs, n);
 }

@@ -154,7 +154,7 @@ static void mf_side_header(FILE *out, const char *label, const struct mf_side *s
 {
     char programs[600], a[40], b[40];
     mf_side_programs(&s->profile, programs, sizeof programs);
-    fprintf(out, "  %-10s %s%s%s: %s\n", label, s->paths[0],
+    fprintf(out, "  %-10s %s%s%s: %s\n", label, mf_esc(s->paths[0]),
             s->npaths > 1 ? " and more" : "", s->pprof ? " (pprof)" : "", programs);
     fprintf(out, "             %s calls (exact), %s requested; sampling: %s\n",
             mf_fmt_count(a, s->calls), mf_fmt_bytes(b, (double)s->bytes), s->sampling);

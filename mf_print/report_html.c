@@ -6,7 +6,8 @@
  * escaped here) and {{MF:data}} (the flame graph's data: JSON, escaped so that it can never
  * end its <script> element). The page's script draws the graph on a canvas.
  *
- * The data is the model's stacks (mf_model_frames: trimmed as the other reports) read
+ * The data is the model's stacks (mf_model_frames: transformed as for the other reports,
+ * with "[via xmalloc]" above a site a wrapper was folded into, as in collapsed) read
  * outermost first, as a prefix tree keyed by function name, so that one function under one
  * path is one frame however many addresses, lines or processes it came from (the caller tree
  * merges the same way, from the other end). Compact for 10^5 stacks:
@@ -30,6 +31,7 @@
 #include <unistd.h>
 
 #include "mf_print.h"
+#include "process_life.h"
 #include "report.h"
 
 /* The template, as the assembler reads it: make runs the compiler from the top directory. */
@@ -134,6 +136,11 @@ static void mf_htree_build(struct mf_htree *t, const struct mf_model *m)
         for (uint32_t k = fr.n; k-- > 0;) { /* outermost first */
             node = mf_hchild(t, node, fr.v[k].name);
             mf_hloc_add(&t->nodes[node], fr.v[k].file, fr.v[k].line, s->calls);
+        }
+        if (s->via) { /* the wrapper folded into the site: "[via xmalloc]" above it */
+            char buf[4096];
+            snprintf(buf, sizeof buf, "[via %s]", mf_str(s->via));
+            node = mf_hchild(t, node, mf_intern(buf));
         }
         struct mf_hnode *x = &t->nodes[node];
         if (!x->end) {
@@ -260,49 +267,14 @@ static const char *mf_exe(const struct mf_process *pr)
 
 static void mf_html_sampling(FILE *out, const struct mf_profile *p)
 {
-    uint64_t seen[8][3];
-    int nseen = 0;
-    for (uint32_t i = 0; i < p->nprocs; i++) {
-        const struct mf_process *pr = &p->procs[i];
-        if (!pr->has_file)
-            continue;
-        uint64_t iv = pr->sample_interval, ex = iv == 1 ? 0 : pr->exact_calls;
-        uint64_t ppm = iv == 0 ? pr->cost_share_ppm : 0;
-        int k = 0;
-        while (k < nseen && !(seen[k][0] == iv && seen[k][1] == ex && seen[k][2] == ppm))
-            k++;
-        if (k == nseen && nseen < 8) {
-            seen[nseen][0] = iv;
-            seen[nseen][1] = ex;
-            seen[nseen++][2] = ppm;
-        }
-    }
-    if (!nseen)
-        fputs("unknown (no process file)", out);
-    for (int k = 0; k < nseen; k++) {
-        char a[32], b[32];
-        if (k)
-            fputs("; ", out);
-        if (seen[k][0] == 1)
-            fputs("exact: every call recorded", out);
-        else if (seen[k][0] == 0)
-            fprintf(out, "first %s calls exact (%g ms at most), then adaptive (samples take"
-                    " &lt;= %g%% of time)", mf_fmt_count(a, seen[k][1]), MF_EXACT_NS_MAX / 1e6,
-                    (double)seen[k][2] / 1e4);
-        else if (seen[k][1])
-            fprintf(out, "first %s calls exact, then 1 in %s sampled", mf_fmt_count(a, seen[k][1]),
-                    mf_fmt_count(b, seen[k][0]));
+    char text[512];
+    mf_sampling_text(p, text, sizeof text); /* plain text: only '<' needs escaping */
+    for (const char *c = text; *c; c++)
+        if (*c == '<')
+            fputs("&lt;", out);
         else
-            fprintf(out, "1 in %s calls sampled", mf_fmt_count(b, seen[k][0]));
-    }
+            fputc(*c, out);
 }
-
-/* How a process image ended. The profile knows only whether it ran its exit (a process
- * that is still running and one that ended without exiting, by _exit, a signal or a crash,
- * both have no end time); /proc tells them apart, where mf_print runs on the same machine:
- * a live process with that pid, started no later than the image's start-up, running the
- * same program. */
-enum mf_life { MF_LIFE_EXITED, MF_LIFE_RUNNING, MF_LIFE_ENDED, MF_LIFE_EXECED, MF_LIFE_UNKNOWN };
 
 static const char *const mf_life_text[] = {
     [MF_LIFE_EXITED] = "<span class=\"mf-exited\">exited</span>",
@@ -313,69 +285,6 @@ static const char *const mf_life_text[] = {
     [MF_LIFE_UNKNOWN] = "<span class=\"mf-running\">no exit recorded</span> (still running, or "
                         "ended by _exit, a signal or a crash)",
 };
-
-/* When process pid started, in ns of CLOCK_REALTIME, and its state letter, from /proc; 0 if
- * unknown. */
-static uint64_t mf_proc_start_ns(uint32_t pid, char *state)
-{
-    char path[64], buf[1024];
-    unsigned long long btime = 0, ticks = 0;
-    FILE *f = fopen("/proc/stat", "r");
-    if (!f)
-        return 0;
-    while (fgets(buf, sizeof buf, f))
-        if (sscanf(buf, "btime %llu", &btime) == 1)
-            break;
-    fclose(f);
-    snprintf(path, sizeof path, "/proc/%u/stat", pid);
-    if (!(f = fopen(path, "r")))
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *s = strrchr(buf, ')'); /* the command name may hold anything */
-    long hz = sysconf(_SC_CLK_TCK);
-    /* After the name: the state, 18 more fields, then the start time (field 22). */
-    if (!s || hz <= 0 ||
-        sscanf(s + 1, " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d "
-                      "%*d %llu", state, &ticks) != 2 || !btime)
-        return 0;
-    return btime * 1000000000ull + ticks * (1000000000ull / (unsigned long long)hz);
-}
-
-static enum mf_life mf_life(const struct mf_profile *p, uint32_t i)
-{
-    const struct mf_process *pr = &p->procs[i];
-    if (!pr->has_file)
-        return MF_LIFE_UNKNOWN;
-    if (pr->flags & MF_PROCESS_EXITED)
-        return MF_LIFE_EXITED;
-    for (uint32_t j = 0; j < p->nprocs; j++)
-        if (j != i && p->procs[j].pid == pr->pid && p->procs[j].has_file &&
-            p->procs[j].start_ns > pr->start_ns)
-            return MF_LIFE_EXECED; /* a later image of the same pid */
-    if (kill((pid_t)pr->pid, 0) != 0 && errno == ESRCH)
-        return MF_LIFE_ENDED;
-    char state = 0;
-    uint64_t started = mf_proc_start_ns(pr->pid, &state);
-    if (!started)
-        return MF_LIFE_UNKNOWN;
-    if (state == 'Z' || state == 'X')
-        return MF_LIFE_ENDED; /* a zombie: ended, not yet waited for */
-    /* The boot time in /proc/stat is in whole seconds: allow two. */
-    if (started > pr->start_ns + 2000000000ull)
-        return MF_LIFE_ENDED; /* the pid is another, later process's */
-    char path[64], exe[sizeof pr->exe + 16];
-    snprintf(path, sizeof path, "/proc/%u/exe", pr->pid);
-    ssize_t n = readlink(path, exe, sizeof exe - 1);
-    if (n < 0)
-        return MF_LIFE_RUNNING; /* not ours to look at: the start time has to do */
-    exe[n] = '\0';
-    char *deleted = strstr(exe, " (deleted)");
-    if (deleted && deleted[10] == '\0')
-        *deleted = '\0';
-    return strcmp(exe, pr->exe) == 0 ? MF_LIFE_RUNNING : MF_LIFE_EXECED;
-}
 
 #define MF_HTML_PROCESSES_SHOWN 12
 

@@ -13,6 +13,7 @@
 
 #include "mf_print.h"
 #include "report.h"
+#include "transform.h"
 
 #define MF_JSON_VERSION 1
 
@@ -194,18 +195,19 @@ static void mf_json_stack(FILE *out, const struct mf_model *m, const struct mf_s
     fputs(", ", out);
     mf_json_u64(out, "samples", s->samples);
     fprintf(out, ", \"estimated\": %s, \"calls_stderr\": %.6g, \"bytes_stderr\": %.6g, "
-                 "\"truncated\": %s, \"frames\": [",
+                 "\"truncated\": %s, ",
             mf_bool(s->estimated), mf_calls_stderr(m, s), mf_bytes_stderr(m, s),
             mf_bool(s->flags & MF_ENTRY_TRUNCATED));
-    /* Walk the locations' frames past the trimmed ones alongside fr. */
-    uint32_t k = 0, skip = s->trimmed;
+    fputs("\"via\": ", out);
+    mf_json_str(out, s->via ? mf_str(s->via) : NULL);
+    fputs(", \"frames\": [", out);
+    /* Walk the locations' frames as mf_model_frames does, alongside fr. */
+    uint32_t k = 0, total = mf_model_nframes(m, s), at = 0;
     for (uint32_t i = 0; i < s->depth && k < fr->n; i++) {
         const struct mf_location *l = &m->locs[m->stack_locs[s->first + i]];
-        for (uint32_t j = 0; j < l->n && k < fr->n; j++) {
-            if (skip) {
-                skip--;
+        for (uint32_t j = 0; j < l->n && k < fr->n; j++, at++) {
+            if (!mf_model_shows(s, at, total, m->frames[l->first + j].name))
                 continue;
-            }
             fputs(k ? ", " : "", out);
             mf_json_frame(out, m, &fr->v[k++], l, j + 1 < l->n);
         }
@@ -268,6 +270,10 @@ bool mf_report_json(FILE *out, const struct mf_model *m, const struct mf_report_
 
     fprintf(out, "  \"estimated\": %s,\n  \"sample_interval\": %llu,\n  \"trimmed\": %s,\n",
             mf_bool(m->estimated), (unsigned long long)m->sample_interval, mf_bool(m->trim));
+    const struct mf_transform *xf = mf_transform_get();
+    fprintf(out, "  \"folded\": %s,\n  \"cut\": %s,\n  \"hidden_frames\": %llu,\n",
+            mf_bool(m->trim && xf->fold), mf_bool(xf->cut),
+            (unsigned long long)m->transformed.hidden_frames);
     fprintf(out, "  \"files_read\": %u,\n  \"files_skipped\": %u,\n", p->nfiles_read,
             p->nfiles_skipped);
 

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mf_print.h"
 #include "symbolize.h"
@@ -35,6 +36,8 @@ struct mf_modfile {
     uint32_t build_id_len;
     uint8_t build_id[32];
     bool opened, usable, plumbing;
+    enum mf_debug_state state; /* what symbolization had to work with (mf_module_debug) */
+    char *opened_path; /* the file read: path, or the --sysroot copy of it */
     Dwfl *dwfl;
     Dwfl_Module *mod;
     struct mf_sym *syms;
@@ -70,11 +73,39 @@ static uint32_t mf_nruns, mf_runs_cap;
 static struct mf_frame *mf_arena;
 static uint32_t mf_narena, mf_arena_cap;
 
-static const Dwfl_Callbacks mf_offline_callbacks = {
+/* NULL: libdw's default path (":.debug:/usr/lib/debug"); else the --debug-dir and
+ * --sysroot directories ahead of it. */
+static char *mf_debuginfo_path;
+static const char *mf_sysroot;
+
+static Dwfl_Callbacks mf_offline_callbacks = {
     .find_elf = dwfl_build_id_find_elf,
     .find_debuginfo = dwfl_standard_find_debuginfo,
     .section_address = dwfl_offline_section_address,
 };
+
+void mf_symbolize_config(const char *const *debug_dirs, int ndebug_dirs, const char *sysroot)
+{
+    mf_sysroot = sysroot && *sysroot ? sysroot : NULL;
+    if (!ndebug_dirs && !mf_sysroot)
+        return;
+    /* Entries that start with '/' are where libdw looks for .build-id/xx/yyyy.debug and for
+     * DIR/<the file's directory>/<its .gnu_debuglink name>; "" and ".debug" are beside the
+     * file itself. */
+    size_t len = 64 + (mf_sysroot ? strlen(mf_sysroot) : 0);
+    for (int i = 0; i < ndebug_dirs; i++)
+        len += strlen(debug_dirs[i]) + 1;
+    char *path = mf_xmalloc(len);
+    size_t at = (size_t)snprintf(path, len, ":.debug");
+    for (int i = 0; i < ndebug_dirs; i++)
+        at += (size_t)snprintf(path + at, len - at, ":%s", debug_dirs[i]);
+    if (mf_sysroot)
+        at += (size_t)snprintf(path + at, len - at, ":%s/usr/lib/debug", mf_sysroot);
+    snprintf(path + at, len - at, ":/usr/lib/debug");
+    free(mf_debuginfo_path);
+    mf_debuginfo_path = path;
+    mf_offline_callbacks.debuginfo_path = &mf_debuginfo_path;
+}
 
 static bool mf_is_mangled(const char *name)
 {
@@ -169,19 +200,59 @@ static const struct mf_sym *mf_sym_find(const struct mf_modfile *mf, uint64_t a)
 
 /* ---- module files --------------------------------------------------------------------- */
 
+/* Whether the module's ELF file (not its separate debug file) has a .symtab: without one
+ * only its exported functions have names. */
+static bool mf_has_symtab(Dwfl_Module *mod)
+{
+    GElf_Addr bias;
+    Elf *elf = dwfl_module_getelf(mod, &bias);
+    Elf_Scn *scn = NULL;
+    while (elf && (scn = elf_nextscn(elf, scn))) {
+        GElf_Shdr shdr;
+        if (gelf_getshdr(scn, &shdr) && shdr.sh_type == SHT_SYMTAB)
+            return true;
+    }
+    return false;
+}
+
 static void mf_modfile_open(struct mf_modfile *mf)
 {
     mf->opened = true;
+    mf->state = MF_DEBUG_NO_FILE;
     if (!strchr(mf->path, '/'))
         return; /* linux-vdso.so.1 and the like: no file to read */
-    mf->dwfl = dwfl_begin(&mf_offline_callbacks);
-    if (!mf->dwfl)
+    mf->state = MF_DEBUG_UNREADABLE;
+    const char *path = mf->path;
+    char *rooted = NULL;
+    if (mf_sysroot && mf->path[0] == '/') { /* --sysroot: its copy first */
+        size_t n = strlen(mf_sysroot) + strlen(mf->path) + 1;
+        rooted = mf_xmalloc(n);
+        snprintf(rooted, n, "%s%s", mf_sysroot, mf->path);
+        if (access(rooted, F_OK) == 0)
+            path = rooted;
+    }
+    mf->opened_path = mf_xstrdup(path);
+    free(rooted);
+    /* Opened here, not by libdw: a path that is now a FIFO or a device must not block or
+     * be read forever. */
+    const char *why;
+    int fd = mf_open_regular(mf->opened_path, true, UINT64_MAX, &why);
+    if (fd < 0) {
+        mf_error("cannot read %s: %s; its frames stay unsymbolized", mf_esc(mf->opened_path), why);
         return;
+    }
+    mf->dwfl = dwfl_begin(&mf_offline_callbacks);
+    if (!mf->dwfl) {
+        close(fd);
+        return;
+    }
     dwfl_report_begin(mf->dwfl);
-    mf->mod = dwfl_report_elf(mf->dwfl, mf->label, mf->path, -1, 0, false);
+    mf->mod = dwfl_report_elf(mf->dwfl, mf->label, mf->opened_path, fd, 0, false);
     dwfl_report_end(mf->dwfl, NULL, NULL);
-    if (!mf->mod) {
-        mf_error("cannot read %s: %s; its frames stay unsymbolized", mf->path, dwfl_errmsg(-1));
+    if (!mf->mod) { /* on success libdw owns fd */
+        close(fd);
+        mf_error("cannot read %s: %s; its frames stay unsymbolized", mf_esc(mf->opened_path),
+                 dwfl_errmsg(-1));
         return;
     }
     if (mf->build_id_len) {
@@ -189,9 +260,10 @@ static void mf_modfile_open(struct mf_modfile *mf)
         GElf_Addr vaddr;
         int n = dwfl_module_build_id(mf->mod, &bits, &vaddr);
         if (n != (int)mf->build_id_len || memcmp(bits, mf->build_id, mf->build_id_len) != 0) {
+            mf->state = MF_DEBUG_OTHER_FILE;
             if (!mf->plumbing) /* the profiler's own frames are trimmed: a rebuild is no news */
                 mf_error("%s is not the file the profiled program ran (build-id differs); its "
-                         "frames stay unsymbolized", mf->path);
+                         "frames stay unsymbolized", mf_esc(mf->opened_path));
             return;
         }
     }
@@ -199,6 +271,23 @@ static void mf_modfile_open(struct mf_modfile *mf)
     mf_sym_index(mf);
     Dwarf_Addr bias;
     mf->dwarf = dwfl_module_getdwarf(mf->mod, &bias);
+    mf->state = mf->dwarf ? MF_DEBUG_OK : mf_has_symtab(mf->mod) ? MF_DEBUG_NONE
+                                                                  : MF_DEBUG_STRIPPED;
+}
+
+bool mf_module_debug(const struct mf_module *m, struct mf_module_debug *out)
+{
+    if (m->modfile == MF_MAP_EMPTY || m->modfile >= mf_nmodfiles)
+        return false;
+    const struct mf_modfile *mf = &mf_modfiles[m->modfile];
+    if (!mf->opened)
+        return false;
+    out->id = m->modfile;
+    out->state = mf->state;
+    out->plumbing = mf->plumbing;
+    out->path = mf->path;
+    out->opened = mf->opened_path ? mf->opened_path : mf->path;
+    return true;
 }
 
 static bool mf_modfile_eq(const void *ctx, uint32_t idx)
@@ -480,6 +569,7 @@ void mf_symbolize_end(void)
             dwfl_end(mf->dwfl);
         free(mf->syms);
         free(mf->path);
+        free(mf->opened_path);
         mf_map_free(&mf->cache);
         for (uint32_t k = 0; k < mf->ncus; k++)
             free(mf->cus[k].r);
@@ -494,4 +584,5 @@ void mf_symbolize_end(void)
     mf_runs = NULL;
     mf_arena = NULL;
     mf_nmodfiles = mf_nruns = mf_narena = 0;
+    mf_modfiles_cap = mf_runs_cap = mf_arena_cap = 0; /* the next profile starts afresh */
 }

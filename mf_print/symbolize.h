@@ -29,6 +29,35 @@ void mf_symbolize(struct mf_process *pr, uint64_t pc, uint32_t epoch, struct mf_
  * epoch, or UINT32_MAX. */
 uint32_t mf_module_index(const struct mf_process *pr, uint64_t pc, uint32_t epoch);
 
+/* Where separate debug files are looked for besides libdw's defaults (--debug-dir, each
+ * searched for .build-id/xx/yyyy.debug and <dir>/<the file's directory>/<debuglink>), and
+ * the directory that holds a copy of the profiled machine's files (--sysroot: a module
+ * /usr/lib/x.so is read from SYSROOT/usr/lib/x.so when that exists, its build id checked
+ * as always; SYSROOT/usr/lib/debug is searched for debug files). Call before symbolizing. */
+void mf_symbolize_config(const char *const *debug_dirs, int ndebug_dirs, const char *sysroot);
+
+/* What symbolization had to work with for a module file. */
+enum mf_debug_state {
+    MF_DEBUG_OK,         /* DWARF: functions, inlined calls, file:line */
+    MF_DEBUG_NONE,       /* no DWARF: names from its symbol table, no file:line */
+    MF_DEBUG_STRIPPED,   /* no DWARF, no .symtab: only exported functions have names */
+    MF_DEBUG_UNREADABLE, /* the file could not be read (missing, not ELF) */
+    MF_DEBUG_OTHER_FILE, /* the file there now is not the one that ran (build-id differs) */
+    MF_DEBUG_NO_FILE,    /* no file to read (the vDSO) */
+};
+
+struct mf_module_debug {
+    uint32_t id; /* the module file: the same for one library in several processes */
+    enum mf_debug_state state;
+    bool plumbing;      /* the profiler's own module, always trimmed */
+    const char *path;   /* as the process recorded it */
+    const char *opened; /* the file read: path, or its --sysroot copy */
+};
+
+/* What symbolizing module m found, once a frame of it was symbolized; false before. Valid
+ * until mf_symbolize_end. */
+bool mf_module_debug(const struct mf_module *m, struct mf_module_debug *out);
+
 /* Releases libdw's state (for leak checkers). */
 void mf_symbolize_end(void);
 

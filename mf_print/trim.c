@@ -1,20 +1,32 @@
-/* The table of plumbing frames. Stacks are recorded from inside the profiler, so their
- * innermost frames are always the profiler's own and the allocator entry point, often
- * followed by a language runtime's allocation layers (operator new, std::allocator, Rust's
- * __rust_alloc and RawVec growth). None of these answers "who allocates": the viewer drops
- * them from the innermost end up to the first frame that is not one of them, which becomes
- * the allocation site. Frames further out are never trimmed, and a stack is never trimmed to
- * nothing (report code keeps its last frame).
+/* The tables of frames the transform stage (transform.c) takes out of a stack, each by one
+ * rule; patterns only, no logic:
  *
- * Keep this a plain table: add patterns, not logic. Patterns are fnmatch(3) globs ('*' also
- * matches '/' and ':') against demangled names (libiberty with DMGL_PARAMS: C++ names carry
- * their parameter lists, Rust names no hash). */
+ *   plumbing  the profiler and the allocator entry points, and a language runtime's
+ *             allocation layers below the call a program makes (operator new,
+ *             std::allocator<>::allocate, Rust's __rust_alloc and RawVec growth). Stacks are
+ *             recorded from inside the profiler, so every stack starts with some; none answers
+ *             "who allocates". Trimmed from the innermost end, silently (--no-trim keeps them).
+ *   wrappers  allocation wrappers and library code that allocates on its caller's behalf
+ *             (xmalloc, g_malloc, PyObject_Malloc, std::vector<>::push_back, Vec::push).
+ *             Folded from the innermost end, after the plumbing: the site becomes the
+ *             wrapper's caller, shown "caller via wrapper" (--no-fold keeps them).
+ *   start-up  what runs before main and around a thread's start routine (_start,
+ *             __libc_start_main, start_thread, clone3, Rust's lang_start and thread
+ *             shims). Cut from the outermost end, so stacks start at main or at the start
+ *             routine (--full-stacks keeps them).
+ *
+ * Frames further from their end are never taken by these rules, and a stack is never
+ * emptied (transform.c keeps a frame).
+ *
+ * Patterns are fnmatch(3) globs ('*' also matches '/' and ':') against demangled names
+ * (libiberty with DMGL_PARAMS: C++ names carry their parameter lists, a template function its
+ * return type, which the wrapper and start-up rules also try without; Rust names no hash). */
 #include <fnmatch.h>
 #include <string.h>
 
 #include "trim.h"
 
-static const char *const mf_trim_patterns[] = {
+static const char *const mf_plumbing_patterns[] = {
     /* The profiler: the C core (also linked statically into Rust programs) and the crate. */
     "mf_*",
     "malloc_freq_*",
@@ -87,12 +99,180 @@ static const char *const mf_trim_patterns[] = {
     "alloc::boxed::box_new_uninit", /* Box::new's untyped helper: Box::new's caller is the site */
 };
 
-bool mf_trim_function(const char *name)
+static const char *const mf_wrapper_patterns[] = {
+    /* libiberty (gcc, binutils, gdb) and gnulib (coreutils, grep, ...): x* never return
+     * NULL; obstacks grow by chunks from them. */
+    "xmalloc", "xcalloc", "xrealloc", "xreallocarray", "xstrdup", "xstrndup", "xmemdup",
+    "xzalloc", "xnmalloc", "xnrealloc", "x2realloc", "x2nrealloc", "xpalloc", "xcharalloc",
+    "ximalloc", "xirealloc", "xicalloc", "xireallocarray", "xinmalloc", "ximemdup*",
+    "xvasprintf", "xasprintf", "xmalloc_failed",
+    "_obstack_newchunk", "_obstack_begin", "_obstack_begin_1", "obstack_*",
+    /* GLib. */
+    "g_malloc*", "g_try_malloc*", "g_realloc*", "g_try_realloc*", "g_new*", "g_renew*",
+    "g_slice_alloc*", "g_strdup*", "g_strndup", "g_memdup*", "g_strconcat", "g_strjoin*",
+    /* CPython: the object and memory allocators and their helpers (with PYTHONMALLOC=malloc,
+     * what the launcher sets, they lie between the interpreter's code and malloc). */
+    "PyObject_Malloc", "PyObject_Calloc", "PyObject_Realloc", "_PyObject_Malloc",
+    "_PyObject_Calloc", "_PyObject_Realloc", "pymalloc_*", "PyMem_*", "_PyMem_*",
+    "PyObject_GC_*", "_PyObject_GC_*", "gc_alloc", "_PyObject_New*", "PyObject_New*",
+    "PyType_GenericAlloc", "_PyType_AllocNoTrack",
+    /* C++: the standard library (containers, strings, streams, shared_ptr, function ...)
+     * allocates for its caller; the exception object of a throw. */
+    "std::*", "__gnu_cxx::*", "__cxa_allocate_exception", "__cxa_allocate_dependent_exception",
+    /* Rust: the standard library's crates, and hashbrown under std's HashMap. A method of
+     * "<Type as Trait>" or "<Type>" is the standard library's when both are (mf_rust_std_impl
+     * below): <alloc::vec::Vec<u8> as my_crate::Trait>::f is the program's. */
+    "alloc::*", "core::*", "std::*", "hashbrown::*",
+};
+
+static const char *const mf_startup_patterns[] = {
+    /* glibc: process start, constructors, thread start (with glibc's debug information;
+     * without it the frames of libc and ld.so at the outer end are unnamed, and go too). */
+    "_start", "__libc_start_main*", "__libc_start_call_main", "__libc_csu_init", "call_init",
+    "_dl_init", "_dl_start", "_dl_start_user", "start_thread", "clone", "clone3", "__clone*",
+    "[libc.so*", "[ld-linux*",
+    /* libstdc++ without its debug information: its thread start routine is unnamed. */
+    "[libstdc++.so*",
+    /* C++ std::thread: libstdc++'s start routine and the invoker of the callable. */
+    "execute_native_thread_routine", "std::thread::*", "std::__invoke*", "std::_Bind*",
+    /* Rust: the runtime's main (lang_start; the C "main" that calls it is taken by
+     * transform.c when lang_start is its callee) and the thread start shims, down to the
+     * closure or function the program passed. */
+    "std::rt::*", "std::panicking::*", "std::panic::*", "__rust_try", "std::sys::*",
+    "std::sys_common::*", "std::thread::*", "core::ops::function::*",
+    /* and the closure shims "<F as core::ops::function::FnOnce<()>>::call_once", whatever F */
+};
+
+#define MF_N(a) (sizeof a / sizeof *a)
+
+static bool mf_match(const char *const *patterns, size_t n, const char *name)
 {
-    for (size_t i = 0; i < sizeof mf_trim_patterns / sizeof *mf_trim_patterns; i++)
-        if (fnmatch(mf_trim_patterns[i], name, 0) == 0)
+    for (size_t i = 0; i < n; i++)
+        if (fnmatch(patterns[i], name, 0) == 0)
             return true;
     return false;
+}
+
+const char *mf_without_return_type(const char *name)
+{
+    /* A C++ template function demangles with its return type first: "void
+     * std::vector<int>::_M_realloc_insert<int>(...)". The qualified name starts after the
+     * last space outside <> and () before the parameters, unless that space is part of an
+     * operator's name ("operator new", "operator delete[]"). Only a C++ name, with a scope
+     * and parameters, has one: a symbol of another language may hold spaces of its own. */
+    if (!strchr(name, '(') || !strstr(name, "::"))
+        return name;
+    int depth = 0;
+    const char *start = name;
+    for (const char *p = name; *p; p++) {
+        if (*p == '<' || *p == '(' || *p == '[' || *p == '{') {
+            if (depth == 0 && *p == '(')
+                break;
+            if (!(p >= name + 8 && strncmp(p - 8, "operator", 8) == 0))
+                depth++;
+        } else if ((*p == '>' || *p == ')' || *p == ']' || *p == '}') && depth > 0) {
+            if (!(p >= name + 8 && strncmp(p - 8, "operator", 8) == 0))
+                depth--;
+        } else if (*p == ' ' && depth == 0) {
+            if (p - name >= 8 && strncmp(p - 8, "operator", 8) == 0)
+                break;
+            start = p + 1;
+        }
+    }
+    return strstr(start, "::") ? start : name;
+}
+
+static bool mf_std_crate(const char *s)
+{
+    static const char *const crates[] = {"alloc::", "core::", "std::", "hashbrown::"};
+    for (size_t i = 0; i < MF_N(crates); i++)
+        if (strncmp(s, crates[i], strlen(crates[i])) == 0)
+            return true;
+    return false;
+}
+
+/* A Rust type of the standard library, or a primitive one: u8, str, [T], (A, B), &T, *const T,
+ * dyn core::..., fn(..); or a type parameter, T. */
+static bool mf_std_type(const char *s, size_t n)
+{
+    static const char *const prims[] = {"bool", "char", "str", "u8", "u16", "u32", "u64",
+                                        "u128", "usize", "i8", "i16", "i32", "i64", "i128",
+                                        "isize", "f32", "f64"};
+    if (mf_std_crate(s) || *s == '[' || *s == '(' || *s == '&' || *s == '*' ||
+        strncmp(s, "dyn ", 4) == 0 || strncmp(s, "fn(", 3) == 0)
+        return true;
+    for (size_t i = 0; i < MF_N(prims); i++)
+        if (strlen(prims[i]) == n && strncmp(s, prims[i], n) == 0)
+            return true;
+    /* A type parameter (legacy mangling: "<T as alloc::...>"): the trait decides. */
+    if (n > 0 && n <= 2 && s[0] >= 'A' && s[0] <= 'Z')
+        return true;
+    return false;
+}
+
+/* "<Type as Trait>::f" or "<Type>::f" (Rust): the self type and the trait, split at the
+ * " as " outside brackets. Returns false if name is not of that form. */
+static bool mf_rust_impl(const char *name, const char **type, size_t *ntype, const char **trait)
+{
+    if (name[0] != '<')
+        return false;
+    int depth = 0;
+    *trait = NULL;
+    for (const char *p = name; *p; p++) {
+        if (*p == '<' || *p == '(' || *p == '[') {
+            depth++;
+        } else if ((*p == '>' || *p == ')' || *p == ']') && !(*p == '>' && p[-1] == '-')) {
+            if (--depth == 0) {
+                *type = name + 1;
+                *ntype = (size_t)((*trait ? *trait - 4 : p) - *type);
+                return strncmp(p + 1, "::", 2) == 0;
+            }
+        } else if (depth == 1 && strncmp(p, " as ", 4) == 0 && !*trait) {
+            *trait = p + 4;
+        }
+    }
+    return false;
+}
+
+/* A method of the standard library's: its type and trait are both the standard library's
+ * (a trait of the program's on Vec<u8>, or std's Clone on the program's type, is not). A
+ * trait may itself be declared in such an impl: "<u8 as <[_]>::to_vec_in::ConvertVec>". */
+static bool mf_rust_std_impl(const char *name)
+{
+    const char *type, *trait;
+    size_t ntype;
+    return mf_rust_impl(name, &type, &ntype, &trait) && mf_std_type(type, ntype) &&
+           (!trait || mf_std_crate(trait) || (*trait == '<' && mf_rust_std_impl(trait)));
+}
+
+/* A closure shim of the runtime: "<F as core::ops::function::FnOnce<()>>::call_once". */
+static bool mf_rust_fn_shim(const char *name)
+{
+    const char *type, *trait;
+    size_t ntype;
+    return mf_rust_impl(name, &type, &ntype, &trait) && trait &&
+           strncmp(trait, "core::ops::function::", 21) == 0;
+}
+
+bool mf_trim_function(const char *name)
+{
+    return mf_match(mf_plumbing_patterns, MF_N(mf_plumbing_patterns), name);
+}
+
+bool mf_wrapper_function(const char *name)
+{
+    const char *bare = mf_without_return_type(name);
+    return mf_match(mf_wrapper_patterns, MF_N(mf_wrapper_patterns), name) ||
+           (bare != name && mf_match(mf_wrapper_patterns, MF_N(mf_wrapper_patterns), bare)) ||
+           mf_rust_std_impl(name);
+}
+
+bool mf_startup_function(const char *name)
+{
+    const char *bare = mf_without_return_type(name);
+    return mf_match(mf_startup_patterns, MF_N(mf_startup_patterns), name) ||
+           (bare != name && mf_match(mf_startup_patterns, MF_N(mf_startup_patterns), bare)) ||
+           mf_rust_fn_shim(name);
 }
 
 bool mf_trim_module(const char *basename)

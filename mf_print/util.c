@@ -1,10 +1,17 @@
 /* The helpers declared in mf_print.h. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "mf_print.h"
+#include "report.h"
 
 void mf_error(const char *fmt, ...)
 {
@@ -54,18 +61,57 @@ uint64_t mf_hash_u64(uint64_t x)
     return x ^ (x >> 31);
 }
 
+/* The key of this run's hashes: a file's contents cannot be chosen to make keys collide
+ * (one probe chain for every address, or every stack in one bucket) without knowing it. */
+static uint64_t mf_key[2];
+
+static void mf_key_init(void)
+{
+    if (mf_key[0] | mf_key[1])
+        return;
+    if (getrandom(mf_key, sizeof mf_key, GRND_NONBLOCK) != (ssize_t)sizeof mf_key) {
+        struct timespec ts; /* no entropy yet (early boot): the clock and the pid */
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        mf_key[0] = mf_hash_u64((uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 30);
+        mf_key[1] = mf_hash_u64(mf_key[0] ^ (uint64_t)getpid() ^ (uint64_t)(uintptr_t)&ts);
+    }
+    mf_key[1] |= 1; /* never both 0: 0 means not drawn yet */
+}
+
 uint64_t mf_hash_bytes(const void *p, size_t n, uint64_t seed)
 {
     const unsigned char *s = p;
-    uint64_t h = 0xcbf29ce484222325u ^ seed; /* FNV-1a, mixed at the end */
+    mf_key_init();
+    /* Eight bytes at a time through a bijective mixer, keyed at the start and at each step. */
+    uint64_t h = mf_hash_u64(mf_key[0] ^ seed ^ (uint64_t)n << 3);
+    for (; n >= 8; s += 8, n -= 8) {
+        uint64_t w;
+        memcpy(&w, s, 8);
+        h = mf_hash_u64((h ^ w) + mf_key[1]);
+    }
+    uint64_t w = 0;
+    memcpy(&w, s, n);
+    return mf_hash_u64((h ^ w) + mf_key[1]);
+}
+
+/* A key's first slot: keyed, so that chosen keys do not share one probe chain. */
+static size_t mf_slot(uint64_t key, size_t mask)
+{
+    return mf_hash_u64(key ^ mf_key[0]) & mask;
+}
+
+uint64_t mf_hash_u64s(const uint64_t *v, size_t n, uint64_t seed)
+{
+    uint64_t h = 0xcbf29ce484222325u ^ seed;
     for (size_t i = 0; i < n; i++)
-        h = (h ^ s[i]) * 0x100000001b3u;
-    return mf_hash_u64(h);
+        h = (h ^ v[i]) * 0x9e3779b97f4a7c15u + (h >> 29);
+    return mf_hash_u64(h ^ n);
 }
 
 static void mf_map_grow(struct mf_map *m)
 {
     struct mf_map old = *m;
+    mf_key_init();
     m->cap = old.cap ? old.cap * 2 : 64;
     m->keys = mf_xmalloc(m->cap * sizeof *m->keys);
     m->vals = mf_xmalloc(m->cap * sizeof *m->vals);
@@ -74,7 +120,7 @@ static void mf_map_grow(struct mf_map *m)
     for (size_t i = 0; i < old.cap; i++) {
         if (old.vals[i] == MF_MAP_EMPTY)
             continue;
-        size_t j = mf_hash_u64(old.keys[i]) & mask;
+        size_t j = mf_slot(old.keys[i], mask);
         while (m->vals[j] != MF_MAP_EMPTY)
             j = (j + 1) & mask;
         m->keys[j] = old.keys[i];
@@ -86,7 +132,7 @@ static void mf_map_grow(struct mf_map *m)
 
 static size_t mf_map_find(const struct mf_map *m, uint64_t key, mf_map_eq eq, const void *ctx)
 {
-    size_t mask = m->cap - 1, i = mf_hash_u64(key) & mask;
+    size_t mask = m->cap - 1, i = mf_slot(key, mask);
     while (m->vals[i] != MF_MAP_EMPTY && !(m->keys[i] == key && (!eq || eq(ctx, m->vals[i]))))
         i = (i + 1) & mask;
     return i;
@@ -184,4 +230,78 @@ const char *mf_fmt_bytes(char *buf, double bytes)
     else
         snprintf(buf, 32, "%.1f %s", bytes, units[u]);
     return buf;
+}
+
+/* ---- hostile text and files -------------------------------------------------------------- */
+
+#define MF_ESC_SLOTS 8
+static char *mf_esc_buf[MF_ESC_SLOTS];
+static size_t mf_esc_cap[MF_ESC_SLOTS];
+static unsigned mf_esc_next;
+
+const char *mf_esc(const char *s)
+{
+    size_t need = strlen(s) * 4 + 1; /* each byte at most \xNN; a control char of 2..4
+                                        bytes at most \uXXXX (6 < 8) */
+    unsigned k = mf_esc_next++ % MF_ESC_SLOTS;
+    if (mf_esc_cap[k] < need) {
+        mf_esc_cap[k] = need;
+        mf_esc_buf[k] = mf_xrealloc(mf_esc_buf[k], need);
+    }
+    char *o = mf_esc_buf[k];
+    while (*s) {
+        bool control;
+        size_t len = mf_utf8_char(s, &control);
+        if (len == 0) { /* not UTF-8: the byte */
+            o += sprintf(o, "\\x%02x", (unsigned char)*s++);
+        } else if (control && len == 1) {
+            o += sprintf(o, "\\x%02x", (unsigned char)*s++);
+        } else if (control) { /* C1, U+2028, U+2029 */
+            unsigned cp = len == 2 ? ((unsigned char)s[0] & 0x1fu) << 6 | ((unsigned char)s[1] & 0x3fu)
+                                   : ((unsigned char)s[0] & 0x0fu) << 12 |
+                                         ((unsigned char)s[1] & 0x3fu) << 6 |
+                                         ((unsigned char)s[2] & 0x3fu);
+            o += sprintf(o, "\\u%04x", cp);
+            s += len;
+        } else if (*s == '\\') {
+            *o++ = '\\';
+            *o++ = '\\';
+            s++;
+        } else {
+            memcpy(o, s, len);
+            o += len;
+            s += len;
+        }
+    }
+    *o = '\0';
+    return mf_esc_buf[k];
+}
+
+int mf_open_regular(const char *path, bool follow, uint64_t max_size, const char **why)
+{
+    static char buf[96];
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW));
+    if (fd < 0) {
+        *why = errno == ELOOP && !follow ? "a symbolic link (not followed)" : strerror(errno);
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        *why = strerror(errno);
+    } else if (!S_ISREG(st.st_mode)) {
+        *why = S_ISFIFO(st.st_mode)  ? "not a regular file (a FIFO)"
+               : S_ISCHR(st.st_mode) ? "not a regular file (a character device)"
+               : S_ISBLK(st.st_mode) ? "not a regular file (a block device)"
+               : S_ISDIR(st.st_mode) ? "not a regular file (a directory)"
+                                     : "not a regular file";
+    } else if ((uint64_t)st.st_size > max_size) {
+        char a[32], b[32];
+        snprintf(buf, sizeof buf, "too large (%s bytes; at most %s)",
+                 mf_fmt_count(a, (uint64_t)st.st_size), mf_fmt_count(b, max_size));
+        *why = buf;
+    } else {
+        return fd;
+    }
+    close(fd);
+    return -1;
 }

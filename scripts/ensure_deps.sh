@@ -9,7 +9,8 @@
 #          stacks, glibc's debug info for its file:line); no Rust, no Python
 #   test   `make test`: demo, plus the test suites' needs (g++, Python, allocators that the
 #          tests preload after ours, setpriv, make, groff to check the man pages, a cargo,
-#          Go's pprof to read mf_print's pprof, chromium and npm for the HTML report)
+#          Go's pprof to read mf_print's pprof, chromium and npm for the HTML report, clang
+#          and its libFuzzer runtime for the reader's fuzz target)
 #   ci     `.ci/run`: test, plus Debian's own cargo and rustc, the oldest Rust tested
 set -e
 target=${1:-build}
@@ -29,6 +30,13 @@ have_libc_debug_info() {
     id=$(readelf -n "$libc" 2>/dev/null | sed -n 's/^ *Build ID: *\([0-9a-f]*\)$/\1/p')
     [ -n "$id" ] || return 1
     [ -f "/usr/lib/debug/.build-id/$(echo "$id" | cut -c1-2)/$(echo "$id" | cut -c3-).debug" ]
+}
+
+# clang's libFuzzer runtime (libclang-rt-NN-dev), for the version of clang there is.
+have_clang_fuzzer() {
+    command -v clang >/dev/null 2>&1 || return 1
+    [ -e "$(clang -print-file-name=libclang_rt.fuzzer-x86_64.a 2>/dev/null)" ] ||
+        ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a >/dev/null 2>&1
 }
 
 build() {
@@ -61,6 +69,9 @@ test_() {
     # The HTML report's tests: Debian's chromium, driven from node (npm ci in tests/html).
     command -v chromium >/dev/null 2>&1 || need chromium
     command -v npm >/dev/null 2>&1 || need npm
+    # libFuzzer for the reader's fuzz target (tests/fuzz/run_fuzz.sh): clang and its runtime.
+    command -v clang >/dev/null 2>&1 || need clang
+    have_clang_fuzzer || need libclang-rt-14-dev
     # Any cargo will do (rustup's too); Debian's if there is none.
     command -v cargo >/dev/null 2>&1 || need cargo
 }

@@ -292,9 +292,33 @@ fn allocator_plumbing_is_trimmed() {
     for row in &profile.rows {
         assert!(!is_plumbing(&row.stack[0]), "a stack starts in allocator plumbing: {:?}", row.stack);
     }
-    // Vec growth is reported where the Vec grows: RawVec's grow_one (Rust >= 1.79;
-    // reserve_for_push before), inside the site.
+    // By default std's code is folded into its caller: Vec growth is reported at the
+    // function that pushes, via Vec::push; sizing by hand via the Vec method it called.
     let vec_rows = profile.rows_with("site_vec_growth");
+    assert!(
+        !vec_rows.is_empty()
+            && vec_rows.iter().all(|r| frame_is(&r.stack[0], "site_vec_growth") && r.via.ends_with("::push")),
+        "Vec growth not reported at site_vec_growth via Vec::push: {:?}",
+        vec_rows
+    );
+    let mut vias: Vec<String> = profile
+        .rows_with("site_vec_reserve")
+        .iter()
+        .inspect(|r| assert!(frame_is(&r.stack[0], "site_vec_reserve"), "{:?}", r))
+        .map(|r| r.via.rsplit("::").next().unwrap().to_owned())
+        .collect();
+    vias.sort();
+    assert_eq!(
+        vias,
+        ["reserve", "reserve_exact", "shrink_to_fit", "with_capacity"],
+        "wrappers folded into site_vec_reserve\n{}",
+        profile.csv
+    );
+    // --no-fold: Vec growth is reported where the Vec grows: RawVec's grow_one (Rust >= 1.79;
+    // reserve_for_push before), inside the site.
+    let unfolded = Profile::read(&run.profile, &["--no-fold"]);
+    assert_eq!(unfolded.total(), profile.total());
+    let vec_rows = unfolded.rows_with("site_vec_growth");
     assert!(
         vec_rows.iter().all(|r| r.stack[0].contains("RawVec")
             && (r.stack[0].ends_with("::grow_one") || r.stack[0].ends_with("::reserve_for_push"))),
@@ -303,7 +327,7 @@ fn allocator_plumbing_is_trimmed() {
     );
     // Sizing a Vec by hand is reported at RawVec's method of the same name (the layers
     // under it, RawVecInner, grow_exact, do_reserve_and_handle, ..., are trimmed).
-    let mut reserve_sites: Vec<String> = profile
+    let mut reserve_sites: Vec<String> = unfolded
         .rows_with("site_vec_reserve")
         .iter()
         .map(|r| r.stack[0].rsplit("::").next().unwrap().to_owned())
@@ -312,14 +336,54 @@ fn allocator_plumbing_is_trimmed() {
     assert_eq!(
         reserve_sites,
         ["reserve", "reserve_exact", "shrink_to_fit", "with_capacity_in"],
-        "sites of site_vec_reserve\n{}",
-        profile.csv
+        "sites of site_vec_reserve with --no-fold\n{}",
+        unfolded.csv
     );
     // The plumbing is there to trim: --no-trim shows it (here at least in std's own
     // allocations, which call the __rust_alloc shim).
     let untrimmed = Profile::read(&run.profile, &["--no-trim"]);
     assert_eq!(untrimmed.total(), profile.total());
     assert!(untrimmed.rows.iter().any(|r| is_plumbing(&r.stack[0])), "--no-trim\n{}", untrimmed.csv);
+    run.clean_up();
+}
+
+/// The tree starts at the program's code: each workload's site is its own `site_*`
+/// function (std's Vec, String, Box, HashMap and format! code folded into it), no line is
+/// wider than --width, and no start-up frame (_start, __libc_start_main, clone3, lang_start)
+/// is shown unless --full-stacks.
+fn sites_are_the_programs_functions() {
+    let (run, profile) = sites_run();
+    for site in ["site_boxes", "site_vec_growth", "site_vec_reserve", "site_format", "site_hashmap", "site_zeroed"] {
+        let rows = profile.rows_with(site);
+        assert!(!rows.is_empty(), "no stack through {}\n{}", site, profile.csv);
+        for r in rows {
+            assert!(frame_is(&r.stack[0], site), "{}'s stack starts at {:?}, via {:?}", site, r.stack[0], r.via);
+        }
+    }
+    let tree = |args: &[&str]| {
+        let out = std::process::Command::new(mf_print_path())
+            .arg("--dir")
+            .arg(&run.profile)
+            .args(["--threshold", "0"])
+            .args(args)
+            .output()
+            .expect("cannot run mf_print");
+        assert!(out.status.success(), "mf_print {:?}: {}", args, String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).expect("the tree is not UTF-8")
+    };
+    let text = tree(&["--width", "72"]);
+    for line in text.lines() {
+        assert!(line.chars().count() <= 72, "a line wider than --width 72: {:?}", line);
+    }
+    let startup = |text: &str| {
+        text.lines().any(|l| {
+            ["─ _start", "─ __libc_start_main", "─ clone3", "─ std::rt::lang_start"].iter().any(|s| l.contains(s))
+        })
+    };
+    let text = tree(&["--width", "0"]);
+    assert!(!startup(&text), "start-up frames in the tree\n{}", text);
+    assert!(text.contains("site_vec_growth via alloc::vec::Vec<…>::push"), "the Vec::push site\n{}", text);
+    assert!(startup(&tree(&["--full-stacks"])), "--full-stacks shows no start-up frame");
     run.clean_up();
 }
 
@@ -412,6 +476,7 @@ fn main() {
         ("mf_fn_numbers_match_the_format_header", mf_fn_numbers_match_the_format_header),
         ("sites_have_exact_calls_and_bytes", sites_have_exact_calls_and_bytes),
         ("allocator_plumbing_is_trimmed", allocator_plumbing_is_trimmed),
+        ("sites_are_the_programs_functions", sites_are_the_programs_functions),
         ("paused_region_counts_as_not_profiled", paused_region_counts_as_not_profiled),
         ("profile_dir_names_the_directory_written", profile_dir_names_the_directory_written),
         ("realloc_and_zeroed_are_counted_as_themselves", realloc_and_zeroed_are_counted_as_themselves),

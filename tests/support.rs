@@ -177,6 +177,8 @@ pub struct Row {
     pub stack: Vec<String>,
     /// `file:line` (or `??`) of each frame of `stack`, decoded the same way.
     pub locations: Vec<String>,
+    /// The wrapper folded into the site (`alloc::vec::Vec<T>::push`), empty if none.
+    pub via: String,
 }
 
 /// A profile as mf_print reports it.
@@ -207,12 +209,12 @@ impl Profile {
         let mut records = parse_csv(&csv).into_iter();
         assert_eq!(
             records.next().expect("mf_print printed no CSV header"),
-            ["calls", "bytes", "samples", "stack", "locations"],
+            ["calls", "bytes", "samples", "stack", "locations", "via"],
             "unexpected CSV header"
         );
         let rows = records
             .map(|r| {
-                assert_eq!(r.len(), 5, "CSV row without 5 fields: {:?}", r);
+                assert_eq!(r.len(), 6, "CSV row without 6 fields: {:?}", r);
                 let number = |s: &str| s.parse::<u64>().unwrap_or_else(|_| panic!("not a count: {:?}", s));
                 Row {
                     calls: number(&r[0]),
@@ -220,6 +222,7 @@ impl Profile {
                     samples: number(&r[2]),
                     stack: csv_frames(&r[3]),
                     locations: csv_frames(&r[4]),
+                    via: csv_frames(&r[5]).remove(0),
                 }
             })
             .collect();

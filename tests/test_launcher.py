@@ -162,8 +162,7 @@ def test_launcher_output_unchanged():
               f"summary's first line: {summary[:300]!r}")
     rt.expect(re.search(r"^\s+100\s.*__strdup", summary, re.M),
               f"the summary has no __strdup site with output_status's 100 calls: {summary!r}")
-    rt.expect(summary.endswith(f"malloc_freq: the sites' callers: {rt.MF_PRINT} "
-                               f"{run_dir}/malloc_freq.*\n"),
+    rt.expect(summary.endswith(f"malloc_freq: the sites' callers: {rt.MF_PRINT} {run_dir}\n"),
               f"summary's last line: {summary[-300:]!r}")
     # Standard input is the program's.
     r = launch_ok(["-q", "--", "sh", "-c", "read a b; echo \"[$b] [$a]\"; cat"],
@@ -376,6 +375,21 @@ def test_launcher_make_j2_in_one_run_dir():
     rt.expect_eq(len(process_dirs(r.run_dir)), len(images), "one directory per process")
     total = exact_total(r.run_dir)
     rt.expect(total > 10000, f"{total} calls in all: cc1 alone makes thousands")
+    # mf_print RUN_DIR --by program: cc1, as and ld each on their own, with their exact calls
+    # (the files' totals per executable), and the sum is the run's.
+    import test_mf_print_programs as tp
+    want = tp.calls_by_program(process_dirs(r.run_dir))
+    by = rt.mf_print([r.run_dir, "--by", "program"])
+    rt.expect_eq(by.stderr, "", "mf_print --by program's stderr")
+    table = tp.by_program_table(by.stdout)
+    rt.expect_eq({k: v[0] for k, v in table.items()}, want, "calls per program")
+    names = {("as" if k.endswith("-as") else "ld" if re.fullmatch(r"(.*-)?ld(\.\w+)?", k) else k): v
+             for k, v in table.items()}
+    rt.expect(all(k in names for k in ("cc1", "as", "ld", "make")),
+              f"cc1, as, ld and make in the table: {sorted(table)}")
+    rt.expect_eq((names["cc1"][1], names["as"][1], names["ld"][1]), (3, 3, 1),
+                 "processes of cc1, as and ld")
+    rt.expect_eq(sum(v[0] for v in table.values()), total, "the programs' calls add up to the run's")
 
 
 # ---- options ------------------------------------------------------------------------------
@@ -485,6 +499,14 @@ def python_script(cwd, text, shebang=None):
     return path
 
 
+def python_line(run_dir):
+    """The tree header's python line: what the profile holds of a Python program."""
+    lines = [l[len("  python     "):] for l in rt.mf_print([run_dir]).stdout.splitlines()
+             if l.startswith("  python     ")]
+    rt.expect(len(lines) == 1, f"python lines in the header: {lines}")
+    return lines[0]
+
+
 @rt.test
 def test_launcher_python_gets_pythonmalloc():
     py = sys.executable
@@ -500,6 +522,9 @@ def test_launcher_python_gets_pythonmalloc():
     rt.expect_eq(values(pairs, "python"), [py], "run.txt python")
     # 300,000 tuples, ints, strs, lists and list arrays: each one a malloc call.
     rt.expect(with_malloc > 1500000, f"{with_malloc} calls with PYTHONMALLOC=malloc")
+    name = os.path.basename(os.path.realpath(py))
+    rt.expect_eq(python_line(r.run_dir), f"{name} ran with PYTHONMALLOC=malloc: every object "
+                 "allocation is a malloc call, counted here", "mf_print's python line")
 
     # The user's PYTHONMALLOC is kept: pymalloc serves the small objects from its pools.
     cwd = rt.fresh_dir()
@@ -514,6 +539,9 @@ def test_launcher_python_gets_pythonmalloc():
     rt.expect(not any(v.startswith("PYTHONMALLOC") for v in values(pairs, "set")),
               f"run.txt set: {pairs}")
     rt.expect(with_pymalloc < 100000, f"{with_pymalloc} calls with pymalloc")
+    rt.expect_eq(python_line(r.run_dir), f"{name} ran with pymalloc: most object allocations "
+                 "never reach malloc and are not counted; PYTHONMALLOC=malloc counts them (the "
+                 "launcher sets it)", "mf_print's python line")
 
 
 @rt.test

@@ -4,7 +4,8 @@ format (C++ templates and operators, symbols holding ';', control characters, '%
 that are not UTF-8) must come through every one of them.
 
 Each format is read back into a Summary: the totals and, per allocation site (the innermost
-frame, as written), calls and bytes. FORMAT_READERS lists the formats that can be read back;
+frame, as written, followed by " via W" where a wrapper W was folded into it: the tree's
+text, the CSV's via column, collapsed's "[via W]" leaf, JSON's via field), calls and bytes. FORMAT_READERS lists the formats that can be read back;
 test_formats_agree_exactly checks every one of them."""
 
 import json
@@ -99,8 +100,9 @@ def parse_collapsed(text):
     return lines
 
 
-def collapsed_lines(profile, weight="calls"):
-    return parse_collapsed(mf_print_text(profile, "--format", "collapsed", "--weight", weight))
+def collapsed_lines(profile, weight="calls", *args):
+    return parse_collapsed(mf_print_text(profile, "--format", "collapsed", "--weight", weight,
+                                         *args))
 
 
 # ---- JSON ------------------------------------------------------------------------------
@@ -123,9 +125,9 @@ def check_json_schema(doc):
     for name, f in has(totals, "functions", dict, "totals").items():
         has(f, "calls", int, f"totals.functions.{name}")
         has(f, "bytes", int, f"totals.functions.{name}")
-    for key in ("estimated", "trimmed"):
+    for key in ("estimated", "trimmed", "folded", "cut"):
         has(doc, key, bool, "top")
-    for key in ("sample_interval", "files_read", "files_skipped"):
+    for key in ("sample_interval", "files_read", "files_skipped", "hidden_frames"):
         has(doc, key, int, "top")
     for p in has(doc, "processes", list, "top"):
         has(p, "pid", int, "process")
@@ -148,6 +150,7 @@ def check_json_schema(doc):
         has(s, "estimated", bool, "stack")
         has(s, "calls_stderr", (int, float), "stack")
         has(s, "truncated", bool, "stack")
+        has(s, "via", opt_str, "stack")
         frames = has(s, "frames", list, "stack")
         rt.expect(frames, f"a JSON stack without frames: {s!r}")
         for f in frames:
@@ -158,8 +161,8 @@ def check_json_schema(doc):
             has(f, "inlined", bool, "frame")
 
 
-def json_doc(profile):
-    text = mf_print_text(profile, "--format", "json")
+def json_doc(profile, *args):
+    text = mf_print_text(profile, "--format", "json", *args)
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
@@ -173,10 +176,11 @@ def json_doc(profile):
 _TREE_HEADER = re.compile(r"^\s*calls\s+([\d,]+) \(exact\), (.+) requested$", re.M)
 
 
-def tree_summary(profile):
+def tree_summary(profile, *args):
     """The tree at --threshold 0 (nothing folded): the header's exact totals, and the
-    top-level lines, which are the allocation sites."""
-    text = mf_print_text(profile, "--threshold", "0")
+    top-level lines, which are the allocation sites. Names in full (--full-names): the tree
+    shortens template arguments by default."""
+    text = mf_print_text(profile, "--threshold", "0", "--full-names", *args)
     m = _TREE_HEADER.search(text)
     rt.expect(m, f"no totals in the tree's header: {text[:400]!r}")
     sites = {}
@@ -188,32 +192,44 @@ def tree_summary(profile):
     return Summary("tree", int(m.group(1).replace(",", "")), m.group(2), sites, bytes_text=True)
 
 
-def csv_summary(profile):
-    rows = rt.csv_rows(profile)
+def with_via(site, via):
+    return f"{site} via {via}" if via else site
+
+
+def csv_summary(profile, *args):
+    rows = rt.csv_rows(profile, extra=args)
     sites = {}
     for row in rows:
-        add_site(sites, row.stack[0], row.calls, row.bytes)
+        add_site(sites, with_via(row.stack[0], row.via), row.calls, row.bytes)
     return Summary("csv", rt.csv_total(rows), sum(r.bytes for r in rows), sites)
 
 
-def collapsed_summary(profile):
+def collapsed_site(frames):
+    """The site of a collapsed line's frames: the last, or "f via W" when the last is the
+    pseudo-frame "[via W]" above f."""
+    if len(frames) > 1 and frames[-1].startswith("[via ") and frames[-1].endswith("]"):
+        return with_via(frames[-2], frames[-1][5:-1])
+    return frames[-1]
+
+
+def collapsed_summary(profile, *args):
     """Both weights: --weight calls for calls, --weight bytes for bytes (a stack of 0 bytes
     has no line there)."""
     sites = {}
-    calls = collapsed_lines(profile, "calls")
-    nbytes = collapsed_lines(profile, "bytes")
+    calls = collapsed_lines(profile, "calls", *args)
+    nbytes = collapsed_lines(profile, "bytes", *args)
     for frames, n in calls:
-        add_site(sites, frames[-1], n, 0)
+        add_site(sites, collapsed_site(frames), n, 0)
     for frames, n in nbytes:
-        add_site(sites, frames[-1], 0, n)
+        add_site(sites, collapsed_site(frames), 0, n)
     return Summary("collapsed", sum(n for _, n in calls), sum(n for _, n in nbytes), sites)
 
 
-def json_summary(profile):
-    doc = json_doc(profile)
+def json_summary(profile, *args):
+    doc = json_doc(profile, *args)
     sites = {}
     for s in doc["stacks"]:
-        add_site(sites, s["frames"][0]["function"], s["calls"], s["bytes"])
+        add_site(sites, with_via(s["frames"][0]["function"], s["via"]), s["calls"], s["bytes"])
     return Summary("json", doc["totals"]["calls"], doc["totals"]["bytes"], sites)
 
 
@@ -288,6 +304,47 @@ CXX_NAMES = {
 }
 
 
+# tests/programs/wrapper_sites.c: its xmalloc and xstrdup fold into their callers.
+WRAPPER_SITES = {
+    "parse_args via xmalloc": (300, 300 * 16),
+    "build_table via xmalloc": (500, 500 * 32),
+    "read_lines via xmalloc": (700, 700 * 48),
+    "arena_get via xmalloc": (500, 500 * 64),
+    "format_name via xstrdup": (70, 70 * 6),
+}
+
+
+@rt.test
+def test_formats_agree_on_folded_sites():
+    """wrapper_sites at MALLOC_FREQ_SAMPLE=1: every format names the same sites, each with
+    the wrapper folded into it, and the same exact numbers; with --no-fold, --fold and --hide
+    too, where the sites change but every format still agrees and sums to the total."""
+    r = rt.run_ok([rt.c_program("wrapper_sites")])
+    total = rt.exact_total_calls(r.profile)
+    cases = [((), WRAPPER_SITES),
+             # xstrdup calls xmalloc: every call's site is xmalloc then.
+             (("--no-fold",), {"xmalloc": (2070, 300 * 16 + 500 * 32 + 700 * 48 + 500 * 64
+                                           + 70 * 6)}),
+             (("--fold", "^arena_", "--hide", "helper_layer"),
+              {"use_arena via arena_get": (500, 500 * 64),
+               "build_table via xmalloc": (500, 500 * 32)})]
+    bad = []
+    for args, known in cases:
+        summaries = {name: read(r.profile, *args) for name, read in FORMAT_READERS.items()}
+        ref = summaries["csv"]
+        for name, s in summaries.items():
+            if s.calls != total:
+                bad.append(f"{args} {name}: total {s.calls}, the thread headers {total}")
+            for site, (calls, nbytes) in known.items():
+                if s.sites.get(site) != [calls, s.bytes_as_shown(nbytes)]:
+                    bad.append(f"{args} {name}: {site} {s.sites.get(site)}, known {calls}")
+            for site in set(s.sites) | set(ref.sites):
+                want = ref.sites.get(site, [0, 0])
+                if s.sites.get(site, [0, s.bytes_as_shown(0)]) != [want[0], s.bytes_as_shown(want[1])]:
+                    bad.append(f"{args} {name}: {site} {s.sites.get(site)}, the CSV {want}")
+    rt.expect(not bad, "; ".join(bad))
+
+
 @rt.test
 def test_cxx_names_in_every_format():
     """C++ names with ',' ' ' '<>' '"' '{}' '#' and operator(): the CSV (RFC 4180 quoting)
@@ -303,6 +360,13 @@ def test_cxx_names_in_every_format():
             if got != [calls, s.bytes_as_shown(nbytes)]:
                 bad.append(f"{fmt}: {name!r} {got}, known {calls} calls {nbytes} bytes")
     rt.expect(not bad, "; ".join(bad))
+    # The tree above had --full-names: by default it collapses template arguments (and
+    # only the tree does: the CSV, collapsed and JSON names above are whole).
+    text = mf_print_text(r.profile, "--threshold", "0")
+    names = {rt.TreeLine(m).name for m in map(rt._TREE_LINE.match, text.splitlines())
+             if m and rt.TreeLine(m).top}
+    rt.expect("Table<\u2026>::put(int)" in names and not any("std::pair" in n for n in names),
+              f"the tree's default names: {sorted(names)}")
 
 
 # tests/programs/odd_names.c: odd_K renamed to these symbols; it makes 11*K calls of 8*K

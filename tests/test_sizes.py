@@ -1,8 +1,8 @@
-"""Sizes: the exact size histogram every thread keeps (mf_print --sizes), the sizes of one
-site's calls estimated from its samples (--sizes --site), and size-dependent sampling
-(MALLOC_FREQ_LARGE: every call of 64 KiB and more recorded with weight 1, outside the
-countdown). Real programs at numbers known from their source (tests/programs/size_classes.c,
-large_site.c)."""
+"""Sizes: the size histogram every thread keeps from its samples (mf_print --sizes): exact
+when every call is recorded, an unbiased estimate with its standard error otherwise; and
+size-dependent sampling (MALLOC_FREQ_LARGE: every call of 64 KiB and more recorded with
+weight 1, outside the countdown, so those classes and sites are exact in every mode). Real
+programs at numbers known from their source (tests/programs/size_classes.c, large_site.c)."""
 import csv
 import io
 import json
@@ -18,14 +18,17 @@ SPREAD = [(0, 3), (1, 5), (2, 7), (3, 11), (4, 13), (5, 2), (7, 3), (8, 17), (12
           (16, 19), (20, 8), (100, 23), (1000, 29), (1023, 3), (1024, 31), (4095, 5),
           (4096, 37), (65535, 41), (65536, 43), (65537, 2), (100000, 9), (1048576, 7),
           (5000000, 3)]
+LARGE = 65536  # MALLOC_FREQ_LARGE's default
 
 
 def size_class(size):
     """mf_size_class (c_core/mf_format.h): 0 for 0, else 1 + 4e + the two bits below the
-    leading one (bit e)."""
+    leading one (bit e); every size from 2^48 in class 193."""
     if size == 0:
         return 0
     e = size.bit_length() - 1
+    if e >= 48:
+        return 193
     m = (size >> (e - 2) if e >= 2 else size << (2 - e)) & 3
     return 1 + 4 * e + m
 
@@ -35,11 +38,6 @@ def class_lo(c):
         return 0
     e, m = divmod(c - 1, 4)
     return (4 + m) << (e - 2) if e >= 2 else (4 + m) >> (2 - e)
-
-
-def site_class(size):
-    """mf_site_class: one class per doubling, from 4 MiB up one class."""
-    return min(size.bit_length(), 23)
 
 
 SIZE_CLASSES_SITES = ("site_spread", "site_calloc", "site_realloc", "site_bulk")
@@ -87,85 +85,102 @@ def sizes_output(profile, *args, fmt=None, rc=0):
 
 
 def csv_histogram(profile):
+    """{size_min: [calls, bytes, calls_stderr, bytes_stderr]} from --sizes --format csv."""
     text = sizes_output(profile, fmt="csv").stdout
     reader = csv.DictReader(io.StringIO(text))
-    expect_eq(reader.fieldnames, ["size_min", "size_max", "calls", "bytes"], "--sizes CSV header")
-    return {int(r["size_min"]): [int(r["calls"]), int(r["bytes"])] for r in reader}
+    expect_eq(reader.fieldnames,
+              ["size_min", "size_max", "calls", "calls_stderr", "bytes", "bytes_stderr"],
+              "--sizes CSV header")
+    return {int(r["size_min"]): [int(r["calls"]), int(r["bytes"]), float(r["calls_stderr"]),
+                                 float(r["bytes_stderr"])] for r in reader}
+
+
+def exact_totals(profile):
+    calls = sum(sum(rt.file_totals(f)[0]) for f in rt.thread_files(profile))
+    nbytes = sum(sum(rt.file_totals(f)[1]) for f in rt.thread_files(profile))
+    return calls, nbytes
 
 
 @rt.test
-def test_size_histogram_exact():
-    """Every call counted by size class, on the hot path (sizes under 64 KiB, in TLS) or the
-    slow path (0, 64 KiB and more): the totals per class are the program's, exactly, when
-    every call is recorded and in the default mode, which samples."""
+def test_size_histogram_exact_when_every_call_is_recorded():
+    """MALLOC_FREQ_SAMPLE=1: every call is a sample of weight 1, so the histogram the slow
+    path keeps from the samples is the program's, class by class, with no error; it adds up
+    to the exact totals. JSON and the text table agree with the CSV."""
     prog = rt.c_program("size_classes")
-    want = None
-    for sample in ("1", None):
-        r = rt.run_ok([prog], sample=sample)
-        if sample == "1":
-            glibc = glibc_calls(r.profile)
-            want = expected_histogram(size_classes_calls(glibc))
-        expect_eq(r.stdout, "size_classes done\n", "program output")
-        got = csv_histogram(r.profile)
-        mode = "every call" if sample else "default mode"
-        bad = {k: (got.get(k), v) for k, v in want.items() if got.get(k) != v}
-        bad.update({k: (v, None) for k, v in got.items() if k not in want})
-        expect(not bad, f"{mode}: classes (got, want) that differ: {sorted(bad.items())[:6]}")
-        calls = sum(sum(rt.file_totals(f)[0]) for f in rt.thread_files(r.profile))
-        nbytes = sum(sum(rt.file_totals(f)[1]) for f in rt.thread_files(r.profile))
-        expect_eq((sum(v[0] for v in got.values()), sum(v[1] for v in got.values())),
-                  (calls, nbytes), f"{mode}: the histogram's totals vs the exact totals")
-        # JSON: the same classes; the text table: a row with a bar per class.
-        doc = json.loads(sizes_output(r.profile, fmt="json").stdout)
-        expect(doc["exact"] and doc["calls"] == calls and doc["bytes"] == nbytes,
-               f"{mode}: JSON totals {doc['calls']}, {doc['bytes']}")
-        expect_eq({c["size_min"]: [c["calls"], c["bytes"]] for c in doc["classes"]}, got,
-                  f"{mode}: JSON classes vs CSV")
-        text = sizes_output(r.profile).stdout
-        rows = [l for l in text.splitlines() if l.rstrip().endswith("#")]
-        expect_eq(len(rows), len(want), f"{mode}: table rows with a bar")
-        big = [l for l in rows if l.split()[0] == "24"]
-        expect(big and big[0].endswith("#" * 30), f"{mode}: the biggest class's bar: {big}")
-
-
-@rt.test
-def test_size_histogram_of_a_site():
-    """--sizes --site NAME: the sizes of one site's calls, from its samples: exact when every
-    call is recorded, within 4 standard errors in the default mode."""
-    prog = rt.c_program("size_classes")
-    spread = {}
-    for size, n in SPREAD:
-        spread[site_class(size)] = spread.get(site_class(size), 0) + 2 * n
     r = rt.run_ok([prog], sample="1")
+    expect_eq(r.stdout, "size_classes done\n", "program output")
+    want = expected_histogram(size_classes_calls(glibc_calls(r.profile)))
+    got = csv_histogram(r.profile)
+    bad = {k: (got.get(k), v) for k, v in want.items() if got.get(k, [None, None])[:2] != v}
+    bad.update({k: (v, None) for k, v in got.items() if k not in want})
+    expect(not bad, f"classes (got, want) that differ: {sorted(bad.items())[:6]}")
+    expect(all(v[2] == 0 and v[3] == 0 for v in got.values()), "an error at N=1")
+    calls, nbytes = exact_totals(r.profile)
+    expect_eq((sum(v[0] for v in got.values()), sum(v[1] for v in got.values())),
+              (calls, nbytes), "the histogram's totals vs the exact totals")
+    doc = json.loads(sizes_output(r.profile, fmt="json").stdout)
+    expect(not doc["estimated"] and doc["calls"] == calls and doc["bytes"] == nbytes
+           and doc["exact_calls"] == calls and doc["calls_stderr"] == 0,
+           f"JSON totals {doc['calls']}, {doc['bytes']}, estimated {doc['estimated']}")
+    expect_eq({c["size_min"]: [c["calls"], c["bytes"], c["calls_stderr"], c["bytes_stderr"]]
+               for c in doc["classes"]}, got, "JSON classes vs CSV")
+    text = sizes_output(r.profile).stdout
+    expect("every call recorded: exact" in text and "~" not in text and "±" not in text,
+           f"the N=1 table is not shown exact:\n{text}")
+    rows = [l for l in text.splitlines() if l.rstrip().endswith("#")]
+    expect_eq(len(rows), len(want), "table rows with a bar")
+    big = [l for l in rows if l.split()[0] == "24"]
+    expect(big and big[0].endswith("#" * 30), f"the biggest class's bar: {big}")
 
-    def site_csv(profile, site):
-        rows = csv.DictReader(io.StringIO(sizes_output(profile, "--site", site, fmt="csv").stdout))
-        expect_eq(rows.fieldnames, ["size_min", "size_max", "calls", "calls_stderr"],
-                  "--sizes --site CSV header")
-        return {site_class(int(x["size_min"])): (int(x["calls"]), float(x["calls_stderr"]))
-                for x in rows}
 
-    expect_eq(site_csv(r.profile, "site_spread"), {c: (n, 0.0) for c, n in spread.items()},
-              "site_spread's sizes at N=1")
-    text = sizes_output(r.profile, "--site", "site_bulk").stdout
-    expect("1,000,000 (exact)" in text and "~" not in text, f"site_bulk at N=1: {text}")
-    # The default mode: site_bulk's two sizes are estimates, within 4 SE of the truth.
-    d = rt.run_ok([prog], sample=None, extra_env={"MALLOC_FREQ_SEED": "7"})
-    got = site_csv(d.profile, "site_bulk")
-    for size, known in ((24, 600000), (1000, 400000)):
-        calls, se = got.get(site_class(size), (0, 0.0))
-        expect(se > 0, f"site_bulk's {size}-byte calls are not an estimate: {calls} ± {se}")
-        expect(abs(calls - known) <= 4 * se,
-               f"site_bulk's {size}-byte calls: {calls} ± {se:.0f}, known {known}")
-    doc = json.loads(sizes_output(d.profile, "--site", "site_bulk", fmt="json").stdout)
-    expect(doc["site"] == "site_bulk" and doc["estimated"], f"JSON: {doc}")
-    # Bad uses: --site without --sizes, a site that is not there, a format it has not.
-    r2 = subprocess.run([rt.MF_PRINT, "--site", "x", d.profile], capture_output=True, text=True)
-    expect(r2.returncode == 2 and "--sizes" in r2.stderr, f"--site alone: {r2.stderr!r}")
-    r3 = sizes_output(d.profile, "--site", "no_such_site", rc=1)
-    expect("no_such_site" in r3.stderr and len(r3.stderr.splitlines()) == 1, r3.stderr)
-    r4 = sizes_output(d.profile, fmt="pprof", rc=2)
+@rt.test
+def test_size_histogram_estimated_in_the_default_mode():
+    """The default mode samples the worker's million calls: each class is an estimate with
+    its standard error, within 4 of them of the N=1 histogram; the classes of 64 KiB and more
+    are exact (every such call is recorded, MALLOC_FREQ_LARGE); classes that got no sample
+    add up to less than 4 standard errors of the whole; the tree's ~ and ± in the table."""
+    prog = rt.c_program("size_classes")
+    exact = rt.run_ok([prog], sample="1")
+    want = expected_histogram(size_classes_calls(glibc_calls(exact.profile)))
+    r = rt.run_ok([prog], sample=None, extra_env={"MALLOC_FREQ_SEED": "7"})
+    got = csv_histogram(r.profile)
+    doc = json.loads(sizes_output(r.profile, fmt="json").stdout)
+    expect(doc["estimated"] and doc["calls_stderr"] > 0, f"default mode not estimated: {doc}")
+    bad, missing = [], 0
+    for lo, (calls, nbytes) in sorted(want.items()):
+        if lo >= LARGE:
+            expect_eq(got.get(lo, [0, 0])[:2], [calls, nbytes], f"class {lo}: all recorded")
+            expect(got[lo][2] == 0, f"class {lo} has an error")
+            continue
+        if lo not in got:
+            missing += calls
+            continue
+        c, b, se, bse = got[lo]
+        if abs(c - calls) > 4 * se or abs(b - nbytes) > 4 * bse:
+            bad.append(f"{lo}: {c} ± {se:.0f} calls (known {calls}), {b} ± {bse:.0f} bytes "
+                       f"(known {nbytes})")
+    expect(not bad, "classes beyond 4 SE: " + "; ".join(bad))
+    expect(not set(got) - set(want), f"classes not in the program: {set(got) - set(want)}")
+    expect(missing <= 4 * doc["calls_stderr"],
+           f"{missing} calls in classes with no sample, SE of the total {doc['calls_stderr']:.0f}")
+    for lo in (24, 896):  # site_bulk's 600,000 calls of 24 bytes and 400,000 of 1,000
+        expect(got[lo][2] > 0, f"class {lo} is not an estimate: {got[lo]}")
+    calls, _ = exact_totals(r.profile)
+    expect(abs(doc["calls"] - calls) <= 4 * doc["calls_stderr"],
+           f"the histogram's {doc['calls']} ± {doc['calls_stderr']:.0f} calls vs {calls} exact")
+    text = sizes_output(r.profile).stdout
+    row24 = [l for l in text.splitlines() if l.split()[:1] == ["24"]]
+    expect(row24 and "~" in row24[0] and row24[0].count("±") == 2, f"the 24-byte row: {row24}")
+    row_big = [l for l in text.splitlines() if l.startswith("1,048,576")]
+    expect(row_big and "~" not in row_big[0] and "±" not in row_big[0],
+           f"the 1 MiB row is not exact: {row_big}")
+    expect("calls of 64.0 KiB and more all recorded: exact" in text, text)
+    # Bad uses: a format it has not; --site, which is gone (no per-stack sizes).
+    r4 = sizes_output(r.profile, fmt="pprof", rc=2)
     expect("tree, csv or json" in r4.stderr, r4.stderr)
+    r5 = subprocess.run([rt.MF_PRINT, "--sizes", "--site", "x", r.profile], capture_output=True,
+                        text=True)
+    expect(r5.returncode == 2, f"--site: {r5.returncode} {r5.stderr!r}")
 
 
 def large_site_runs(extra=None):
@@ -233,8 +248,9 @@ def test_large_allocations_recorded_exactly():
 
 @rt.test
 def test_large_threshold_setting():
-    """MALLOC_FREQ_LARGE=1000 records site_spread's calls of 1,000 bytes and more exactly
-    (weight 1) and the process file says so; the histogram stays exact."""
+    """MALLOC_FREQ_LARGE=1000 records every call of 1,000 bytes and more exactly (weight 1)
+    and the process file says so; at 1 in 100,000 the histogram's classes of those sizes are
+    exact, the others sampled."""
     prog = rt.c_program("size_classes")
     glibc = glibc_calls(rt.run_ok([prog], sample="1").profile)
     r = rt.run_ok([prog], sample="100000", extra_env={"MALLOC_FREQ_LARGE": "1000",
@@ -247,8 +263,13 @@ def test_large_threshold_setting():
     calls = size_classes_calls(glibc)
     want = sum(n for s, n in calls if s >= 1000)
     expect_eq(large, want, "calls recorded for their size (>= 1000 bytes)")
-    expect_eq(csv_histogram(r.profile), expected_histogram(calls),
-              "the histogram with MALLOC_FREQ_LARGE=1000")
+    got = csv_histogram(r.profile)
+    # 896 - 1,023 holds sizes 1,000 and 1,023 only: all recorded, though the class starts lower
+    expected = expected_histogram([(s, n) for s, n in calls if s >= 1000])
+    expect_eq({lo: v[:2] for lo, v in got.items() if lo >= 896}, expected,
+              "the classes of 1,000 bytes and more with MALLOC_FREQ_LARGE=1000")
+    # 896 - 1,023 is still shown as an estimate (sizes 896 - 999 would be sampled)
+    expect(all(v[2] == 0 for lo, v in got.items() if lo >= 1024), "an error above 1,023 bytes")
 
 
 # struct mf_process_header.large_bytes: after exe[256] and exact_recorded
