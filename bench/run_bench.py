@@ -60,8 +60,8 @@ PROC_COST_SHARE = 76  # ... max_depth, cost_share_ppm
 PROC_FLAGS, PROC_TLS_DIRECT = 48, 2  # flags, MF_PROCESS_TLS_DIRECT
 EXACT_MS = 5.0  # MF_EXACT_NS_MAX: the exact stretch's time cap
 SEG_ENTRIES_OFFSET = 64  # entries start this far into a segment (MF_SEGMENT_ENTRIES_OFFSET)
-# hash, depth, flags, frames, samples, calls, bytes, calls_sq, large, bytes_var, site_sizes[24]
-ENTRY = struct.Struct("<QIIQQQQQQd24Q")
+# hash, depth, flags, frames, samples, calls, bytes, calls_sq, bytes_var
+ENTRY = struct.Struct("<QIIQQQQQd")
 
 
 def die(msg):

@@ -57,6 +57,15 @@ static uint64_t mf_large_bytes(const struct mf_profile *p)
     return large;
 }
 
+/* A variance as the tree takes it: with no weighted sample yet, calls after the exact
+ * stretch may still have been missed, so at least one sample's at the interval (of the mean
+ * size, for bytes). */
+static double mf_floor(const struct mf_model *m, double var, double mean)
+{
+    double n = (double)m->sample_interval, least = n * (n - 1) * mean * mean;
+    return m->sample_interval > 1 && var < least ? least : var;
+}
+
 /* The classes with calls. A class is an estimate when a sample in it had a weight above 1,
  * or when some process sampled and the class lies below the large threshold (its calls
  * after the exact stretch may have been missed): then, as the tree does, its variance is at
@@ -69,7 +78,6 @@ static void mf_rows(const struct mf_model *m, struct mf_size_table *t)
     for (uint32_t i = 0; i < p->nprocs; i++)
         sampled |= p->procs[i].sampled;
     uint64_t large = mf_large_bytes(p);
-    double n = (double)m->sample_interval;
     for (uint32_t c = 0; c < MF_SIZE_CLASSES; c++) {
         const struct mf_size_class *k = &p->sizes[c];
         if (!k->calls)
@@ -84,20 +92,19 @@ static void mf_rows(const struct mf_model *m, struct mf_size_table *t)
         bool all_recorded = large && r->lo >= large;
         r->estimated = k->calls_var > 0 || (sampled && !all_recorded);
         if (r->estimated) {
-            double v = (double)k->calls_var, bv = k->bytes_var;
-            double mean = (double)k->bytes / (double)k->calls;
-            if (m->sample_interval > 1 && v < n * (n - 1))
-                v = n * (n - 1);
-            if (m->sample_interval > 1 && bv < n * (n - 1) * mean * mean)
-                bv = n * (n - 1) * mean * mean;
-            r->calls_se = mf_sqrt(v);
-            r->bytes_se = mf_sqrt(bv);
-            t->calls_var += v;
-            t->bytes_var += bv;
+            r->calls_se = mf_sqrt(mf_floor(m, (double)k->calls_var, 1));
+            r->bytes_se = mf_sqrt(mf_floor(m, k->bytes_var, (double)k->bytes / (double)k->calls));
         }
         t->estimated |= r->estimated;
         t->calls += r->calls;
         t->bytes += r->bytes;
+        t->calls_var += (double)k->calls_var;
+        t->bytes_var += k->bytes_var;
+    }
+    /* The sum's variance is the classes' (no floor each: one for the whole). */
+    if (t->estimated && t->calls) {
+        t->calls_var = mf_floor(m, t->calls_var, 1);
+        t->bytes_var = mf_floor(m, t->bytes_var, (double)t->bytes / (double)t->calls);
     }
 }
 
@@ -153,9 +160,13 @@ static void mf_text(FILE *out, const struct mf_size_table *t)
         fprintf(out, "%*s %14s", width, range, b);
         mf_err_col(out, t, r, r->calls_se, r->calls);
         fprintf(out, " %7.2f%%", t->calls ? 100.0 * (double)r->calls / (double)t->calls : 0);
-        snprintf(b, sizeof b, "%s%s", r->estimated ? "~" : "", mf_fmt_bytes(a, (double)r->bytes));
+        /* Size 0's bytes are 0 however many calls there were. */
+        bool est = r->estimated && r->hi != 0;
+        snprintf(b, sizeof b, "%s%s", est ? "~" : "", mf_fmt_bytes(a, (double)r->bytes));
         fprintf(out, " %11s", b);
-        mf_err_col(out, t, r, r->bytes_se, r->bytes);
+        struct mf_size_row shown = *r;
+        shown.estimated = est;
+        mf_err_col(out, t, &shown, r->bytes_se, r->bytes);
         fprintf(out, " %7.2f%%  ", t->bytes ? 100.0 * (double)r->bytes / (double)t->bytes : 0);
         /* The bar: calls against the class with the most, at least one mark if any. */
         int n = most ? (int)((r->calls * MF_BAR_WIDTH + most - 1) / most) : 0;
