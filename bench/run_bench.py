@@ -35,6 +35,7 @@ its targets (5 s, twice the thread files), into bench/RESULTS-mfprint.md (BENCH_
 runs only that; BENCH_QUICK=1 only 10^5, once; its own settings are at its top)."""
 
 import datetime
+import json
 import os
 import shutil
 import statistics
@@ -59,7 +60,8 @@ PROC_COST_SHARE = 76  # ... max_depth, cost_share_ppm
 PROC_FLAGS, PROC_TLS_DIRECT = 48, 2  # flags, MF_PROCESS_TLS_DIRECT
 EXACT_MS = 5.0  # MF_EXACT_NS_MAX: the exact stretch's time cap
 SEG_ENTRIES_OFFSET = 64  # entries start this far into a segment (MF_SEGMENT_ENTRIES_OFFSET)
-ENTRY = struct.Struct("<QIIQQQQQ")  # hash, depth, flags, frames, samples, calls, bytes, calls_sq
+# hash, depth, flags, frames, samples, calls, bytes, calls_sq, bytes_var
+ENTRY = struct.Struct("<QIIQQQQQd")
 
 
 def die(msg):
@@ -310,7 +312,7 @@ def read_profile(top):
                 cap = struct.unpack_from("<I", data, off)[0]
                 start = off + SEG_ENTRIES_OFFSET
                 frames = start + cap * ENTRY.size
-                for h, depth, _fl, first, s, _c, _b, _sq in ENTRY.iter_unpack(data[start:frames]):
+                for h, depth, _fl, first, s, *_rest in ENTRY.iter_unpack(data[start:frames]):
                     if h:
                         samples += s
                         uniq.add(data[frames + 8 * first:frames + 8 * (first + depth)])
@@ -682,6 +684,67 @@ def report(ws, runs, shares, perf_note, failures, elapsed):
     return "\n".join(lines) + "\n"
 
 
+def large_site_accuracy(failures):
+    """The large-allocation workload (tests/programs/large_site.c): ten 8 MiB calls at
+    site_huge among 5 million small calls at two other sites. Calls and bytes of each site in
+    the default mode (MALLOC_FREQ_LARGE at its default), and with MALLOC_FREQ_LARGE=0, against
+    the N=1 run: the error of each, and the standard error the estimate gives itself."""
+    import csv
+    import io
+    exe = os.path.join(WORK, "large_site")
+    subprocess.run(["gcc", "-O2", "-g", "-fno-omit-frame-pointer", "-Wall", "-Wextra", "-Werror",
+                    "-o", exe, os.path.join(ROOT, "tests", "programs", "large_site.c")], check=True)
+    mf_print = os.path.join(ROOT, "build", "mf_print")
+    sites = ("site_huge", "site_small_a", "site_small_b")
+
+    def profile(extra):
+        tmp = tempfile.mkdtemp(prefix="large_", dir=WORK)
+        env = clean_env()
+        env.update({"LD_PRELOAD": LIB, "MALLOC_FREQ_DIR": tmp}, **extra)
+        subprocess.run([exe], env=env, check=True, stdout=subprocess.DEVNULL)
+        (d,) = [os.path.join(tmp, x) for x in os.listdir(tmp) if x.startswith("malloc_freq.")]
+        doc = json.loads(subprocess.run([mf_print, "--format", "json", d], check=True,
+                                        capture_output=True, text=True).stdout)
+        shutil.rmtree(tmp, ignore_errors=True)
+        out = {}
+        for s in doc["stacks"]:
+            name = s["frames"][0]["function"] if s["frames"] else "?"
+            if name in sites:
+                o = out.setdefault(name, [0, 0, 0.0, 0.0, True])
+                o[0] += s["calls"]
+                o[1] += s["bytes"]
+                o[2] += s["calls_stderr"] ** 2
+                o[3] += s["bytes_stderr"] ** 2
+                o[4] = o[4] and not s["estimated"]
+        return out
+
+    exact = profile({"MALLOC_FREQ_SAMPLE": "1", "MALLOC_FREQ_UNWIND": "fp"})
+    lines = ["", "## Large allocations (`MALLOC_FREQ_LARGE`)", "",
+             "tests/programs/large_site.c: site_huge makes ten 8 MiB calls among 5,000,000 small"
+             " calls of two other sites. Error against the N=1 run (exact), and the standard"
+             " error each estimate states:", "",
+             "| mode | site | calls (N=1) | calls: error, stated SE | bytes: error, stated SE | exact? |",
+             "|---|---|---|---|---|---|"]
+    for mode, extra in (("default", {}), ("MALLOC_FREQ_LARGE=0", {"MALLOC_FREQ_LARGE": "0"})):
+        got = profile(extra)
+        for site in sites:
+            want = exact.get(site, [0, 0])
+            g = got.get(site, [0, 0, 0.0, 0.0, False])
+
+            def rel(a, b):
+                return "%+.1f %%" % (100.0 * (a - b) / b) if b else "n/a"
+
+            def se(v, of):
+                return "%.1f %%" % (100.0 * v ** 0.5 / of) if of else "n/a"
+            lines.append("| %s | %s | %s | %s, %s | %s, %s | %s |" % (
+                mode, site, "{:,}".format(want[0]), rel(g[0], want[0]), se(g[2], g[0]),
+                rel(g[1], want[1]), se(g[3], g[1]), "yes" if g[4] and g[0] else "no"))
+            if mode == "default" and site == "site_huge" and (g[0], g[1]) != tuple(want[:2]):
+                failures.append("large_site: site_huge %s calls %s bytes in the default mode,"
+                                " N=1 says %s, %s" % (g[0], g[1], want[0], want[1]))
+    return lines
+
+
 def main():
     if not os.path.exists(LIB):
         die("%s is missing: run `make` first" % LIB)
@@ -736,7 +799,14 @@ def main():
                         except (subprocess.CalledProcessError, OSError) as e:
                             failures.append("perf %s %s: %s" % (w.name, v.name, e))
         print("run_bench: perf runs done", flush=True)
+    try:
+        large = large_site_accuracy(failures)
+    except (subprocess.CalledProcessError, OSError, ValueError) as e:
+        failures.append("large_site: %s" % e)
+        large = []
+    print("run_bench: large-allocation workload done", flush=True)
     text = report(ws, runs, shares, perf_note, failures, time.perf_counter() - started)
+    text += "\n".join(large) + ("\n" if large else "")
     out = os.environ.get("BENCH_RESULTS") or (
         os.path.join(WORK, "RESULTS-quick.md") if QUICK else os.path.join(BENCH, "RESULTS.md"))
     with open(out, "w") as f:

@@ -45,6 +45,11 @@ static struct mf_slot *mf_slots_used, *mf_slots_free;
 static uint32_t mf_slots_lock;
 /* The process image's first table: a thread that cannot have one of its own records here. */
 static struct mf_table *mf_first_table;
+/* Calls made before start-up by size class (weight 1, unprofiled): the first thread set up
+ * after them takes them into its histogram. */
+static struct {
+    uint64_t calls[MF_SIZE_CLASSES], bytes[MF_SIZE_CLASSES];
+} mf_early_sizes;
 
 #define MF_EXACT_CHUNK 64 /* a thread takes the exact budget in chunks: less contention */
 #define MF_COST_SHARE (MF_COST_SHARE_PPM / 1e6)
@@ -204,6 +209,19 @@ static void mf_table_unlock(struct mf_table *tab)
         mf_spin_unlock(&tab->lock);
 }
 
+/* A sample's weight w in the size histogram (under the table's lock): w calls and w * size
+ * bytes, and their variances' w(w-1) and w(w-1) * size^2; nothing for those with w = 1. */
+static void mf_size_add(struct mf_thread_header *h, uint64_t w, uint64_t size)
+{
+    struct mf_size_class *c = &h->sizes[mf_size_class(size)];
+    c->calls += w;
+    c->bytes += w * size;
+    if (w > 1) {
+        c->calls_var += w * (w - 1);
+        c->bytes_var += (double)w * (double)(w - 1) * (double)size * (double)size;
+    }
+}
+
 static void mf_unprofiled(struct mf_thread *t, uint64_t weight, size_t size)
 {
     struct mf_table *tab = mf_table_lock(t->slot->table);
@@ -212,6 +230,9 @@ static void mf_unprofiled(struct mf_thread *t, uint64_t weight, size_t size)
     h->unprofiled_calls += weight;
     h->unprofiled_bytes += weight * size;
     h->unprofiled_calls_sq += weight * weight;
+    if (weight > 1)
+        h->unprofiled_bytes_var += (double)weight * (double)(weight - 1) * (double)size * (double)size;
+    mf_size_add(h, weight, size);
     mf_table_unlock(tab);
 }
 
@@ -449,6 +470,12 @@ static void mf_thread_setup(struct mf_thread *t)
     h->unprofiled_calls += t->early_calls;
     h->unprofiled_bytes += t->early_bytes;
     h->unprofiled_calls_sq += t->early_calls;
+    for (uint32_t c = 0; c < MF_SIZE_CLASSES; c++) { /* calls before start-up, of any thread */
+        if (!__atomic_load_n(&mf_early_sizes.calls[c], __ATOMIC_RELAXED))
+            continue;
+        h->sizes[c].calls += __atomic_exchange_n(&mf_early_sizes.calls[c], 0, __ATOMIC_RELAXED);
+        h->sizes[c].bytes += __atomic_exchange_n(&mf_early_sizes.bytes[c], 0, __ATOMIC_RELAXED);
+    }
     mf_table_unlock(tab);
     t->early_calls = t->early_bytes = 0;
     t->totals = &h->totals;
@@ -489,12 +516,13 @@ static void mf_sample_on_stack(void *arg)
 {
     struct mf_thread *t = arg;
     struct mf_slot *s = t->slot;
-    uint32_t max = mf_opt.max_depth, own = s->nown, n = s->npcs, flags = 0;
+    uint32_t max = mf_opt.max_depth, own = s->nown, n = s->npcs;
+    uint32_t flags = s->large ? MF_ENTRY_LARGE : 0;
     const uintptr_t *pcs = s->pcs + own;
     n -= own;
     if (n > max) {
         n = max;
-        flags = MF_ENTRY_TRUNCATED;
+        flags |= MF_ENTRY_TRUNCATED;
     }
     struct mf_table *tab = mf_table_lock(s->table);
     uint32_t epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE);
@@ -513,10 +541,14 @@ static void mf_sample_on_stack(void *arg)
     }
     bool new_stack = e && e->samples == 0;
     if (e) {
+        uint64_t w = s->weight;
         e->samples++;
-        e->calls += s->weight;
-        e->bytes += s->weight * s->size;
-        e->calls_sq += s->weight * s->weight;
+        e->calls += w;
+        e->bytes += w * s->size;
+        e->calls_sq += w * w;
+        if (w > 1)
+            e->bytes_var += (double)w * (double)(w - 1) * (double)s->size * (double)s->size;
+        mf_size_add(tab->hdr, w, s->size);
         if ((++s->samples & 63) == 1) /* the clock costs as much as the rest of an exact sample */
             tab->hdr->last_ns = mf_now_ns();
     }
@@ -526,10 +558,43 @@ static void mf_sample_on_stack(void *arg)
     s->new_stack = new_stack;
 }
 
+/* A call at or above MALLOC_FREQ_LARGE, counted, on a thread that is set up: a sample of
+ * weight 1, outside the sampled stream (the countdown is left as it is, so the other calls'
+ * samples stay unbiased). Its time is left out of the program's time per call, like a
+ * sample's. Inlined: the unwinder starts from mf_record_slow's frame (entry_fp, ret). */
+static inline __attribute__((always_inline)) void mf_record_large(struct mf_thread *t, size_t size,
+                                                                uintptr_t ret)
+{
+    struct mf_slot *s = t->slot;
+    if (t->paused) {
+        mf_unprofiled(t, 1, size);
+        return;
+    }
+    int64_t saved = mf_enter(t);
+    s->entry_fp = (uintptr_t)__builtin_frame_address(0);
+    s->ret = ret;
+    s->weight = 1;
+    s->size = size;
+    s->large = true;
+    bool adaptive = !mf_opt.sample_interval;
+    uint64_t t0 = adaptive ? mf_mono_ns() : 0;
+    s->npcs = mf_unwind(s, mf_opt.max_depth + MF_OWN_FRAMES_MAX + 1, &s->nown);
+    mf_call_on_stack(s->stack_top, mf_sample_on_stack, t);
+    if (adaptive && s->sample_end_ns)
+        s->sample_end_ns += mf_mono_ns() - t0;
+    mf_leave(t, saved);
+}
+
 void mf_record_slow(enum mf_fn fn, size_t size)
 {
     struct mf_thread *t = &mf_tls;
     uintptr_t ret = (uintptr_t)__builtin_return_address(0);
+    /* The hot path sent this call here for its size (without counting it down) when it is
+     * at least the thread's `large`, else because the countdown ended. `large` is 0 until
+     * the thread's first call here, and follows the options from then on. */
+    uint64_t limit = t->large;
+    bool large = mf_opt.large && size >= mf_opt.large;
+    t->large = mf_opt.large ? mf_opt.large : UINT64_MAX;
     if (MF_UNLIKELY(mf_forked()))
         mf_after_fork_child(); /* _Fork() or clone() skipped our atfork handler */
     if (t->busy) {
@@ -546,6 +611,12 @@ void mf_record_slow(enum mf_fn fn, size_t size)
         MF_PENDING_ADD(t->pending.bytes[fn], size);
         mf_flush(t);
     }
+    if (!large) {
+        if (size >= limit && --t->countdown > 0) /* not counted down on the hot path */
+            return;
+    } else if (size < limit) {
+        t->countdown++; /* counted down on the hot path: a large call is not of the stream */
+    }
 
     if (MF_UNLIKELY(t->state != MF_THREAD_READY || !mf_ready)) {
         if (t->state == MF_THREAD_EXITED || t->state == MF_THREAD_FAILED) {
@@ -556,6 +627,8 @@ void mf_record_slow(enum mf_fn fn, size_t size)
             /* Before start-up finished (or never, if profiling is off): count every call. */
             t->early_calls++;
             t->early_bytes += size;
+            __atomic_fetch_add(&mf_early_sizes.calls[mf_size_class(size)], 1, __ATOMIC_RELAXED);
+            __atomic_fetch_add(&mf_early_sizes.bytes[mf_size_class(size)], size, __ATOMIC_RELAXED);
             t->countdown = mf_disabled ? MF_COUNTDOWN_OFF : 1;
             return;
         }
@@ -574,6 +647,10 @@ void mf_record_slow(enum mf_fn fn, size_t size)
             return;
         }
         mf_flush(t); /* what was counted before the table existed */
+    }
+    if (large) {
+        mf_record_large(t, size, ret);
+        return;
     }
     if (t->sample_left > 0) { /* a flush only: the sample is further on */
         t->countdown = mf_arm(t, t->sample_left);
@@ -598,6 +675,7 @@ void mf_record_slow(enum mf_fn fn, size_t size)
     s->ret = ret;
     s->weight = t->weight;
     s->size = size;
+    s->large = false;
     bool adaptive = !mf_opt.sample_interval;
     uint64_t t0 = adaptive ? mf_mono_ns() : 0;
     s->npcs = mf_unwind(s, mf_opt.max_depth + MF_OWN_FRAMES_MAX + 1, &s->nown);
@@ -683,6 +761,7 @@ static void mf_after_fork_child(void)
     memset(&t->pending, 0, sizeof t->pending); /* the parent's, which it flushes itself */
     t->totals = NULL;
     t->early_calls = t->early_bytes = 0;
+    memset(&mf_early_sizes, 0, sizeof mf_early_sizes);
     if (t->slot) {
         t->slot->listed = false;
         t->slot->next = t->slot->prev = NULL;

@@ -17,7 +17,7 @@
 
 #include <stdint.h>
 
-#define MF_FORMAT_VERSION 3u
+#define MF_FORMAT_VERSION 4u
 
 #define MF_THREAD_MAGIC "MFREQTHR" /* 8 bytes, no NUL */
 #define MF_PROCESS_MAGIC "MFREQPRC"
@@ -57,6 +57,47 @@ struct mf_totals {
     uint64_t bytes[MF_FN_COUNT];
 };
 
+/* The size histogram's classes: class 0 holds size 0; a size s >= 1 with its leading one at
+ * bit e (2^e <= s < 2^(e+1)) is in class 1 + 4e + m, m the two bits below the leading one
+ * (for e < 2, those of s << (2 - e)): four classes per doubling, each spanning at most a
+ * quarter of it, up to class 192 (2^47 + 3 * 2^45 .. 2^48 - 1); class 193 holds every size
+ * from 2^48 (256 TiB, more than any malloc can return) up. Classes 2, 3, 4, 6 and 8 stay
+ * empty (sizes 1, 2 and 3 have a class each). */
+#define MF_SIZE_CLASSES 194
+
+static inline uint32_t mf_size_class(uint64_t size)
+{
+    if (!size)
+        return 0;
+    uint32_t e = 63u - (uint32_t)__builtin_clzll(size);
+    if (e >= 48)
+        return MF_SIZE_CLASSES - 1;
+    uint32_t m = (uint32_t)(e >= 2 ? size >> (e - 2) : size << (2 - e)) & 3u;
+    return 1 + 4 * e + m;
+}
+
+/* The smallest size of class c (c < MF_SIZE_CLASSES); 0 for class 0. */
+static inline uint64_t mf_size_class_lo(uint32_t c)
+{
+    if (!c)
+        return 0;
+    uint32_t e = (c - 1) / 4, m = (c - 1) % 4;
+    return e >= 2 ? (uint64_t)(4 + m) << (e - 2) : (uint64_t)(4 + m) >> (2 - e);
+}
+
+/* One class of a thread's size histogram, counted from the samples (the slow path's, never
+ * the hot path's): every sample, profiled or not, adds its weight w to calls, w * size to
+ * bytes, w(w-1) to calls_var and w(w-1) * size^2 to bytes_var. Samples of weight 1 (the
+ * exact stretch, MALLOC_FREQ_SAMPLE=1, calls at or above MALLOC_FREQ_LARGE) add no
+ * variance: a class whose calls_var is 0 is exact. calls and bytes are unbiased estimates of
+ * the calls of these sizes and their bytes; calls_var and bytes_var of their variances. */
+struct mf_size_class {
+    uint64_t calls;
+    uint64_t bytes;
+    uint64_t calls_var;
+    double bytes_var;
+};
+
 #define MF_MAX_SEGMENTS 32
 
 /* What a reader may rely on when it checks counts against each other:
@@ -73,17 +114,17 @@ struct mf_totals {
  * max_depth and every entry's depth are at most this. */
 #define MF_DEPTH_MAX 512u
 
-/* The writer's table geometry: the thread header takes the first page; segment k holds
+/* The writer's table geometry: the thread header takes the first two pages; segment k holds
  * MF_SEG_ENTRIES_FIRST << min(k, MF_SEG_GROWTH_STEPS) entries and MF_FRAMES_PER_ENTRY times
  * as many frames, rounded up to a page. */
-#define MF_THREAD_HEADER_BYTES 4096u
+#define MF_THREAD_HEADER_BYTES 8192u
 #define MF_SEG_ENTRIES_FIRST 64u
 #define MF_SEG_GROWTH_STEPS 12u
 #define MF_SEG_ENTRIES_MAX (MF_SEG_ENTRIES_FIRST << MF_SEG_GROWTH_STEPS)
 #define MF_FRAMES_PER_ENTRY 16u /* frame room per slot; at load <= 1/2, 32 per stack */
-/* The largest thread file the writer can make: the header page, then 32 segments of at most
- * 64 + 262,144 * (56 + 16 * 8) bytes rounded up to a page (48,238,592 bytes each), in all
- * 1,543,639,040 bytes (1.44 GiB). A reader may refuse anything bigger unread. */
+/* The largest thread file the writer can make: the header's two pages, then 32 segments of
+ * at most 64 + 262,144 * (64 + 16 * 8) bytes rounded up to a page (50,335,744 bytes each), in
+ * all 1,610,752,000 bytes (1.50 GiB). A reader may refuse anything bigger unread. */
 #define MF_SEG_BYTES_MAX                                                                   \
     (((MF_SEGMENT_ENTRIES_OFFSET +                                                         \
        (uint64_t)MF_SEG_ENTRIES_MAX * (sizeof(struct mf_entry) + MF_FRAMES_PER_ENTRY * 8u)) + \
@@ -123,6 +164,11 @@ struct mf_thread_header {
      * exits, and a thread that cannot have a file of its own records into the process's
      * first table (then MF_THREAD_SHARED). tid and seq are the first thread's. */
     uint64_t threads;
+    /* The estimated variance of unprofiled_bytes: the sum of w(w-1) * size^2, as a double. */
+    double unprofiled_bytes_var;
+    /* The size histogram: the thread's samples (stacks' and unprofiled ones) by size class,
+     * and its calls made before start-up (weight 1). Written under the table's lock. */
+    struct mf_size_class sizes[MF_SIZE_CLASSES];
 };
 
 /* A segment: struct mf_segment_header, then `capacity` entries (an open-addressing hash
@@ -139,6 +185,10 @@ struct mf_segment_header {
 };
 
 #define MF_ENTRY_TRUNCATED 1u /* the stack was deeper than max_depth */
+/* The stack's samples were taken for their size (MALLOC_FREQ_LARGE), weight 1 each, outside
+ * the countdown: every call at or above the threshold is one, so the counts are exact. The
+ * same stack's other samples are another entry, without this flag. */
+#define MF_ENTRY_LARGE 2u
 /* The upper bits of an entry's flags: the module epoch it was recorded in. The epoch
  * grows when a library is found mapped where another one was: its stacks and the old
  * one's are told apart, and each is symbolized with its own module (mf_module_record). */
@@ -155,6 +205,9 @@ struct mf_entry {
     /* The sum of the samples' squared weights: calls_sq - calls estimates the variance of
      * `calls` (each sample of weight w adds w(w-1)); 0 for exact counts. */
     uint64_t calls_sq;
+    /* The estimated variance of `bytes`: the sum over samples of w(w-1) * size^2, as an IEEE
+     * double (the product overflows 64 bits); 0 for exact counts. */
+    double bytes_var;
 };
 
 /* Process flags. */
@@ -196,6 +249,9 @@ struct mf_process_header {
     /* Written at exit (MF_PROCESS_EXITED): the calls the exact stretch recorded, fewer than
      * exact_calls when its time cap ended it first or the process made fewer calls. */
     uint64_t exact_recorded;
+    /* MALLOC_FREQ_LARGE: every call of at least this many bytes is recorded, with weight 1,
+     * outside the sampled stream; 0 = off. */
+    uint64_t large_bytes;
 };
 
 /* Appended to the process file, one write() each. */

@@ -53,6 +53,7 @@ struct mf_slot {
     uintptr_t entry_fp;  /* mf_record_slow's frame on the program's stack */
     uintptr_t ret;       /* its return address: where the profiler's frames end */
     uint64_t weight, size;
+    bool large;          /* the sample is a call at or above MALLOC_FREQ_LARGE */
     uint32_t npcs, nown; /* the stack captured, and the profiler's frames at its start */
     bool new_stack;
     uint64_t gen;        /* the slot's table was first set up in this process generation */
@@ -66,6 +67,7 @@ struct mf_options {
     uint64_t exact_calls;     /* process-wide calls recorded exactly before sampling starts */
     uint64_t seed;
     bool seed_set;
+    uint64_t large; /* MALLOC_FREQ_LARGE: calls of this many bytes and more are all recorded; 0 off */
     uint32_t max_depth;
     uint32_t unwinder; /* MF_UNWIND_* */
     const char *base_dir; /* MALLOC_FREQ_DIR, or NULL for the working directory */

@@ -70,6 +70,7 @@ bool mf_process_file_create(void)
         .sample_interval = mf_opt.sample_interval,
         .exact_calls = mf_opt.exact_calls,
         .cost_share_ppm = mf_opt.sample_interval ? 0 : MF_COST_SHARE_PPM,
+        .large_bytes = mf_opt.large,
         .max_depth = mf_opt.max_depth,
     };
     memcpy(h.magic, MF_PROCESS_MAGIC, 8);

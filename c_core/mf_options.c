@@ -12,11 +12,15 @@
 #define MF_EXACT_CALLS 20000u
 /* Above this a "sample interval" is a typo, not a setting: it would leave no samples. */
 #define MF_SAMPLE_MAX 1000000000u
+/* Calls of this many bytes and more are recorded every time, with weight 1 (README
+ * "Sampling"). Chosen from `make bench`: see README. */
+#define MF_LARGE_DEFAULT (64u << 10)
 
 struct mf_options mf_opt = {
     .sample_interval = 0,
     .exact_calls = MF_EXACT_CALLS,
     .max_depth = MF_DEPTH_DEFAULT,
+    .large = MF_LARGE_DEFAULT,
     .unwinder = MF_UNWIND_LIBUNWIND,
     .libunwind = "libunwind.so.8",
 };
@@ -63,6 +67,8 @@ void mf_options_read(void)
         mf_opt.seed = v;
         mf_opt.seed_set = true;
     }
+    if (mf_env_u64("MALLOC_FREQ_LARGE", 0, UINT64_MAX, "65536", &v))
+        mf_opt.large = v;
     if (mf_env_u64("MALLOC_FREQ_DEPTH", 1, MF_DEPTH_MAX, "64", &v))
         mf_opt.max_depth = (uint32_t)v;
     const char *u = getenv("MALLOC_FREQ_UNWIND");

@@ -12,8 +12,9 @@
 
 #define MF_PAGE 4096u
 #define MF_HEADER_BYTES MF_THREAD_HEADER_BYTES /* the table geometry is the format's */
-_Static_assert(MF_THREAD_HEADER_BYTES == MF_PAGE && sizeof(struct mf_entry) == 56 &&
-                   MF_THREAD_FILE_MAX == 1543639040u,
+_Static_assert(MF_THREAD_HEADER_BYTES == 2 * MF_PAGE &&
+                   sizeof(struct mf_thread_header) <= MF_THREAD_HEADER_BYTES &&
+                   sizeof(struct mf_entry) == 64 && MF_THREAD_FILE_MAX == 1610752000u,
                "MF_THREAD_FILE_MAX in mf_format.h says what these make");
 
 static uint64_t mf_round_page(uint64_t n)

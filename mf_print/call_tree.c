@@ -274,6 +274,7 @@ static void mf_expand(struct mf_build *b, uint32_t node, uint32_t lo, uint32_t h
             c->bytes += s->bytes;
             c->samples += s->samples;
             c->var += s->var;
+            c->bytes_var += s->bytes_var;
             c->estimated |= s->estimated;
             if (ps->len[si] == d + 1) {
                 c->end_calls += s->calls;
@@ -343,6 +344,7 @@ void mf_tree_build(struct mf_tree *t, const struct mf_model *m, double threshold
         root->bytes += s->bytes;
         root->samples += s->samples;
         root->var += s->var;
+        root->bytes_var += s->bytes_var;
     }
     t->merged_stacks = mf_count_merged(&b.ps, 0, b.ps.n, 0);
     mf_expand(&b, 0, 0, b.ps.n, 0);

@@ -32,6 +32,7 @@ struct mf_node {
     uint32_t nchildren;
     uint64_t calls, bytes, samples;             /* every stack through this node */
     uint64_t var;                               /* the variance of calls, estimated */
+    double bytes_var;                           /* the variance of bytes, estimated */
     uint64_t end_calls, end_bytes, end_samples; /* stacks with no frame further out */
     bool estimated;     /* some stack through it is an estimate */
     bool end_estimated; /* some stack ending at it is */

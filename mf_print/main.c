@@ -74,6 +74,10 @@ static void mf_usage(FILE *out)
           "                         and NEW are profile directories (repeat --base for\n"
           "                         more) or a pprof file mf_print wrote; tree, csv or\n"
           "                         pprof format\n"
+          "      --sizes            the sizes asked for: calls and bytes by size class,\n"
+          "                         estimated from the samples with their error (exact\n"
+          "                         at MALLOC_FREQ_SAMPLE=1 and from MALLOC_FREQ_LARGE\n"
+          "                         up); tree, csv or json format\n"
           "  -h, --help             this text\n",
           out);
 }
@@ -295,7 +299,7 @@ int main(int argc, char **argv)
     enum {
         MF_OPT_NO_TRIM = 256, MF_OPT_SAVE, MF_OPT_NO_FOLD, MF_OPT_FOLD, MF_OPT_HIDE,
         MF_OPT_FULL_STACKS, MF_OPT_FULL_NAMES, MF_OPT_WIDTH, MF_OPT_BY, MF_OPT_PROGRAM,
-        MF_OPT_DEBUG_DIR, MF_OPT_SYSROOT
+        MF_OPT_DEBUG_DIR, MF_OPT_SYSROOT, MF_OPT_SIZES
     };
     struct mf_transform xf = *mf_transform_get();
     regex_t *fold_re = NULL, *hide_re = NULL;
@@ -305,6 +309,7 @@ int main(int argc, char **argv)
     int nprograms = 0, ndebug_dirs = 0;
     const char *sysroot = NULL;
     bool by_program = false;
+    bool sizes = false;
     const char **base = mf_xcalloc((size_t)argc + 1, sizeof *base);
     int nbase = 0;
     const char *save = NULL;
@@ -328,6 +333,7 @@ int main(int argc, char **argv)
         {"debug-dir", required_argument, NULL, MF_OPT_DEBUG_DIR},
         {"sysroot", required_argument, NULL, MF_OPT_SYSROOT},
         {"base", required_argument, NULL, 'b'},
+        {"sizes", no_argument, NULL, MF_OPT_SIZES},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -420,6 +426,9 @@ int main(int argc, char **argv)
                 mf_usage_error("%s", "--base needs a profile directory or pprof file");
             base[nbase++] = optarg;
             break;
+        case MF_OPT_SIZES:
+            sizes = true;
+            break;
         case 'h':
             mf_usage(stdout);
             return 0;
@@ -440,6 +449,13 @@ int main(int argc, char **argv)
         format = MF_FORMAT_PPROF;
         o.output = save;
     }
+    if (sizes && by_program)
+        mf_usage_error("%s", "--sizes is for the whole profile: use --program NAME, not --by");
+    if (sizes && (nbase || save))
+        mf_usage_error("%s", nbase ? "--sizes does not compare profiles (--base)"
+                                   : "--sizes does not write pprof (--save)");
+    if (sizes && format != MF_FORMAT_TREE && format != MF_FORMAT_CSV && format != MF_FORMAT_JSON)
+        mf_usage_error("--sizes reports in tree, csv or json format, not %s", mf_formats[format]);
     if (ndirs == 0)
         mf_usage_error("%s", nbase ? "--base OLD needs NEW: mf_print --base OLD NEW"
                                    : "no profile given: mf_print malloc_freq.<pid>");
@@ -503,7 +519,9 @@ int main(int argc, char **argv)
     mf_model_build(&model, &profile, o.trim);
     mf_profile_drop_frames(&profile); /* the model has its locations */
     bool failed = false;
-    if (format == MF_FORMAT_TREE) {
+    if (sizes) {
+        failed = mf_report_sizes(out, &model, format, &o);
+    } else if (format == MF_FORMAT_TREE) {
         struct mf_tree tree;
         mf_tree_build(&tree, &model, o.threshold, mf_profile_total_calls(&profile));
         struct mf_cut cut;

@@ -99,8 +99,12 @@ void mf_model_build(struct mf_model *m, const struct mf_profile *p, bool trim)
         s->calls = rs->calls;
         s->bytes = rs->bytes;
         s->var = rs->var;
-        /* A weight > 1 makes an estimate; so does a process past its exact stretch. */
-        s->estimated = rs->calls != rs->samples || p->procs[rs->process].sampled;
+        s->bytes_var = rs->bytes_var;
+        s->raw = r;
+        /* A weight > 1 makes an estimate; so does a process past its exact stretch; not a
+         * stack whose every sample was recorded for its size (all such calls are). */
+        s->estimated = !(rs->flags & MF_ENTRY_LARGE) &&
+                       (rs->calls != rs->samples || p->procs[rs->process].sampled);
         m->estimated |= s->estimated;
         uint32_t epoch = rs->flags >> MF_ENTRY_EPOCH_SHIFT;
         for (uint32_t i = 0; i < rs->depth; i++) {
@@ -149,6 +153,8 @@ void mf_model_build(struct mf_model *m, const struct mf_profile *p, bool trim)
         s->calls = p->unprofiled_calls;
         s->bytes = p->unprofiled_bytes;
         s->var = p->unprofiled_var;
+        s->bytes_var = p->unprofiled_bytes_var;
+        s->raw = UINT32_MAX;
         s->estimated = p->unprofiled_calls != p->unprofiled_samples || any_sampled;
         m->estimated |= s->estimated;
     }

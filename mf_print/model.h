@@ -49,7 +49,11 @@ struct mf_stack {
     uint32_t via;         /* the folded wrapper the site called (interned), 0 if none */
     uint64_t samples, calls, bytes;
     uint64_t var;   /* the estimated variance of calls (0 when exact) */
-    bool estimated; /* calls and bytes are estimates (a weight > 1, or a sampled process) */
+    double bytes_var; /* the estimated variance of bytes (0 when exact) */
+    /* calls and bytes are estimates (a weight > 1, or a sampled process), unless every
+     * sample of it was recorded for its size (MALLOC_FREQ_LARGE) */
+    bool estimated;
+    uint32_t raw; /* its profile->stacks index; UINT32_MAX for [not profiled] */
 };
 
 /* What the transform stage did (transform.c), for the report's header. */

@@ -193,6 +193,7 @@ static void mf_read_process(struct mf_profile *p, const char *dir, const char *n
     pr->exact_calls = h.exact_calls;
     pr->exact_recorded = h.flags & MF_PROCESS_EXITED ? h.exact_recorded : 0;
     pr->cost_share_ppm = h.cost_share_ppm;
+    pr->large_bytes = h.large_bytes;
     memcpy(pr->exe, h.exe, sizeof pr->exe);
     pr->exe[sizeof pr->exe - 1] = '\0';
     p->nfiles_read++;
@@ -511,6 +512,7 @@ static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf
     s->calls += e->calls;
     s->bytes += e->bytes;
     s->var += e->calls_sq > e->calls ? e->calls_sq - e->calls : 0;
+    s->bytes_var += e->bytes_var;
     p->procs[process].attributed += e->calls;
     if (e->calls != e->samples)
         p->procs[process].weighted = true;
@@ -616,6 +618,13 @@ static void mf_read_thread(struct mf_profile *p, const char *dir, const char *na
     pr->unprofiled_calls += h->unprofiled_calls;
     pr->unprofiled_bytes += h->unprofiled_bytes;
     pr->unprofiled_var += unprofiled_var;
+    p->unprofiled_bytes_var += h->unprofiled_bytes_var;
+    for (int c = 0; c < MF_SIZE_CLASSES; c++) {
+        p->sizes[c].calls += h->sizes[c].calls;
+        p->sizes[c].bytes += h->sizes[c].bytes;
+        p->sizes[c].calls_var += h->sizes[c].calls_var;
+        p->sizes[c].bytes_var += h->sizes[c].bytes_var;
+    }
     if (h->unprofiled_calls != h->unprofiled_samples)
         pr->weighted = true;
     for (uint32_t k = 0; k < h->nsegments; k++) {

@@ -29,6 +29,7 @@ struct mf_process {
      * time cap ended it first, or the process made fewer calls); 0 while it runs. */
     uint64_t exact_recorded;
     uint32_t cost_share_ppm; /* default mode (sample_interval 0): the cost budget */
+    uint64_t large_bytes;    /* MALLOC_FREQ_LARGE: calls this large were all recorded; 0 off */
     char exe[256];
     struct mf_module *modules; /* sorted by lo */
     uint32_t nmodules;
@@ -56,6 +57,7 @@ struct mf_raw_stack {
     uint64_t *frames; /* return addresses, innermost first */
     uint64_t samples, calls, bytes;
     uint64_t var; /* the estimated variance of calls: the sum of w(w-1) over the samples */
+    double bytes_var; /* the estimated variance of bytes: the sum of w(w-1) size^2 */
 };
 
 struct mf_profile {
@@ -68,6 +70,10 @@ struct mf_profile {
     /* calls of every stack and [not profiled]: no sum of calls a report makes exceeds it,
      * and it never wraps (a file that would make it, or the totals, wrap is skipped) */
     uint64_t stacks_calls;
+    double unprofiled_bytes_var;
+    /* the size histogram, summed over all threads (struct mf_size_class: calls and bytes
+     * estimated from the samples, and their variances) */
+    struct mf_size_class sizes[MF_SIZE_CLASSES];
     uint32_t nthreads;
     uint32_t nfiles_read; /* valid thread and process files */
     uint32_t nfiles_skipped;

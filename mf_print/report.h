@@ -58,6 +58,10 @@ bool mf_report_diff_pprof(FILE *out, const struct mf_diff *d, const struct mf_re
 bool mf_report_html(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
 /* The model as JSON (report_json.c). */
 bool mf_report_json(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
+/* --sizes (report_sizes.c): the size histogram, estimated from the samples with its errors
+ * (exact where every call was recorded); text (the tree format), csv or json. */
+bool mf_report_sizes(FILE *out, const struct mf_model *m, enum mf_format format,
+                     const struct mf_report_options *o);
 
 /* By program (programs.c). --program: keeps the processes of the programs named (the
  * executable's basename or path) in p; an unknown name is one line on stderr listing the

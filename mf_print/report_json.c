@@ -91,6 +91,19 @@ static double mf_calls_stderr(const struct mf_model *m, const struct mf_stack *s
     return mf_sqrt(v);
 }
 
+/* The same for bytes: a sample of weight w and size s adds w(w-1)s^2; the floor is one
+ * sample at the interval of the stack's mean size. */
+static double mf_bytes_stderr(const struct mf_model *m, const struct mf_stack *s)
+{
+    if (!s->estimated || !s->bytes || !s->calls)
+        return 0;
+    double v = s->bytes_var, n = (double)m->sample_interval;
+    double mean = (double)s->bytes / (double)s->calls;
+    if (m->sample_interval > 1 && v < n * (n - 1) * mean * mean)
+        v = n * (n - 1) * mean * mean;
+    return mf_sqrt(v);
+}
+
 static void mf_json_sampling(FILE *out, const struct mf_process *pr)
 {
     if (!pr->has_file) {
@@ -181,8 +194,9 @@ static void mf_json_stack(FILE *out, const struct mf_model *m, const struct mf_s
     mf_json_u64(out, "bytes", s->bytes);
     fputs(", ", out);
     mf_json_u64(out, "samples", s->samples);
-    fprintf(out, ", \"estimated\": %s, \"calls_stderr\": %.6g, \"truncated\": %s, ",
-            mf_bool(s->estimated), mf_calls_stderr(m, s),
+    fprintf(out, ", \"estimated\": %s, \"calls_stderr\": %.6g, \"bytes_stderr\": %.6g, "
+                 "\"truncated\": %s, ",
+            mf_bool(s->estimated), mf_calls_stderr(m, s), mf_bytes_stderr(m, s),
             mf_bool(s->flags & MF_ENTRY_TRUNCATED));
     fputs("\"via\": ", out);
     mf_json_str(out, s->via ? mf_str(s->via) : NULL);

@@ -41,6 +41,27 @@ static double mf_rel_error_pct(uint64_t calls, uint64_t var, uint64_t interval)
     return 100.0 * mf_sqrt(v) / (double)calls;
 }
 
+/* The same for bytes: a sample of weight w and size s adds w(w-1)s^2 (the writer keeps that
+ * sum per stack); with no weighted sample yet, one sample at the interval of the mean size. */
+static double mf_bytes_error_pct(uint64_t calls, uint64_t bytes, double var, uint64_t interval)
+{
+    if (!bytes)
+        return 0;
+    double n = (double)interval, mean = calls ? (double)bytes / (double)calls : 0;
+    if (interval > 1 && var < n * (n - 1) * mean * mean)
+        var = n * (n - 1) * mean * mean;
+    return 100.0 * mf_sqrt(var) / (double)bytes;
+}
+
+/* "±4.1%", "±12%", "±>999%" */
+static void mf_fmt_error(char *buf, size_t size, double e)
+{
+    if (e < 999.5)
+        snprintf(buf, size, "±%.*f%%", e < 9.95 ? 1 : 0, e);
+    else
+        snprintf(buf, size, "±>999%%");
+}
+
 struct mf_tree_ctx {
     FILE *out;
     const struct mf_tree *t;
@@ -70,16 +91,15 @@ static void mf_pad(FILE *out, int n)
 }
 
 static void mf_line(struct mf_tree_ctx *c, uint64_t calls, uint64_t var, uint64_t bytes,
-                    bool estimated, const char *glyph, const char *text, const struct mf_loc *loc)
+                    double bytes_var, bool estimated, const char *glyph, const char *text,
+                    const struct mf_loc *loc)
 {
-    char num[40], calls_s[48], err[32] = "", bytes_s[32], pct[32];
+    char num[40], calls_s[48], err[32] = "", bytes_err[32] = "", bytes_s[32], pct[32];
     snprintf(calls_s, sizeof calls_s, "%s%s", estimated ? "~" : "", mf_fmt_count(num, calls));
     if (estimated) {
-        double e = mf_rel_error_pct(calls, var, c->interval);
-        if (e < 999.5)
-            snprintf(err, sizeof err, "±%.*f%%", e < 9.95 ? 1 : 0, e);
-        else
-            snprintf(err, sizeof err, "±>999%%");
+        mf_fmt_error(err, sizeof err, mf_rel_error_pct(calls, var, c->interval));
+        mf_fmt_error(bytes_err, sizeof bytes_err,
+                     mf_bytes_error_pct(calls, bytes, bytes_var, c->interval));
     }
     snprintf(pct, sizeof pct, "%.2f%%", c->total ? (double)calls * 100.0 / (double)c->total : 0.0);
     mf_fmt_bytes(bytes_s, (double)bytes);
@@ -90,8 +110,13 @@ static void mf_line(struct mf_tree_ctx *c, uint64_t calls, uint64_t var, uint64_
         fputs(err, c->out);
         mf_pad(c->out, 7 - mf_width(err));
     }
-    fprintf(c->out, " %8s %10s  %.*s%s%s", pct, bytes_s, (int)c->prefix_len, c->prefix, glyph,
-            text);
+    fprintf(c->out, " %8s %10s", pct, bytes_s);
+    if (c->err_column) { /* always 7 wide: the tree's glyphs follow */
+        fputc(' ', c->out);
+        fputs(bytes_err, c->out);
+        mf_pad(c->out, 7 - mf_width(bytes_err));
+    }
+    fprintf(c->out, "  %.*s%s%s", (int)c->prefix_len, c->prefix, glyph, text);
     if (loc)
         fprintf(c->out, " (%s:%u)", mf_esc(mf_basename(mf_str(loc->file))), loc->line);
     fputc('\n', c->out);
@@ -137,6 +162,7 @@ static const char *mf_node_text(const struct mf_tree_ctx *c, const struct mf_nod
 struct mf_level {
     uint32_t node, next, lines, folded;
     uint64_t f_calls, f_bytes, f_var;
+    double f_bytes_var;
     bool f_est;
     size_t restore;
 };
@@ -159,6 +185,7 @@ static void mf_level_init(const struct mf_tree_ctx *c, struct mf_level *l, uint3
         l->f_calls += x->calls;
         l->f_bytes += x->bytes;
         l->f_var += x->var;
+        l->f_bytes_var += x->bytes_var;
         l->f_est |= x->estimated;
     }
     l->lines = shown + (l->folded ? 1 : 0);
@@ -183,7 +210,7 @@ static void mf_children(struct mf_tree_ctx *c)
             if (mf_below(c, x->calls))
                 continue;
             bool last = --l->lines == 0;
-            mf_line(c, x->calls, x->var, x->bytes, x->estimated,
+            mf_line(c, x->calls, x->var, x->bytes, x->bytes_var, x->estimated,
                     top ? "" : last ? "└─ " : "├─ ", mf_esc(mf_node_text(c, x)), mf_node_loc(x));
             size_t saved = c->prefix_len;
             if (!top)
@@ -196,7 +223,7 @@ static void mf_children(struct mf_tree_ctx *c)
             char text[64];
             snprintf(text, sizeof text, "… %u %s below %g%%", l->folded,
                      top ? "more entries" : "more", c->threshold);
-            mf_line(c, l->f_calls, l->f_var, l->f_bytes, l->f_est, top ? "" : "└─ ", text, NULL);
+            mf_line(c, l->f_calls, l->f_var, l->f_bytes, l->f_bytes_var, l->f_est, top ? "" : "└─ ", text, NULL);
         }
         c->prefix_len = l->restore;
         depth--;
@@ -431,7 +458,8 @@ void mf_report_tree(FILE *out, const struct mf_profile *p, const struct mf_tree 
     fputs("calls", out);
     if (c.err_column)
         fputs(" ±error", out);
-    fprintf(out, " %8s %10s  %s\n", "%", "bytes", "allocation site, then its callers");
+    fprintf(out, " %8s %10s%s  %s\n", "%", "bytes", c.err_column ? " ±error" : "",
+            "allocation site, then its callers");
     mf_children(&c);
     free(c.prefix);
 }

@@ -305,9 +305,10 @@ def tree_text(*dirs, threshold=None):
 
 _NUMBER = r"(\d[\d,]*)"
 # A report line: calls (~ when estimated), ±error, percent, bytes ("512 B", "1.2 KiB"),
-# then the tree glyphs and the function (mf_print/report_tree.c, mf_line).
+# ±error of the bytes (a column 7 wide when the tree has estimates), then the tree glyphs and
+# the function (mf_print/report_tree.c, mf_line).
 _TREE_LINE = re.compile(r"^\s*(~?)([\d,]+)(?:\s+±(\S+))?\s+(\d+(?:\.\d+)?)%\s+"
-                        r"(\d+(?:\.\d+)?\s\S+)\s\s(.*)$")
+                        r"(\d+(?:\.\d+)?\s\S+)(?: (?:±(\S+) *| {7}))?  (.*)$")
 
 
 class TreeLine:
@@ -315,7 +316,8 @@ class TreeLine:
         self.calls = int(m.group(2).replace(",", ""))
         self.error = m.group(3)  # e.g. "3.4%", or None for an exact count
         self.percent = float(m.group(4))
-        rest = m.group(6)
+        self.bytes_error = m.group(6)  # the same for the bytes
+        rest = m.group(7)
         self.top = not rest.startswith(("│", "├", "└", " "))  # top level: no tree glyph
         self.text = rest.lstrip("│├└─ ")  # `site (file.c:12)` or a fold line
 
@@ -809,7 +811,8 @@ def test_bad_environment_values():
     bad = [("MALLOC_FREQ_SAMPLE", "abc"), ("MALLOC_FREQ_SAMPLE", "0"),
            ("MALLOC_FREQ_SAMPLE", "-5"), ("MALLOC_FREQ_SAMPLE", "99999999999999999999"),
            ("MALLOC_FREQ_DEPTH", "abc"), ("MALLOC_FREQ_DEPTH", "0"),
-           ("MALLOC_FREQ_SEED", "xyz"), ("MALLOC_FREQ_UNWIND", "bogus")]
+           ("MALLOC_FREQ_SEED", "xyz"), ("MALLOC_FREQ_UNWIND", "bogus"),
+           ("MALLOC_FREQ_LARGE", "64k"), ("MALLOC_FREQ_LARGE", "-1")]
     failures = []
 
     def check(env, sample, want_lines, want_names):
@@ -920,7 +923,9 @@ def sample_interval(profile):
 # struct mf_thread_header / mf_segment_header / mf_entry (c_core/mf_format.h)
 HDR_NSEGMENTS, HDR_SEGMENT_OFFSET = 344, 352
 SEGMENT_ENTRIES_OFFSET = 64
-ENTRY = struct.Struct("<QIIQQQQQ")  # hash, depth, flags, frames, samples, calls, bytes, calls_sq
+# hash, depth, flags, frames, samples, calls, bytes, calls_sq, bytes_var
+ENTRY = struct.Struct("<QIIQQQQQd")
+ENTRY_LARGE = 2  # MF_ENTRY_LARGE: the stack's samples were all taken for their size
 
 
 def file_entries(profile):
@@ -937,6 +942,29 @@ def file_entries(profile):
             for e in ENTRY.iter_unpack(data[start:start + cap * ENTRY.size]):
                 if e[0]:
                     out.append((e[5], e[4], e[7], e[:3]))
+    return out
+
+
+ENTRY_FIELDS = ("hash", "depth", "flags", "frames", "samples", "calls", "bytes", "calls_sq",
+                "bytes_var")
+
+
+def file_entries_full(profile):
+    """Every stack entry of the profile's thread files as a dict of its fields (ENTRY_FIELDS,
+    and large: its samples if they were all taken for their size, MF_ENTRY_LARGE, else 0)."""
+    out = []
+    for path in thread_files(profile):
+        with open(path, "rb") as f:
+            data = f.read()
+        for k in range(struct.unpack_from("<Q", data, HDR_NSEGMENTS)[0]):
+            off = struct.unpack_from("<Q", data, HDR_SEGMENT_OFFSET + 8 * k)[0]
+            cap = struct.unpack_from("<I", data, off)[0]
+            start = off + SEGMENT_ENTRIES_OFFSET
+            for e in ENTRY.iter_unpack(data[start:start + cap * ENTRY.size]):
+                if e[0]:
+                    d = dict(zip(ENTRY_FIELDS, e))
+                    d["large"] = d["samples"] if d["flags"] & ENTRY_LARGE else 0
+                    out.append(d)
     return out
 
 

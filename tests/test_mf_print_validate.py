@@ -21,11 +21,13 @@ import run_tests as rt
 T_STAMP, T_PID, T_TID, T_SEQ, T_MAX_DEPTH = 16, 24, 28, 32, 60
 T_TOTALS, T_NSEG, T_SEG_OFF, T_SEG_SIZE = 64, 344, 352, 608
 T_UNPROF_SAMPLES, T_UNPROF_CALLS = 320, 328
-ENTRY = struct.Struct("<QIIQQQQQ")  # hash, depth, flags, frames, samples, calls, bytes, calls_sq
+# hash, depth, flags, frames, samples, calls, bytes, calls_sq, bytes_var
+ENTRY = struct.Struct("<QIIQQQQQd")
+T_HEADER_BYTES = 8192  # MF_THREAD_HEADER_BYTES
 SEG_ENTRIES = 64
 MF_DEPTH_MAX = 512
 MF_FLUSH_CALLS = 4096
-MF_THREAD_FILE_MAX = 1543639040
+MF_THREAD_FILE_MAX = 1610752000
 # struct mf_process_header, mf_module_record
 P_HEADER_SIZE = 12
 MODULE = struct.Struct("<IIQQQIIII32s")
@@ -111,7 +113,7 @@ def append_segment(data, cap, fcap, entries, frames):
     struct.pack_into("<IIQQ", seg, 0, cap, fcap, len(frames), len(entries))
     for i, (depth, first, samples, calls) in enumerate(entries):
         struct.pack_into(ENTRY.format, seg, SEG_ENTRIES + i * ENTRY.size, 0x1234567 + i, depth, 0,
-                         first, samples, calls, calls * 40, calls)
+                         first, samples, calls, calls * 40, calls, 0.0)
     struct.pack_into(f"<{len(frames)}Q", seg, SEG_ENTRIES + cap * ENTRY.size, *frames)
     seg.extend(b"\0" * ((-len(seg)) % 4096))
     k = struct.unpack_from("<Q", data, T_NSEG)[0]
@@ -193,11 +195,11 @@ def test_validate_refuses_stacks_deeper_than_the_writer_makes():
 # ---- 2. cost bounded by size ---------------------------------------------------------------
 
 def overlapping_file(profile, path, entries=2048, depth=512, fcap=36864):
-    """A ~520 KB thread file whose entries' frame ranges overlap: entry i has the frames
+    """A ~570 KB thread file whose entries' frame ranges overlap: entry i has the frames
     i..i+depth-1 of one frame area of distinct addresses (no module holds them)."""
     data = read(path)
     struct.pack_into("<Q", data, T_NSEG, 0)
-    data = data[:4096]
+    data = data[:T_HEADER_BYTES]
     struct.pack_into("<I", data, T_MAX_DEPTH, depth)
     frames = [0x10000 + 16 * i for i in range(entries + depth)]
     append_segment(data, 4096, fcap, [(depth, i, 1, 1) for i in range(entries)], frames)
@@ -213,7 +215,7 @@ def test_validate_refuses_entries_that_share_frames():
     bad = copy_profile(r.profile)
     path = moved(files[2], bad)
     size = overlapping_file(bad, path)
-    rt.expect(500_000 < size < 540_000, f"the hostile file is {size} bytes")
+    rt.expect(540_000 < size < 600_000, f"the hostile file is {size} bytes")
     t0 = time.monotonic()
     out = run_print(["--dir", bad, "--format", "csv"])
     took = time.monotonic() - t0
@@ -262,7 +264,7 @@ def test_validate_hash_keys_cannot_be_chosen_to_collide():
             if k != 0:
                 os.unlink(moved(f, d))
         path = moved(files[0], d)
-        data = read(path)[:4096]
+        data = read(path)[:T_HEADER_BYTES]
         struct.pack_into("<Q", data, T_NSEG, 0)
         struct.pack_into("<I", data, T_MAX_DEPTH, 16)
         rng = random.Random(12)
