@@ -30,5 +30,5 @@ def test_demo_needs_no_rust_or_python():
     expect(r.returncode == 0, f"make demo without Rust or Python exited {r.returncode}: "
                               f"{r.stderr.strip()[-600:]!r}")
     expect("installing" not in r.stderr, f"make demo installed packages: {r.stderr!r}")
-    expect("malloc_freq report:" in r.stdout and "split_words (demo.c:" in r.stdout,
+    expect("malloc_freq report:" in r.stdout and "split_words via __strndup (demo.c:" in r.stdout,
            f"no demo report in the output: {r.stdout[-600:]!r}")
