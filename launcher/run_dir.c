@@ -327,52 +327,50 @@ static const char *mf_print_command(const char *path)
     return same ? MF_PRINT_NAME : path;
 }
 
-static const char *mf_skip(const char *p, const char *set)
+/* The display column (characters, not bytes) where `text` starts in `line`. */
+static size_t mf_column_of(const char *line, const char *text)
 {
-    while (*p && strchr(set, *p))
-        p++;
-    return p;
+    size_t col = 0;
+    for (const char *p = line; p < text; p++)
+        col += ((unsigned char)*p & 0xc0) != 0x80;
+    return col;
 }
 
-/* Where a tree line's text starts (`site (file:line)`, the tree's glyphs, a fold line),
- * after its columns: calls (~ when estimated), ±error, percent, bytes and unit, two spaces.
- * NULL if the line is not one. */
-static const char *mf_tree_text(const char *line)
+/* The byte where display column col starts in line, or NULL if the line is shorter. */
+static const char *mf_at_column(const char *line, size_t col)
 {
-    const char *p = mf_skip(line, " "), *q;
-    if (*p == '~')
-        p++;
-    if (p == (q = mf_skip(p, "0123456789,")))
-        return NULL;
-    p = mf_skip(q, " ");
-    if (strncmp(p, "±", strlen("±")) == 0)
-        p = mf_skip(strpbrk(p, " ") ? strpbrk(p, " ") : "", " ");
-    if (p == (q = mf_skip(p, "0123456789.")) || *q != '%')
-        return NULL;
-    p = mf_skip(q + 1, " ");
-    if (p == (q = mf_skip(p, "0123456789.")) || *q != ' ')
-        return NULL;
-    p = strchr(q + 1, ' '); /* after the unit */
-    return p && p[1] == ' ' ? p + 2 : NULL;
+    const char *p = line;
+    for (size_t c = 0; *p && c < col; c++)
+        for (p++; ((unsigned char)*p & 0xc0) == 0x80; p++)
+            ;
+    return *p ? p : NULL;
 }
 
 /* mf_print's caller tree cut to its first level, the allocation sites: the header, the
  * column titles, then the lines whose text is not indented under a parent (deeper lines
  * start with spaces or the tree's box-drawing characters, U+2500..U+257F: bytes e2 94 xx or
- * e2 95 xx). Lines that are not tree lines are passed on. */
+ * e2 95 xx). A line's text starts where the titles' "allocation site" does: the columns
+ * before it are of fixed width, whatever they are. Lines that are not tree lines (the
+ * footer) are passed on. */
 static void mf_copy_sites(FILE *in, FILE *out)
 {
     char *line = NULL;
-    size_t cap = 0;
+    size_t cap = 0, col = 0;
     ssize_t len;
     bool tree = false;
     while ((len = getline(&line, &cap, in)) > 0) {
         const unsigned char *t;
-        if (!tree)
-            tree = strstr(line, "allocation site") != NULL;
-        else if ((t = (const unsigned char *)mf_tree_text(line)) &&
-                 (t[0] == ' ' || (t[0] == 0xe2 && (t[1] == 0x94 || t[1] == 0x95))))
-            continue;
+        const char *title;
+        if (!tree) {
+            if ((title = strstr(line, "allocation site"))) {
+                tree = true;
+                col = mf_column_of(line, title);
+            }
+        } else if (line[0] == ' ' || line[0] == '~' || (line[0] >= '0' && line[0] <= '9')) {
+            t = (const unsigned char *)mf_at_column(line, col);
+            if (t && (t[0] == ' ' || (t[0] == 0xe2 && (t[1] == 0x94 || t[1] == 0x95))))
+                continue;
+        }
         fwrite(line, 1, (size_t)len, out);
     }
     free(line);

@@ -456,9 +456,9 @@ void mf_report_tree(FILE *out, const struct mf_profile *p, const struct mf_tree 
     c.interval = t->sample_interval;
     mf_pad(out, c.calls_width - 5);
     fputs("calls", out);
-    if (c.err_column)
-        fputs(" ±error", out);
-    fprintf(out, " %8s %10s%s  %s\n", "%", "bytes", c.err_column ? " ±error" : "",
+    if (c.err_column) /* as wide as a line's " ±NN%" and its padding: 8 */
+        fputs(" ±error ", out);
+    fprintf(out, " %8s %10s%s  %s\n", "%", "bytes", c.err_column ? " ±error " : "",
             "allocation site, then its callers");
     mf_children(&c);
     free(c.prefix);

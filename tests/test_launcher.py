@@ -163,6 +163,8 @@ def test_launcher_output_unchanged():
     rt.expect(re.search(r"^\s+100\s.*main via __strdup", summary, re.M),
               f"the summary has no 'main via __strdup' site with output_status's 100 calls: "
               f"{summary!r}")
+    rt.expect("└─" not in summary and "├─" not in summary,
+              f"the summary shows callers, not only the sites: {summary!r}")
     rt.expect(summary.endswith(f"malloc_freq: the sites' callers: {rt.MF_PRINT} {run_dir}\n"),
               f"summary's last line: {summary[-300:]!r}")
     # Standard input is the program's.
