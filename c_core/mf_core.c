@@ -2,7 +2,6 @@
  * table update), thread set-up and exit, fork and exit. The hot path is in mf_core.h. */
 #include <errno.h>
 #include <limits.h>
-#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
@@ -14,6 +13,7 @@
 
 #include "malloc_freq.h"
 #include "mf_internal.h"
+#include "mf_math.h"
 
 __thread struct mf_thread mf_tls __attribute__((tls_model("initial-exec"), aligned(MF_TLS_ALIGN)));
 bool mf_tls_direct;
@@ -127,7 +127,7 @@ static int64_t mf_next_countdown(struct mf_thread *t)
     t->weight = n;
     /* Geometric with p = 1/n: the calls up to and including the next sampled one. */
     double u = ((double)(mf_rng_next(t->slot) >> 11) + 1.0) * 0x1.0p-53; /* (0, 1] */
-    double c = floor(log(u) / log1p(-1.0 / (double)n)) + 1.0;
+    double c = mf_geometric(u, n);
     int64_t k = c < (double)MF_COUNTDOWN_OFF ? (int64_t)c : MF_COUNTDOWN_OFF;
     t->drawn = (uint64_t)k;
     return k;

@@ -146,3 +146,18 @@ def test_library_loaded_at_a_previous_address():
     expect_eq(r.stdout, "same address\n", "where libb.so was mapped (else this proves nothing)")
     rows = rt.csv_rows(r.profile)
     rt.expect_sites(rows, {"site_in_a": (400, 19200), "site_in_b": (600, 28800)})
+
+
+@rt.test
+def test_geometric_draw_unbiased():
+    # The sampling draw's logarithms are the core's own (no libm to load at start-up): they
+    # must match libm's, and the draw's mean interval must be n (each sample counts n calls).
+    prog = rt.build("geometric_draw", ["geometric_draw.c"],
+                    libs=("-I" + os.path.join(rt.REPO, "c_core"), "-lm"))
+    out = subprocess.run([prog], capture_output=True, text=True, check=True).stdout
+    err = float(re.search(r"^log_err (\S+)$", out, re.M).group(1))
+    expect(err < 1e-14, f"mf_log/mf_log1p against libm: worst relative error {err}")
+    rows = re.findall(r"^n (\d+) mean (\S+) z (\S+)$", out, re.M)
+    expect_eq(len(rows), 7, "draw rows")
+    for n, mean, z in rows:
+        expect(abs(float(z)) < 5, f"n={n}: mean interval {mean}, {z} standard errors from n")
