@@ -15,7 +15,7 @@ CORE_CFLAGS := $(CFLAGS) -fPIC -fvisibility=hidden -ftls-model=initial-exec -D_G
 
 CORE_SRC    := $(wildcard c_core/*.c)
 CORE_HDR    := $(wildcard c_core/*.h)
-PRELOAD_SRC := lib_preload/mf_preload.c lib_preload/mf_next.c
+PRELOAD_SRC := lib_preload/mf_preload.c lib_preload/mf_next.c lib_preload/mf_guard.c
 PRELOAD_HDR := $(wildcard lib_preload/*.h)
 PRINT_SRC   := $(wildcard mf_print/*.c)
 PRINT_HDR   := $(wildcard mf_print/*.h)

@@ -4,6 +4,7 @@ longer be made after start-up, a full disk, thread churn. Each test runs the rea
 a program of tests/programs/ and compares with the same program run without it."""
 import os
 import re
+import shutil
 import subprocess
 
 import run_tests as rt
@@ -161,3 +162,27 @@ def test_geometric_draw_unbiased():
     expect_eq(len(rows), 7, "draw rows")
     for n, mean, z in rows:
         expect(abs(float(z)) < 5, f"n={n}: mean interval {mean}, {z} standard errors from n")
+
+
+@rt.test
+def test_process_that_never_allocates_leaves_nothing():
+    # The profile starts at the first allocation call: /bin/true makes none, so it gets no
+    # directory, no file and no libunwind (before: a directory, two files and ~140 system
+    # calls). A program that allocates still gets its files and its stacks by libunwind.
+    outdir = rt.fresh_dir()
+    r = subprocess.run(["/bin/true"], env=rt.profiled_env(outdir, None), cwd=outdir,
+                       capture_output=True, text=True)
+    expect_eq((r.returncode, r.stderr), (0, ""), "/bin/true under the profiler")
+    expect_eq(os.listdir(outdir), [], "files left by a process that never allocates")
+    if shutil.which("strace"):
+        trace = os.path.join(rt.fresh_dir(), "trace")
+        subprocess.run(["strace", "-f", "-o", trace, "/bin/true"],
+                       env=rt.profiled_env(outdir, None), cwd=outdir, check=True)
+        with open(trace) as f:
+            text = f.read()
+        expect("libunwind" not in text, "/bin/true loaded libunwind")
+        expect("mkdir(" not in text and not re.search(r"malloc_freq\.\d", text),
+               "/bin/true made a directory")
+    r = rt.run_ok([rt.c_program("exact_sites")])
+    rt.expect_sites(csv_rows := rt.csv_rows(r.profile), rt.EXACT_SITES)
+    expect_eq(rt.csv_total(csv_rows), rt.exact_total_calls(r.profile), "CSV total vs headers")
