@@ -15,7 +15,7 @@ CORE_CFLAGS := $(CFLAGS) -fPIC -fvisibility=hidden -ftls-model=initial-exec -D_G
 
 CORE_SRC    := $(wildcard c_core/*.c)
 CORE_HDR    := $(wildcard c_core/*.h)
-PRELOAD_SRC := lib_preload/mf_preload.c lib_preload/mf_next.c
+PRELOAD_SRC := lib_preload/mf_preload.c lib_preload/mf_next.c lib_preload/mf_guard.c
 PRELOAD_HDR := $(wildcard lib_preload/*.h)
 PRINT_SRC   := $(wildcard mf_print/*.c)
 PRINT_HDR   := $(wildcard mf_print/*.h)
@@ -55,7 +55,7 @@ deps-demo deps-test: deps-build
 $(BUILD)/libmalloc_freq.so: $(CORE_SRC) $(PRELOAD_SRC) $(BUILD)/mf_entry.o $(CORE_HDR) $(PRELOAD_HDR) \
                            lib_preload/exports.map | $(BUILD) deps-build
 	$(CC) $(CORE_CFLAGS) -Ic_core -shared -o $@ $(CORE_SRC) $(PRELOAD_SRC) $(BUILD)/mf_entry.o \
-	    -Wl,--version-script=lib_preload/exports.map -Wl,-z,now -ldl -lm -lpthread
+	    -Wl,--version-script=lib_preload/exports.map -Wl,-z,now -ldl -lpthread
 
 # The exported entry points only tail-call: without a frame the hook costs half (mf_entry.c).
 $(BUILD)/mf_entry.o: lib_preload/mf_entry.c $(PRELOAD_HDR) $(CORE_HDR) | $(BUILD) deps-build

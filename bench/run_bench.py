@@ -32,7 +32,15 @@ BENCH_RESULTS (output file), BENCH_ONLY (comma-separated workload names), BENCH_
 It first runs bench/mfprint_bench.py, mf_print's own workload: the time and peak RSS of
 `mf_print --format tree|csv|pprof` on real profiles of 10^5 and 10^6 distinct stacks, against
 its targets (5 s, twice the thread files), into bench/RESULTS-mfprint.md (BENCH_ONLY=mfprint
-runs only that; BENCH_QUICK=1 only 10^5, once; its own settings are at its top)."""
+runs only that; BENCH_QUICK=1 only 10^5, once; its own settings are at its top).
+
+The `startup` workload (BENCH_ONLY=startup runs only it) is what a process costs that does
+almost nothing: two shell loops, 1,000 x /bin/true (allocates nothing) and 1,000 x
+`ls /usr/lib` (a few hundred allocation calls), each timed as the CPU of the whole loop
+(the shell run under the preload library, every child included) against the same loop
+without it, and against an empty preload library built here (the floor: what loading any
+library costs), against a target of 1.10x; with strace, the system calls of one process of
+each (exact, where the CPU ratios are noisy)."""
 
 import datetime
 import json
@@ -211,13 +219,16 @@ def workloads():
             # heaptrack does not follow children: put it in front of cc1 and as instead
             heaptrack_argv=lambda n, tmp: [gcc, "-wrapper", "heaptrack", "-O2", "-c", files[n],
                                            "-o", os.path.join(tmp, "out.o")]))
-    only = [s for s in os.environ.get("BENCH_ONLY", "").split(",") if s and s != "mfprint"]
+    only = [s for s in os.environ.get("BENCH_ONLY", "").split(",")
+            if s and s not in ("mfprint", "startup")]
     if only:
         unknown = set(only) - {w.name for w in ws}
         if unknown:
             die("BENCH_ONLY: no workload named %s (have: %s)"
                 % (", ".join(sorted(unknown)), ", ".join(w.name for w in ws)))
         ws = [w for w in ws if w.name in only]
+    elif bench_only():  # BENCH_ONLY named only mfprint and/or startup
+        ws = []
     return ws
 
 
@@ -745,6 +756,116 @@ def large_site_accuracy(failures):
     return lines
 
 
+# ---- start-up and exit: loops of short processes ---------------------------------------
+
+STARTUP_LOOPS = [("true", "/bin/true", "allocates nothing"),
+                 ("ls", "ls /usr/lib", "a few hundred allocation calls")]
+STARTUP_TARGET = 1.10
+
+
+def startup_bench():
+    """The startup workload (see the module's docstring): returns its report lines and the
+    failures. Each loop runs as `sh -c 'while ...'` under bench/measure, which preloads the
+    library into the shell only (children inherit it), next to an uninstrumented run."""
+    n = 1000 // SHRINK
+    empty = os.path.join(WORK, "libempty.so")
+    src = os.path.join(WORK, "empty.c")
+    with open(src, "w") as f:
+        f.write("int mf_bench_empty_library;\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", empty, src], check=True)
+    libs = [("uninstrumented (A/A)", None), ("empty library (floor)", empty), ("malloc_freq", LIB)]
+    cpu = {}  # (loop, lib name) -> [ratio per round]
+    failures = []
+
+    def loop_cpu(cmd, lib):
+        tmp = tempfile.mkdtemp(prefix="mf_bench.")
+        try:
+            env = clean_env()
+            env["MALLOC_FREQ_DIR"] = tmp
+            if lib:
+                env["MEASURE_LD_PRELOAD"] = lib
+            script = "i=0; while [ $i -lt %d ]; do %s >/dev/null; i=$((i+1)); done" % (n, cmd)
+            result = os.path.join(tmp, "measure.out")
+            p = subprocess.run([MEASURE, result, "/bin/sh", "-c", script], env=env,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+            with open(result) as f:
+                user, system, _wall, _rss, status = f.read().split()
+            if p.returncode != 0 or status != "0" or p.stderr.strip():
+                raise RuntimeError("startup loop %r: status %s: %s" % (
+                    cmd, status, p.stderr.decode(errors="replace")[-300:]))
+            return float(user) + float(system)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    base_cpu = {}
+    for rnd in range(ROUNDS):
+        for name, cmd, _ in STARTUP_LOOPS:
+            for label, lib in libs:
+                try:
+                    pair = [None, lib] if rnd % 2 == 0 else [lib, None]
+                    got = [loop_cpu(cmd, l) for l in pair]
+                    b, a = (got[0], got[1]) if rnd % 2 == 0 else (got[1], got[0])
+                    base_cpu.setdefault(name, []).append(b)
+                    cpu.setdefault((name, label), []).append(a / b)
+                except (RuntimeError, OSError) as e:
+                    failures.append(str(e))
+        print("run_bench: startup round %d/%d done" % (rnd + 1, ROUNDS), flush=True)
+
+    lines = ["## Start-up and exit: loops of short processes (`startup`)", "",
+             "CPU of the whole loop (the shell and every child) over the same loop without"
+             " the library, run right next to it; medians over %d round%s, and their range."
+             % (ROUNDS, "s" if ROUNDS > 1 else ""), "",
+             "| loop | uninstrumented CPU | variant | CPU ratio | rounds' range |",
+             "|---|---|---|---|---|"]
+    for name, cmd, what in STARTUP_LOOPS:
+        for label, _ in libs:
+            rs = cpu.get((name, label), [])
+            lines.append("| %d x `%s` (%s) | %.3f s | %s | %s | %s |" % (
+                n, cmd, what, median(base_cpu.get(name, [])), label, fmt_ratio(median(rs)),
+                "%s-%s" % (fmt_ratio(min(rs)), fmt_ratio(max(rs))) if rs else "-"))
+    lines.append("")
+    if shutil.which("strace"):
+        lines.append("System calls of one process (`strace -f -c`, the loop's command run once;"
+                     " exact, where the CPU ratios are noisy):")
+        lines.append("")
+        for name, cmd, _ in STARTUP_LOOPS:
+            counts = []
+            for label, lib in libs[1:]:
+                counts.append("%s %s" % (label, syscalls(cmd, lib)))
+            lines.append("- `%s`: uninstrumented %s, %s" % (cmd, syscalls(cmd, None), ", ".join(counts)))
+        lines.append("")
+    for name, cmd, _ in STARTUP_LOOPS:
+        c = median(cpu.get((name, "malloc_freq"), []))
+        floor = median(cpu.get((name, "empty library (floor)"), []))
+        lines.append("- target: %d x `%s` at most %.2fx CPU: %s (the empty library's floor %s): %s"
+                     % (n, cmd, STARTUP_TARGET, fmt_ratio(c), fmt_ratio(floor),
+                        "met" if c <= STARTUP_TARGET else "**NOT met**"))
+    lines.append("")
+    return lines, failures
+
+
+def syscalls(cmd, lib):
+    """System calls one run of cmd makes (strace -f -c, its total line)."""
+    tmp = tempfile.mkdtemp(prefix="mf_bench.")
+    try:
+        out = os.path.join(tmp, "strace.out")
+        env = clean_env()
+        env["MALLOC_FREQ_DIR"] = tmp
+        argv = ["strace", "-f", "-qq", "-c", "-o", out]
+        if lib:
+            argv += ["-E", "LD_PRELOAD=" + lib]
+        subprocess.run(argv + cmd.split(), env=env, stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with open(out) as f:
+            total = [l for l in f.read().splitlines() if l.strip().endswith("total")]
+        return total[-1].split()[3] if total else "?"
+    except OSError:
+        return "?"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     if not os.path.exists(LIB):
         die("%s is missing: run `make` first" % LIB)
@@ -756,6 +877,22 @@ def main():
     global MEASURE
     os.makedirs(WORK, exist_ok=True)
     MEASURE = build_c("measure")
+    startup_lines, startup_failures = [], []
+    if not only or "startup" in only:
+        startup_lines, startup_failures = startup_bench()
+        if set(only) <= {"startup", "mfprint"} and only:
+            text = "# malloc_freq overhead (`make bench`, BENCH_ONLY=startup)\n\n%s; machine: %s.\n\n" % (
+                datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), machine())
+            text += "\n".join(startup_lines) + "\n"
+            for f in startup_failures:
+                text += "- FAILED: %s\n" % f.replace("\n", " / ")[:600]
+            out = os.environ.get("BENCH_RESULTS") or os.path.join(
+                WORK, "RESULTS-startup-quick.md" if QUICK else "RESULTS-startup.md")
+            with open(out, "w") as f:
+                f.write(text)
+            print(text, end="")
+            print("run_bench: written to %s" % os.path.relpath(out, ROOT))
+            return 1 if startup_failures or status else 0
     ws = workloads()
     print("run_bench: %d round%s of %d workloads x %d variants%s" % (
         ROUNDS, "s" if ROUNDS > 1 else "", len(ws), len(VARIANTS),
@@ -805,8 +942,11 @@ def main():
         failures.append("large_site: %s" % e)
         large = []
     print("run_bench: large-allocation workload done", flush=True)
+    failures += startup_failures
     text = report(ws, runs, shares, perf_note, failures, time.perf_counter() - started)
     text += "\n".join(large) + ("\n" if large else "")
+    if startup_lines:
+        text += "\n" + "\n".join(startup_lines) + "\n"
     out = os.environ.get("BENCH_RESULTS") or (
         os.path.join(WORK, "RESULTS-quick.md") if QUICK else os.path.join(BENCH, "RESULTS.md"))
     with open(out, "w") as f:

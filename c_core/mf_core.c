@@ -2,7 +2,6 @@
  * table update), thread set-up and exit, fork and exit. The hot path is in mf_core.h. */
 #include <errno.h>
 #include <limits.h>
-#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
@@ -14,6 +13,7 @@
 
 #include "malloc_freq.h"
 #include "mf_internal.h"
+#include "mf_math.h"
 
 __thread struct mf_thread mf_tls __attribute__((tls_model("initial-exec"), aligned(MF_TLS_ALIGN)));
 bool mf_tls_direct;
@@ -23,6 +23,10 @@ static volatile int mf_disabled;
 /* A fork child starts its own profile at its first slow-path call, not in the atfork
  * handler: nothing that can block may run there (DESIGN §12). */
 static volatile int mf_start_pending;
+/* The process image whose first call may start the profile: a vfork child (same memory,
+ * another pid) never does. */
+static pid_t mf_start_pid;
+bool mf_lazy_start;
 pid_t mf_pid;
 uint64_t mf_stamp;
 char mf_dir[MF_PATH_MAX];
@@ -132,7 +136,7 @@ static int64_t mf_next_countdown(struct mf_thread *t)
     t->weight = n;
     /* Geometric with p = 1/n: the calls up to and including the next sampled one. */
     double u = ((double)(mf_rng_next(t->slot) >> 11) + 1.0) * 0x1.0p-53; /* (0, 1] */
-    double c = floor(log(u) / log1p(-1.0 / (double)n)) + 1.0;
+    double c = mf_geometric(u, n);
     int64_t k = c < (double)MF_COUNTDOWN_OFF ? (int64_t)c : MF_COUNTDOWN_OFF;
     t->drawn = (uint64_t)k;
     return k;
@@ -491,8 +495,13 @@ static void mf_process_start(void);
 static void mf_setup_on_stack(void *arg)
 {
     struct mf_thread *t = arg;
-    if (__atomic_exchange_n(&mf_start_pending, 0, __ATOMIC_ACQ_REL))
+    if (__atomic_exchange_n(&mf_start_pending, 0, __ATOMIC_ACQ_REL)) {
+        if (getpid() != mf_start_pid) { /* a vfork child: the parent's to start */
+            __atomic_store_n(&mf_start_pending, 1, __ATOMIC_RELEASE);
+            return;
+        }
         mf_process_start();
+    }
     if (!mf_ready)
         return;
     if (t->state == MF_THREAD_NEW)
@@ -533,8 +542,11 @@ static void mf_sample_on_stack(void *arg)
          * epoch's). Not in a vfork child: the loader's lock may be held by a thread of the
          * parent, which waits for us. */
         mf_table_unlock(tab);
-        if (mf_check_pid() && (!mf_modules_cover(pcs, n) || mf_modules_changed()))
-            mf_modules_refresh();
+        if (mf_check_pid()) {
+            mf_unwind_load_if_safe(); /* deferred libunwind: from the next sample on */
+            if (!mf_modules_cover(pcs, n) || mf_modules_changed())
+                mf_modules_refresh();
+        }
         epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE);
         tab = mf_table_lock(s->table);
         e = mf_table_upsert(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT);
@@ -641,6 +653,14 @@ void mf_record_slow(enum mf_fn fn, size_t size)
         mf_call_on_stack(t->slot->stack_top, mf_setup_on_stack, t);
         mf_leave(t, saved);
         if (t->state != MF_THREAD_READY) {
+            if (t->state == MF_THREAD_NEW && !mf_ready && !mf_disabled) {
+                /* Another thread is starting the profile, or a vfork child waits for its
+                 * parent to: counted as before start-up, set up at a later call. */
+                t->early_calls++;
+                t->early_bytes += size;
+                t->countdown = 1;
+                return;
+            }
             if (t->state == MF_THREAD_NEW && !mf_ready) /* profiling is off */
                 t->state = MF_THREAD_FAILED;
             t->countdown = MF_COUNTDOWN_OFF;
@@ -710,6 +730,8 @@ static void mf_process_start(void)
     __atomic_store_n(&mf_exact_budget, (int64_t)mf_opt.exact_calls, __ATOMIC_RELAXED);
     __atomic_store_n(&mf_exact_ns_left, (int64_t)MF_EXACT_NS_MAX, __ATOMIC_RELAXED);
     __atomic_store_n(&mf_exact_taken, 0, __ATOMIC_RELAXED);
+    if (mf_lazy_start)
+        mf_unwind_load_if_safe(); /* the process's first allocation call, if it is safe */
     /* <base>/malloc_freq.<pid>, private, under the base settled at the first start-up
      * (mf_files.c); under AT_SECURE it fails silently. */
     if (mf_files_start() || mf_process_file_create()) {
@@ -718,7 +740,6 @@ static void mf_process_start(void)
         mf_ready = 0;
         return;
     }
-    mf_modules_start();
     mf_ready = 1;
 }
 
@@ -751,8 +772,10 @@ static void mf_after_fork_child(void)
     mf_modules_inherit(frozen);
     /* libunwind looks up each new return address with dl_iterate_phdr: in such a child the
      * frame-pointer walk, which needs nothing from the loader, takes the stacks. */
-    if (frozen)
+    if (frozen) {
         mf_unw_backtrace = NULL;
+        mf_unwind_frozen = true; /* nor loaded later (mf_unwind_load_if_safe) */
+    }
     mf_gen++;
     mf_ready = 0;
     mf_slots_used = NULL; /* the parent's other threads do not exist here */
@@ -776,6 +799,7 @@ static void mf_after_fork_child(void)
     t->exact = false;
     t->exit_round = 0;
     if (!mf_disabled) {
+        mf_start_pid = getpid(); /* not blocking, no lock: the child's own pid */
         mf_start_pending = 1;
         t->countdown = 0;
     }
@@ -842,12 +866,35 @@ static void mf_thread_exit(void *arg)
 static void mf_setup_start_thread(void)
 {
     struct mf_thread *t = &mf_tls;
-    if (!mf_ready || t->state != MF_THREAD_NEW || (!t->slot && !(t->slot = mf_slot_acquire())))
+    if ((!mf_ready && !mf_start_pending) || t->state != MF_THREAD_NEW || (!t->slot && !(t->slot = mf_slot_acquire())))
         return;
     int64_t saved = mf_enter(t);
     mf_call_on_stack(t->slot->stack_top, mf_setup_on_stack, t);
     mf_leave(t, saved);
     mf_flush(t); /* the calls made before start-up */
+}
+
+/* Deferred start-up: the last moment the process has one thread (pthread_create, from
+ * lib_preload/mf_guard.c), outside malloc: libunwind is loaded now if it may be (its
+ * allocations are the profiler's), or it never could be once other threads run. The
+ * files still wait for the first allocation call. */
+void mf_core_before_threads(void)
+{
+    struct mf_thread *t = &mf_tls;
+    if (!mf_lazy_start || !mf_start_pid || t->busy)
+        return;
+    int64_t saved = mf_enter(t);
+    mf_unwind_load_if_safe();
+    mf_leave(t, saved);
+}
+
+/* Deferred start-up (mf_lazy_start): the profile starts at the process's first allocation
+ * call, or here, at a safe point outside malloc where the program is about to give up what
+ * making its files needs (setuid, chroot, setrlimit...: lib_preload/mf_guard.c). */
+void mf_core_start_now(void)
+{
+    if (__atomic_load_n(&mf_start_pending, __ATOMIC_ACQUIRE) && !mf_tls.busy)
+        mf_setup_start_thread();
 }
 
 void mf_core_init(void)
@@ -857,9 +904,17 @@ void mf_core_init(void)
         return;
     int64_t saved = mf_enter(&mf_tls);
     mf_options_read();
-    mf_unwind_init();
     pthread_key_create(&mf_thread_key, mf_thread_exit);
     pthread_atfork(mf_before_fork, mf_after_fork_parent, mf_after_fork_child);
+    if (mf_lazy_start && !mf_opt.secure) {
+        /* Nothing more until the first allocation call: a process that never allocates
+         * makes no file and loads no libunwind (README "Overhead": start-up). */
+        mf_start_pid = mf_pid = getpid();
+        mf_start_pending = 1;
+        mf_leave(&mf_tls, saved);
+        return;
+    }
+    mf_unwind_init();
     mf_process_start();
     mf_leave(&mf_tls, saved);
     mf_setup_start_thread();
@@ -886,7 +941,8 @@ static uint64_t mf_exact_recorded(void)
 static void mf_exit_on_stack(void *arg)
 {
     (void)arg;
-    mf_modules_refresh();
+    if (mf_modules_changed()) /* no system call when the loader did nothing since */
+        mf_modules_refresh();
     mf_process_file_finish(mf_exact_recorded());
 }
 
@@ -897,6 +953,8 @@ static void mf_exit_on_stack(void *arg)
 __attribute__((destructor)) static void mf_core_destructor(void)
 {
     struct mf_thread *t = &mf_tls;
+    if (!mf_ready && t->early_calls && !t->busy)
+        mf_core_start_now(); /* calls made only before start-up: they are still counted */
     if (!mf_ready || t->busy || getpid() != mf_pid) /* a vfork child that called exit() */
         return;
     t->exiting = true;
@@ -919,6 +977,7 @@ __attribute__((destructor)) static void mf_core_destructor(void)
 
 __attribute__((visibility("default"))) const char *malloc_freq_dir(void)
 {
+    mf_core_start_now();
     return mf_ready ? mf_dir : NULL;
 }
 

@@ -97,9 +97,8 @@ void mf_spin_lock(uint32_t *lock);
 void mf_spin_unlock(uint32_t *lock);
 
 /* Process file and module list (mf_modules.c). */
-bool mf_process_file_create(void);
+bool mf_process_file_create(void); /* with the module list: all loaded, or inherited */
 void mf_process_file_finish(uint64_t exact_recorded); /* at exit: end time, flags, ... */
-void mf_modules_start(void); /* the process file's module list: all loaded, or inherited */
 void mf_modules_refresh(void);
 bool mf_modules_changed(void); /* the loader loaded or unloaded something since the last look */
 extern uint32_t mf_module_epoch; /* grows when a library lies where another one was */
@@ -118,6 +117,16 @@ int mf_backtrace_on_stack(void *top, int (*bt)(void **, int), void **pcs, int ma
 
 /* Stack capture (mf_unwind.c). */
 void mf_unwind_init(void);
+/* Deferred start-up: loads libunwind if it is wanted and not loaded yet, and only where that
+ * is safe (a single-threaded process, the loader's list consistent, not a frozen fork
+ * child); else the frame-pointer walk goes on until a later new stack. */
+void mf_unwind_load_if_safe(void);
+extern bool mf_unwind_frozen; /* a fork child of a threaded parent: never load it */
+/* Set by a front end before mf_core_init(): files and libunwind wait for the first
+ * allocation call (mf_core.c); mf_core_start_now() makes them at once. */
+extern bool mf_lazy_start;
+void mf_core_start_now(void);
+void mf_core_before_threads(void); /* pthread_create: load libunwind while it may be */
 extern int (*mf_unw_backtrace)(void **, int); /* NULL: the frame-pointer walk */
 int mf_unwind_fp(void **pcs, int max); /* from the calling thread's slot's entry_fp */
 /* Fills s->pcs with up to max return addresses, on the slot's stack, and returns the count;
@@ -162,6 +171,8 @@ void mf_file_warn(int *once, const char *what, const char *name, const char *tai
 int mf_sys_close(int fd);
 ssize_t mf_sys_write(int fd, const void *buf, size_t len);
 ssize_t mf_sys_pwrite(int fd, const void *buf, size_t len, uint64_t off);
+struct iovec;
+ssize_t mf_sys_pwritev(int fd, const struct iovec *iov, int n, uint64_t off);
 ssize_t mf_sys_read(int fd, void *buf, size_t len);
 int mf_sys_openat(int dirfd, const char *path, int flags, unsigned mode);
 int mf_sys_fallocate(int fd, uint64_t off, uint64_t len);

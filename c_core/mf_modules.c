@@ -9,6 +9,7 @@
 #include <link.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "mf_internal.h"
@@ -34,6 +35,23 @@ static bool mf_frozen;    /* a fork child of a threaded parent: the loader is no
 /* The end of the process file: module records are written there (one refresh at a time). */
 static uint64_t mf_process_end;
 static int mf_process_warned;
+/* The process file's header, mapped: the exit writes its end time and flags there, no
+ * system call (a fork child forgets it: mf_modules_inherit). */
+static struct mf_process_header *mf_process_map;
+/* /proc/self/exe, read once per process image (the main program's module record). */
+static char mf_exe[MF_PATH_MAX];
+static ssize_t mf_exe_len = -1;
+
+static const char *mf_exe_path(size_t *len)
+{
+    if (mf_exe_len < 0) {
+        ssize_t n = readlink("/proc/self/exe", mf_exe, sizeof mf_exe - 1);
+        mf_exe_len = n > 0 ? n : 0;
+        mf_exe[mf_exe_len] = '\0';
+    }
+    *len = (size_t)mf_exe_len;
+    return mf_exe;
+}
 
 static char *mf_process_name(char *buf, size_t size)
 {
@@ -56,6 +74,10 @@ static uint32_t mf_process_flags(void)
            (mf_opt.pythonmalloc ? MF_PROCESS_PYTHONMALLOC : 0);
 }
 
+static void mf_modules_collect(void);
+
+/* The header and every module loaded (or, in a fork child, the parent's list): one file,
+ * one reservation, one write. */
 bool mf_process_file_create(void)
 {
     struct mf_process_header h = {
@@ -74,33 +96,54 @@ bool mf_process_file_create(void)
         .max_depth = mf_opt.max_depth,
     };
     memcpy(h.magic, MF_PROCESS_MAGIC, 8);
-    ssize_t n = readlink("/proc/self/exe", h.exe, sizeof h.exe - 1);
-    h.exe[n > 0 ? n : 0] = '\0';
+    mf_process_map = NULL;
+    if (!mf_inherited || (mf_log_len == 0 && !mf_frozen)) { /* a parent that never started */
+        mf_exe_len = -1; /* a new image (exec keeps nothing of ours; a fork child, the same) */
+        __atomic_store_n(&mf_nknown, 0, __ATOMIC_RELEASE);
+        mf_log_len = 0;
+        mf_modules_collect();
+    }
+    mf_inherited = false;
+    size_t exe_len;
+    const char *exe = mf_exe_path(&exe_len);
+    memcpy(h.exe, exe, exe_len < sizeof h.exe - 1 ? exe_len : sizeof h.exe - 1);
     char name[MF_NAME_MAX];
     int fd = mf_file_create(mf_process_name(name, sizeof name));
     if (fd < 0) {
         mf_file_warn(NULL, "cannot create", name, "; not profiling");
         return true;
     }
-    bool failed = mf_process_write(fd, &h, sizeof h, 0);
+    struct iovec iov[2] = {{&h, sizeof h}, {mf_log, mf_log_len}};
+    bool failed = mf_file_reserve(fd, 0, sizeof h + mf_log_len) ||
+                  mf_sys_pwritev(fd, iov, mf_log_len ? 2 : 1, 0) != (ssize_t)(sizeof h + mf_log_len);
     if (failed) {
         mf_file_warn(NULL, "cannot write", name, "; not profiling");
         mf_file_unlink(name);
+    } else {
+        void *m = mmap(NULL, sizeof h, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        mf_process_map = m == MAP_FAILED ? NULL : m;
     }
     mf_sys_close(fd);
-    mf_process_end = sizeof h;
+    mf_process_end = sizeof h + mf_log_len;
     mf_process_warned = 0;
     return failed;
 }
 
 void mf_process_file_finish(uint64_t exact_recorded)
 {
+    uint64_t end_ns = mf_now_ns();
+    uint32_t flags = MF_PROCESS_EXITED | mf_process_flags();
+    struct mf_process_header *h = mf_process_map;
+    if (h) {
+        h->end_ns = end_ns;
+        h->exact_recorded = exact_recorded;
+        __atomic_store_n(&h->flags, flags, __ATOMIC_RELEASE); /* last: says the rest is there */
+        return;
+    }
     char name[MF_NAME_MAX];
     int fd = mf_file_open(mf_process_name(name, sizeof name));
     if (fd < 0)
         return;
-    uint64_t end_ns = mf_now_ns();
-    uint32_t flags = MF_PROCESS_EXITED | mf_process_flags();
     ssize_t a = mf_sys_pwrite(fd, &end_ns, sizeof end_ns, offsetof(struct mf_process_header, end_ns));
     ssize_t b = mf_sys_pwrite(fd, &flags, sizeof flags, offsetof(struct mf_process_header, flags));
     ssize_t c = mf_sys_pwrite(fd, &exact_recorded, sizeof exact_recorded,
@@ -177,17 +220,16 @@ static void mf_log_append(const void *rec, size_t len)
 }
 
 struct mf_visit {
-    int fd;
     bool moved; /* a module lies where another one was: the epoch grows */
 };
 
 static int mf_module_visit(struct dl_phdr_info *info, size_t size, void *arg)
 {
     struct mf_visit *v = arg;
-    int *fd = &v->fd;
     if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
-        mf_seen_adds = info->dlpi_adds;
-        mf_seen_subs = info->dlpi_subs;
+        /* Read by mf_modules_changed() in any thread, the exit's included: atomics. */
+        __atomic_store_n(&mf_seen_adds, info->dlpi_adds, __ATOMIC_RELAXED);
+        __atomic_store_n(&mf_seen_subs, info->dlpi_subs, __ATOMIC_RELAXED);
     }
     uintptr_t lo = UINTPTR_MAX, hi = 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
@@ -208,8 +250,8 @@ static int mf_module_visit(struct dl_phdr_info *info, size_t size, void *arg)
     const char *name = info->dlpi_name;
     size_t len = 0;
     if (!name || !*name) { /* the main program, always visited first */
-        ssize_t n = readlink("/proc/self/exe", rec.path, MF_PATH_MAX - 1);
-        len = n > 0 ? (size_t)n : 0;
+        const char *exe = mf_exe_path(&len);
+        memcpy(rec.path, exe, len);
     } else {
         len = strnlen(name, MF_PATH_MAX - 1);
         memcpy(rec.path, name, len);
@@ -231,35 +273,38 @@ static int mf_module_visit(struct dl_phdr_info *info, size_t size, void *arg)
         __atomic_store_n(&mf_module_epoch, mf_module_epoch + 1, __ATOMIC_RELEASE);
     }
     rec.r.epoch = mf_module_epoch;
-    if (*fd >= 0) {
-        if (mf_process_write(*fd, &rec, rec.r.record_size, mf_process_end)) {
-            char name[MF_NAME_MAX];
-            mf_file_warn(&mf_process_warned, "cannot add modules to",
-                         mf_process_name(name, sizeof name),
-                         "; stacks in them will show no function names");
-            mf_sys_close(*fd); /* no record after a gap */
-            *fd = -1;
-        } else {
-            mf_process_end += rec.r.record_size;
-        }
-    }
     mf_log_append(&rec, rec.r.record_size);
     mf_known[mf_nknown] = (struct mf_range){lo, hi, id};
     __atomic_store_n(&mf_nknown, mf_nknown + 1, __ATOMIC_RELEASE);
     return 0;
 }
 
+/* New module records go to mf_log (one refresh at a time: mf_refreshing). */
+static void mf_modules_collect(void)
+{
+    struct mf_visit v = {.moved = false};
+    dl_iterate_phdr(mf_module_visit, &v);
+}
+
+/* What the loader added since the last look, appended to the process file in one write. */
 void mf_modules_refresh(void)
 {
     if (mf_frozen || __atomic_exchange_n(&mf_refreshing, 1, __ATOMIC_ACQUIRE))
         return;
-    char name[MF_NAME_MAX];
-    struct mf_visit v = {
-        .fd = mf_process_warned ? -1 : mf_file_open(mf_process_name(name, sizeof name)),
-    };
-    dl_iterate_phdr(mf_module_visit, &v);
-    if (v.fd >= 0)
-        mf_sys_close(v.fd);
+    size_t start = mf_log_len;
+    mf_modules_collect();
+    if (mf_log_len > start && !mf_process_warned) {
+        char name[MF_NAME_MAX];
+        int fd = mf_file_open(mf_process_name(name, sizeof name));
+        if (fd < 0 || mf_process_write(fd, mf_log + start, mf_log_len - start, mf_process_end)) {
+            mf_file_warn(&mf_process_warned, "cannot add modules to", name,
+                         "; stacks in them will show no function names");
+        } else {
+            mf_process_end += mf_log_len - start;
+        }
+        if (fd >= 0)
+            mf_sys_close(fd);
+    }
     __atomic_store_n(&mf_refreshing, 0, __ATOMIC_RELEASE);
 }
 
@@ -267,7 +312,8 @@ static int mf_loader_counts(struct dl_phdr_info *info, size_t size, void *arg)
 {
     bool *changed = arg;
     if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs)
-        *changed = info->dlpi_adds != mf_seen_adds || info->dlpi_subs != mf_seen_subs;
+        *changed = info->dlpi_adds != __atomic_load_n(&mf_seen_adds, __ATOMIC_RELAXED) ||
+                   info->dlpi_subs != __atomic_load_n(&mf_seen_subs, __ATOMIC_RELAXED);
     return 1; /* the counts are the same in every module's info: one is enough */
 }
 
@@ -292,24 +338,6 @@ bool mf_modules_cover(const uintptr_t *pcs, uint32_t n)
     return true;
 }
 
-void mf_modules_start(void)
-{
-    if (!mf_inherited) {
-        __atomic_store_n(&mf_nknown, 0, __ATOMIC_RELEASE);
-        mf_log_len = 0;
-        mf_modules_refresh();
-        return;
-    }
-    mf_inherited = false;
-    char name[MF_NAME_MAX];
-    int fd = mf_file_open(mf_process_name(name, sizeof name));
-    if (fd >= 0) {
-        if (!mf_process_write(fd, mf_log, mf_log_len, mf_process_end))
-            mf_process_end += mf_log_len;
-        mf_sys_close(fd);
-    }
-}
-
 /* Runs in the atfork child handler: no system call, no lock. The parent's modules are the
  * child's (same memory); the loader's lock may be held for ever by a thread of the parent
  * that does not exist here (glibc resets dl_load_lock in the child, not the one
@@ -317,6 +345,7 @@ void mf_modules_start(void)
 void mf_modules_inherit(bool frozen)
 {
     mf_inherited = true;
+    mf_process_map = NULL; /* the parent's file */
     mf_frozen = mf_frozen || frozen;
     mf_refreshing = 0;
 }

@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -105,6 +106,13 @@ ssize_t mf_sys_write(int fd, const void *buf, size_t len)
 ssize_t mf_sys_pwrite(int fd, const void *buf, size_t len, uint64_t off)
 {
     return (ssize_t)syscall(SYS_pwrite64, fd, buf, len, (off_t)off);
+}
+
+ssize_t mf_sys_pwritev(int fd, const struct iovec *iov, int n, uint64_t off)
+{
+    /* The offset's low and high halves: on 64-bit the first is the whole of it. */
+    return (ssize_t)syscall(SYS_pwritev, fd, iov, n, (unsigned long)off,
+                            (unsigned long)((off >> 16) >> 16));
 }
 
 ssize_t mf_sys_read(int fd, void *buf, size_t len)

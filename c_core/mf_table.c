@@ -45,31 +45,44 @@ static bool mf_grow_failed(const struct mf_thread_header *h)
     return true;
 }
 
+static uint64_t mf_segment_bytes(uint32_t k, uint32_t *cap)
+{
+    *cap = MF_SEG_ENTRIES_FIRST << (k < MF_SEG_GROWTH_STEPS ? k : MF_SEG_GROWTH_STEPS);
+    return mf_round_page(MF_SEGMENT_ENTRIES_OFFSET + (uint64_t)*cap * sizeof(struct mf_entry) +
+                         (uint64_t)*cap * MF_FRAMES_PER_ENTRY * sizeof(uint64_t));
+}
+
+/* Publishes segment number tab->nseg, mapped at m, at file offset off. */
+static void mf_segment_publish(struct mf_table *tab, void *m, uint64_t off, uint64_t size,
+                               uint32_t cap)
+{
+    struct mf_thread_header *h = tab->hdr;
+    uint32_t k = tab->nseg;
+    struct mf_segment_header *seg = m;
+    seg->capacity = cap;
+    seg->frame_capacity = cap * MF_FRAMES_PER_ENTRY;
+    tab->seg[k] = seg;
+    tab->nseg = k + 1;
+    h->segment_offset[k] = off;
+    h->segment_size[k] = size;
+    __atomic_store_n(&h->nsegments, (uint64_t)k + 1, __ATOMIC_RELEASE);
+}
+
 /* Appends segment number tab->nseg to the file behind fd. Returns true on error. */
 static bool mf_segment_add(struct mf_table *tab, int fd)
 {
     struct mf_thread_header *h = tab->hdr;
-    uint32_t k = tab->nseg;
+    uint32_t k = tab->nseg, cap;
     if (k >= MF_MAX_SEGMENTS)
         return true;
-    uint32_t cap = MF_SEG_ENTRIES_FIRST << (k < MF_SEG_GROWTH_STEPS ? k : MF_SEG_GROWTH_STEPS);
-    uint32_t fcap = cap * MF_FRAMES_PER_ENTRY;
-    uint64_t size = mf_round_page(MF_SEGMENT_ENTRIES_OFFSET + (uint64_t)cap * sizeof(struct mf_entry) +
-                                  (uint64_t)fcap * sizeof(uint64_t));
+    uint64_t size = mf_segment_bytes(k, &cap);
     uint64_t off = k ? h->segment_offset[k - 1] + h->segment_size[k - 1] : MF_HEADER_BYTES;
     if (mf_file_reserve(fd, off, size))
         return mf_grow_failed(h);
     void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
     if (m == MAP_FAILED)
         return true;
-    struct mf_segment_header *seg = m;
-    seg->capacity = cap;
-    seg->frame_capacity = fcap;
-    tab->seg[k] = seg;
-    tab->nseg = k + 1;
-    h->segment_offset[k] = off;
-    h->segment_size[k] = size;
-    __atomic_store_n(&h->nsegments, (uint64_t)k + 1, __ATOMIC_RELEASE);
+    mf_segment_publish(tab, m, off, size, cap);
     return false;
 }
 
@@ -94,20 +107,21 @@ bool mf_table_create(struct mf_table *tab, uint64_t seq)
         mf_file_warn(&mf_create_warned, "cannot create", name, "");
         return true;
     }
+    /* The header and the first segment: one reservation, one mapping (the two are
+     * unmapped apart in mf_table_forget, which munmap allows). */
+    uint32_t cap;
+    uint64_t seg_bytes = mf_segment_bytes(0, &cap);
     void *m = MAP_FAILED;
-    if (!mf_file_reserve(fd, 0, MF_HEADER_BYTES))
-        m = mmap(NULL, MF_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (!mf_file_reserve(fd, 0, MF_HEADER_BYTES + seg_bytes))
+        m = mmap(NULL, MF_HEADER_BYTES + seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (m != MAP_FAILED) {
         tab->hdr = m;
         tab->nseg = 0;
         proto.start_ns = proto.last_ns = mf_now_ns();
         memcpy(tab->hdr, &proto, sizeof proto);
-        if (!mf_segment_add(tab, fd)) {
-            mf_sys_close(fd); /* the program may close or reuse descriptors: never keep one */
-            return false;
-        }
-        munmap(m, MF_HEADER_BYTES);
-        tab->hdr = NULL;
+        mf_segment_publish(tab, (char *)m + MF_HEADER_BYTES, MF_HEADER_BYTES, seg_bytes, cap);
+        mf_sys_close(fd); /* the program may close or reuse descriptors: never keep one */
+        return false;
     }
     /* A full disk: no empty file is left behind; the thread records into the process's
      * first table instead (mf_thread_setup). */

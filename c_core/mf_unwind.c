@@ -4,6 +4,8 @@
  * _Unwind_* never replace libgcc's in the program (DESIGN §4). */
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <link.h>
+#include <sys/single_threaded.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -20,11 +22,29 @@
 #define MF_UNW_CACHE_PER_THREAD 2 /* enum unw_caching_policy_t */
 
 int (*mf_unw_backtrace)(void **, int);
+bool mf_unwind_frozen;
+static bool mf_unwind_tried;
+
+/* dlopen from inside malloc risks the loader's lock (DESIGN §4): another thread may hold it
+ * and wait for a lock our caller holds, or this thread may be inside the loader, half-way
+ * through changing its lists. Neither can be when the process has one thread and the
+ * loader's debugger interface says its list is consistent (r_state, which it sets to
+ * RT_ADD before it adds an object and back after; dlopen from a constructor, which glibc
+ * supports, is what remains). Otherwise stacks are walked by frame pointers meanwhile. */
+void mf_unwind_load_if_safe(void)
+{
+    if (mf_opt.unwinder != MF_UNWIND_LIBUNWIND || mf_unw_backtrace || mf_unwind_tried ||
+        mf_unwind_frozen || !__libc_single_threaded ||
+        __atomic_load_n(&_r_debug.r_state, __ATOMIC_ACQUIRE) != RT_CONSISTENT)
+        return;
+    mf_unwind_init();
+}
 
 void mf_unwind_init(void)
 {
-    if (mf_opt.unwinder != MF_UNWIND_LIBUNWIND || mf_unw_backtrace)
+    if (mf_opt.unwinder != MF_UNWIND_LIBUNWIND || mf_unw_backtrace || mf_unwind_tried)
         return;
+    mf_unwind_tried = true;
     void *lib = dlopen(mf_opt.libunwind, RTLD_NOW | RTLD_LOCAL);
     void *bt = lib ? dlsym(lib, "unw_backtrace") : NULL;
     if (!bt) {

@@ -3,6 +3,8 @@
  * in line is mf_next.c's. */
 #include "mf_preload.h"
 
+extern bool mf_lazy_start; /* c_core/mf_internal.h */
+
 /* Runs before the core's constructor (priority 101): the core's start-up allocates. The next
  * allocator may have been looked up already, at a call made before this constructor ran
  * (other libraries' constructors run first and allocate). */
@@ -12,6 +14,10 @@ __attribute__((constructor(101))) static void mf_preload_resolve(void)
     mf_next_new_resolve();
     /* Static TLS has the same offset in every thread: one check serves them all. */
     mf_tls_direct = (char *)&mf_tls - (char *)__builtin_thread_pointer() == -(ptrdiff_t)MF_TLS_ALIGN;
+    /* The files and libunwind wait for the first allocation call, or for a call that would
+     * take away the means to make the files (mf_guard.c): a process that never allocates
+     * pays for neither. */
+    mf_lazy_start = true;
     mf_core_init();
 }
 

@@ -1,5 +1,6 @@
 """Set-up on plain Debian 12: the main job (`make demo`) needs no Rust and no Python."""
 import os
+import re
 import subprocess
 
 import run_tests as rt

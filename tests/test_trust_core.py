@@ -4,6 +4,7 @@ longer be made after start-up, a full disk, thread churn. Each test runs the rea
 a program of tests/programs/ and compares with the same program run without it."""
 import os
 import re
+import shutil
 import subprocess
 
 import run_tests as rt
@@ -146,3 +147,42 @@ def test_library_loaded_at_a_previous_address():
     expect_eq(r.stdout, "same address\n", "where libb.so was mapped (else this proves nothing)")
     rows = rt.csv_rows(r.profile)
     rt.expect_sites(rows, {"site_in_a": (400, 19200), "site_in_b": (600, 28800)})
+
+
+@rt.test
+def test_geometric_draw_unbiased():
+    # The sampling draw's logarithms are the core's own (no libm to load at start-up): they
+    # must match libm's, and the draw's mean interval must be n (each sample counts n calls).
+    prog = rt.build("geometric_draw", ["geometric_draw.c"],
+                    libs=("-I" + os.path.join(rt.REPO, "c_core"), "-lm"))
+    out = subprocess.run([prog], capture_output=True, text=True, check=True).stdout
+    err = float(re.search(r"^log_err (\S+)$", out, re.M).group(1))
+    expect(err < 1e-14, f"mf_log/mf_log1p against libm: worst relative error {err}")
+    rows = re.findall(r"^n (\d+) mean (\S+) z (\S+)$", out, re.M)
+    expect_eq(len(rows), 7, "draw rows")
+    for n, mean, z in rows:
+        expect(abs(float(z)) < 5, f"n={n}: mean interval {mean}, {z} standard errors from n")
+
+
+@rt.test
+def test_process_that_never_allocates_leaves_nothing():
+    # The profile starts at the first allocation call: /bin/true makes none, so it gets no
+    # directory, no file and no libunwind (before: a directory, two files and ~140 system
+    # calls). A program that allocates still gets its files and its stacks by libunwind.
+    outdir = rt.fresh_dir()
+    r = subprocess.run(["/bin/true"], env=rt.profiled_env(outdir, None), cwd=outdir,
+                       capture_output=True, text=True)
+    expect_eq((r.returncode, r.stderr), (0, ""), "/bin/true under the profiler")
+    expect_eq(os.listdir(outdir), [], "files left by a process that never allocates")
+    if shutil.which("strace"):
+        trace = os.path.join(rt.fresh_dir(), "trace")
+        subprocess.run(["strace", "-f", "-o", trace, "/bin/true"],
+                       env=rt.profiled_env(outdir, None), cwd=outdir, check=True)
+        with open(trace) as f:
+            text = f.read()
+        expect("libunwind" not in text, "/bin/true loaded libunwind")
+        expect("mkdir(" not in text and not re.search(r"malloc_freq\.\d", text),
+               "/bin/true made a directory")
+    r = rt.run_ok([rt.c_program("exact_sites")])
+    rt.expect_sites(csv_rows := rt.csv_rows(r.profile), rt.EXACT_SITES)
+    expect_eq(rt.csv_total(csv_rows), rt.exact_total_calls(r.profile), "CSV total vs headers")

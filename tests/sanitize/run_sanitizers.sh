@@ -44,7 +44,7 @@ print(run_tests.exact_calls_per_fn(sys.argv[2])[int(sys.argv[3])])' "$top/tests"
 for san in thread address undefined; do
     bin=$out/core_stress_$san
     gcc $cflags -fsanitize=$san -fno-sanitize-recover=all -o "$bin" "$top/tests/sanitize/core_stress.c" \
-        "$top"/c_core/*.c -ldl -lm -lpthread
+        "$top"/c_core/*.c -ldl -lpthread
     dir=$out/run_$san && mkdir -p "$dir"
     log=$out/$san.log
     ok=1

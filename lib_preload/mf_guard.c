@@ -1,0 +1,77 @@
+/* The calls that take away what making the profile's files needs: the right to write the
+ * directory (setuid and the rest of the family), the directory itself (chroot, unshare,
+ * setns), descriptors or file size (setrlimit, prlimit). The profile of a process starts at
+ * its first allocation call (mf_lazy_start), so that one that never allocates makes no
+ * file; one that gives these up before its first allocation has its files made here first,
+ * at a safe point outside malloc (README "What the profiler guarantees to the program":
+ * files are made while they can be). Then the call goes on to the next definition, glibc's.
+ * pthread_create is the other safe point: libunwind is loaded before a second thread runs.
+ *
+ * No system header declares these here: their prototypes in <unistd.h> and
+ * <sys/resource.h> differ by feature macros (enum __rlimit_resource), and the ABI is ints
+ * and pointers either way. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stddef.h>
+
+void mf_core_start_now(void);
+void mf_core_before_threads(void);
+
+/* The next definition, looked up at the first call (not in malloc: the loader's lock is
+ * free to take). Threads racing it store the same answer. */
+static void *mf_guard_next(void **slot, const char *name)
+{
+    void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (!f) {
+        f = dlsym(RTLD_NEXT, name);
+        __atomic_store_n(slot, f, __ATOMIC_RELEASE);
+    }
+    return f;
+}
+
+#define MF_GUARD(name, params, args)                                                        \
+    __attribute__((visibility("default"))) int name params                                 \
+    {                                                                                       \
+        static void *next;                                                                  \
+        mf_core_start_now();                                                                \
+        int(*f) params = (int(*) params)mf_guard_next(&next, #name);                        \
+        if (!f) {                                                                           \
+            errno = ENOSYS;                                                                 \
+            return -1;                                                                      \
+        }                                                                                   \
+        return f args;                                                                      \
+    }
+
+MF_GUARD(setuid, (unsigned u), (u))
+MF_GUARD(setgid, (unsigned g), (g))
+MF_GUARD(seteuid, (unsigned u), (u))
+MF_GUARD(setegid, (unsigned g), (g))
+MF_GUARD(setreuid, (unsigned r, unsigned e), (r, e))
+MF_GUARD(setregid, (unsigned r, unsigned e), (r, e))
+MF_GUARD(setresuid, (unsigned r, unsigned e, unsigned s), (r, e, s))
+MF_GUARD(setresgid, (unsigned r, unsigned e, unsigned s), (r, e, s))
+MF_GUARD(setfsuid, (unsigned u), (u)) /* returns the previous fsuid: -1 only if not found */
+MF_GUARD(setfsgid, (unsigned g), (g))
+MF_GUARD(setgroups, (size_t n, const unsigned *list), (n, list))
+MF_GUARD(chroot, (const char *path), (path))
+MF_GUARD(unshare, (int flags), (flags))
+MF_GUARD(setns, (int fd, int type), (fd, type))
+MF_GUARD(setrlimit, (int resource, const void *rl), (resource, rl))
+MF_GUARD(setrlimit64, (int resource, const void *rl), (resource, rl))
+MF_GUARD(prlimit, (int pid, int resource, const void *rl, void *old), (pid, resource, rl, old))
+MF_GUARD(prlimit64, (int pid, int resource, const void *rl, void *old), (pid, resource, rl, old))
+
+/* The last moment the process may have one thread: libunwind is loaded now if it is still
+ * to be (c_core/mf_unwind.c, mf_unwind_load_if_safe), or a program that starts its threads
+ * before its first allocation would have its stacks walked by frame pointers only. */
+__attribute__((visibility("default"))) int pthread_create(void *thread, const void *attr,
+                                                          void *(*start)(void *), void *arg)
+{
+    static void *next;
+    mf_core_before_threads();
+    int (*f)(void *, const void *, void *(*)(void *), void *) =
+        (int (*)(void *, const void *, void *(*)(void *), void *))mf_guard_next(&next, "pthread_create");
+    if (!f)
+        return ENOSYS;
+    return f(thread, attr, start, arg);
+}
