@@ -33,6 +33,11 @@ void mf_paths_build(struct mf_paths *ps, const struct mf_model *m)
     ps->order = mf_xmalloc(((size_t)ps->n + 1) * sizeof *ps->order);
     ps->tmp = mf_xmalloc(((size_t)ps->n + 1) * sizeof *ps->tmp);
     ps->names = mf_xmalloc(((size_t)ps->n + 1) * sizeof *ps->names);
+    ps->cur = mf_xmalloc(((size_t)ps->n + 1) * sizeof *ps->cur);
+    ps->cur_tmp = mf_xmalloc(((size_t)ps->n + 1) * sizeof *ps->cur_tmp);
+    ps->calls = mf_xmalloc(((size_t)ps->n + 1) * sizeof *ps->calls);
+    for (uint32_t i = 0; i < ps->n; i++)
+        ps->calls[i] = m->stacks[i].calls;
     for (uint32_t i = 0; i < ps->n; i++) {
         ps->first[i] = ps->nrefs;
         ps->len[i] = mf_model_frame_refs(m, &m->stacks[i], &ps->refs, &ps->nrefs, &ps->refs_cap);
@@ -75,6 +80,9 @@ void mf_paths_free(struct mf_paths *ps)
     free(ps->order);
     free(ps->tmp);
     free(ps->names);
+    free(ps->cur);
+    free(ps->cur_tmp);
+    free(ps->calls);
     free(ps->site_key);
     free(ps->stamp);
     free(ps->slot);
@@ -112,10 +120,12 @@ size_t mf_paths_partition(struct mf_paths *ps, uint32_t lo, uint32_t hi, uint32_
         uint32_t s = ps->order[i];
         if (ps->len[s] <= d) {
             ends++;
-            ps->names[i] = UINT32_MAX;
+            ps->names[i] = ps->cur[i] = UINT32_MAX;
             continue;
         }
-        uint32_t name = d == 0 && ps->site_key ? ps->site_key[s] : mf_paths_name(ps, s, d);
+        uint32_t ref = ps->refs[ps->first[s] + d];
+        uint32_t name = d == 0 && ps->site_key ? ps->site_key[s] : ps->ft[ref].name;
+        ps->cur[i] = ref;
         ps->names[i] = name;
         if (name0 == UINT32_MAX)
             name0 = name;
@@ -153,12 +163,12 @@ size_t mf_paths_partition(struct mf_paths *ps, uint32_t lo, uint32_t hi, uint32_
     uint32_t e = lo;
     for (uint32_t i = lo; i < hi; i++) { /* place, stably */
         uint32_t s = ps->order[i], name = ps->names[i];
-        if (name == UINT32_MAX)
-            ps->tmp[e++] = s;
-        else
-            ps->tmp[ps->groups[ps->slot[name]].hi++] = s;
+        uint32_t at = name == UINT32_MAX ? e++ : ps->groups[ps->slot[name]].hi++;
+        ps->tmp[at] = s;
+        ps->cur_tmp[at] = ps->cur[i];
     }
     memcpy(ps->order + lo, ps->tmp + lo, (size_t)(hi - lo) * sizeof *ps->order);
+    memcpy(ps->cur + lo, ps->cur_tmp + lo, (size_t)(hi - lo) * sizeof *ps->cur);
     mf_name_sites(ps, g0, d);
     return g0;
 }
@@ -174,13 +184,13 @@ uint32_t mf_paths_loc(struct mf_paths *ps, uint32_t lo, uint32_t hi, uint32_t d)
     static struct mf_map map;
     size_t n = 0;
     bool mapped = false;
+    (void)d; /* the frames at depth d are ps->cur[lo, hi) */
     for (uint32_t i = lo; i < hi; i++) {
-        uint32_t s = ps->order[i];
-        uint32_t ref = ps->refs[ps->first[s] + d];
+        uint32_t ref = ps->cur[i];
         const struct mf_frame *f = &ps->ft[ref];
         if (!f->file)
             continue;
-        uint64_t calls = ps->m->stacks[s].calls;
+        uint64_t calls = ps->calls[ps->order[i]];
         size_t k = 0;
         if (n && ps->ft[seen[n - 1].ref].file == f->file && ps->ft[seen[n - 1].ref].line == f->line) {
             k = n - 1; /* most stacks of a node have the same line as the one before */
@@ -309,23 +319,52 @@ static void mf_expand(struct mf_build *b, uint32_t node, uint32_t lo, uint32_t h
     ps->ngroups = g0;
 }
 
-/* Distinct stacks by their names: the nodes where some stack ends, [not profiled] aside. */
-static uint32_t mf_count_merged(struct mf_paths *ps, uint32_t lo, uint32_t hi, uint32_t d)
+/* Distinct stacks by their names: the nodes where some stack ends, [not profiled] aside.
+ * Each stack's names are hashed where they lie (one pass over the frames in memory order,
+ * not a random read a stack and a depth as grouping them would take); stacks whose hashes
+ * agree are compared. */
+struct mf_seq_key {
+    const struct mf_paths *ps;
+    uint32_t s;
+};
+
+static uint32_t mf_seq_name(const struct mf_paths *ps, uint32_t s, uint32_t d)
 {
-    uint32_t nends, merged = 0;
-    if (hi - lo == 1) /* one stack: one chain of nodes down to where it ends */
-        return !(ps->m->stacks[ps->order[lo]].flags & MF_STACK_NOT_PROFILED);
-    size_t g0 = mf_paths_partition(ps, lo, hi, d, &nends);
-    for (uint32_t i = lo; i < lo + nends; i++)
-        if (!(ps->m->stacks[ps->order[i]].flags & MF_STACK_NOT_PROFILED)) {
-            merged++;
-            break;
+    return d == 0 && ps->site_key ? ps->site_key[s] : mf_paths_name(ps, s, d);
+}
+
+static bool mf_seq_eq(const void *ctx, uint32_t val)
+{
+    const struct mf_seq_key *k = ctx;
+    const struct mf_paths *ps = k->ps;
+    if (ps->len[val] != ps->len[k->s])
+        return false;
+    for (uint32_t d = 0; d < ps->len[val]; d++)
+        if (mf_seq_name(ps, val, d) != mf_seq_name(ps, k->s, d))
+            return false;
+    return true;
+}
+
+uint32_t mf_paths_count_distinct(const struct mf_paths *ps)
+{
+    struct mf_map map = {0};
+    uint32_t merged = 0;
+    for (uint32_t s = 0; s < ps->n; s++) {
+        if (ps->m->stacks[s].flags & MF_STACK_NOT_PROFILED)
+            continue;
+        const uint32_t *refs = ps->refs + ps->first[s];
+        uint32_t len = ps->len[s];
+        uint64_t h = 0x9e3779b97f4a7c15u * (len + 1);
+        for (uint32_t d = 0; d < len; d++) {
+            uint32_t name = d == 0 && ps->site_key ? ps->site_key[s] : ps->ft[refs[d]].name;
+            h = (h ^ name) * 0xff51afd7ed558ccdu + (h >> 31);
         }
-    for (size_t g = g0; g < ps->ngroups; g++) {
-        struct mf_group gr = ps->groups[g];
-        merged += mf_count_merged(ps, gr.lo, gr.hi, d + 1);
+        struct mf_seq_key k = {ps, s};
+        bool added;
+        mf_map_put(&map, mf_hash_u64(h), mf_seq_eq, &k, s, &added);
+        merged += added;
     }
-    ps->ngroups = g0;
+    mf_map_free(&map);
     return merged;
 }
 
@@ -346,7 +385,7 @@ void mf_tree_build(struct mf_tree *t, const struct mf_model *m, double threshold
         root->var += s->var;
         root->bytes_var += s->bytes_var;
     }
-    t->merged_stacks = mf_count_merged(&b.ps, 0, b.ps.n, 0);
+    t->merged_stacks = mf_paths_count_distinct(&b.ps);
     mf_expand(&b, 0, 0, b.ps.n, 0);
     for (uint32_t i = 0; i < t->n; i++) {
         struct mf_node *n = &t->nodes[i];

@@ -81,6 +81,10 @@ struct mf_paths {
      * no stack has a via: the name) */
     uint32_t *site_key;
     uint32_t *names;       /* per position of order: the name being grouped by */
+    /* Per position of order: the frame (index into ft) at the depth last partitioned, moved
+     * with its stack, so that a group's locations are read in a row (mf_paths_loc) */
+    uint32_t *cur, *cur_tmp;
+    uint64_t *calls; /* per stack: its calls (the model's, packed) */
     uint32_t n;
     uint32_t *stamp, *slot, nnames, gen; /* partition scratch, by name id */
     struct mf_group *groups;             /* a stack of groups, one run per partition */
@@ -88,6 +92,9 @@ struct mf_paths {
 };
 
 void mf_paths_build(struct mf_paths *ps, const struct mf_model *m);
+/* Distinct stacks by their names (the site's via too): the tree's nodes where some stack
+ * ends, [not profiled] aside. */
+uint32_t mf_paths_count_distinct(const struct mf_paths *ps);
 void mf_paths_free(struct mf_paths *ps);
 
 static inline uint32_t mf_paths_name(const struct mf_paths *ps, uint32_t s, uint32_t d)
@@ -103,7 +110,8 @@ size_t mf_paths_partition(struct mf_paths *ps, uint32_t lo, uint32_t hi, uint32_
                           uint32_t *nends);
 
 /* The frame (an index into ps->ft) whose file:line, at depth d of the stacks of order[lo,
- * hi), has the most calls (the first seen on a tie), or UINT32_MAX if none has a file. */
+ * hi), has the most calls (the first seen on a tie), or UINT32_MAX if none has a file.
+ * order[lo, hi) is a group the last mf_paths_partition (at depth d) made. */
 uint32_t mf_paths_loc(struct mf_paths *ps, uint32_t lo, uint32_t hi, uint32_t d);
 
 #endif

@@ -201,8 +201,9 @@ uint32_t mf_model_frame_refs(const struct mf_model *m, const struct mf_stack *s,
                              size_t *n, size_t *cap)
 {
     size_t start = *n, room = 1;
+    const uint32_t *sl = m->stack_locs + s->first;
     for (uint32_t i = 0; i < s->depth; i++)
-        room += m->locs[m->stack_locs[s->first + i]].n;
+        room += m->locs[sl[i]].n;
     if (*n + room > *cap) {
         *cap = (*n + room) * 2;
         *v = mf_xrealloc(*v, *cap * sizeof **v);
@@ -212,12 +213,24 @@ uint32_t mf_model_frame_refs(const struct mf_model *m, const struct mf_stack *s,
         out[(*n)++] = MF_REF_NOT_PROFILED;
         return 1;
     }
-    uint32_t total = mf_model_nframes(m, s), k = 0;
-    for (uint32_t i = 0; i < s->depth; i++) {
-        const struct mf_location *l = &m->locs[m->stack_locs[s->first + i]];
-        for (uint32_t j = 0; j < l->n; j++, k++)
-            if (mf_model_shows(s, k, total, m->frames[l->first + j].name))
+    uint32_t total = (uint32_t)(room - 1), k = 0;
+    if (!mf_transform_get()->nhide) {
+        /* Nothing hidden: the frames shown are [trimmed, total - cut), in a row. */
+        uint32_t lo = s->trimmed, hi = s->cut < total ? total - s->cut : 0;
+        for (uint32_t i = 0; i < s->depth && k < hi; i++) {
+            const struct mf_location *l = &m->locs[sl[i]];
+            uint32_t a = k < lo ? lo - k : 0, b = hi - k < l->n ? hi - k : l->n;
+            for (uint32_t j = a; j < b; j++)
                 out[(*n)++] = l->first + j;
+            k += l->n;
+        }
+    } else {
+        for (uint32_t i = 0; i < s->depth; i++) {
+            const struct mf_location *l = &m->locs[sl[i]];
+            for (uint32_t j = 0; j < l->n; j++, k++)
+                if (mf_model_shows(s, k, total, m->frames[l->first + j].name))
+                    out[(*n)++] = l->first + j;
+        }
     }
     /* The pseudo-frame mf_model_pseudo names, as a reference. */
     if (*n == start)

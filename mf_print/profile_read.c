@@ -365,6 +365,7 @@ static const char *mf_check_thread(const uint8_t *buf, size_t size)
 struct mf_file_sums {
     uint64_t calls;             /* exact, from the header */
     uint64_t samples, st_calls; /* its stacks and [not profiled] */
+    uint64_t frames;            /* of its stacks */
 };
 
 #define MF_CALLS_MAX (1ull << 60)
@@ -396,6 +397,7 @@ static const char *mf_check_counts(const struct mf_profile *p, const struct mf_p
                 continue;
             wrap |= mf_add(&fs->samples, e[i].samples);
             wrap |= mf_add(&fs->st_calls, e[i].calls);
+            fs->frames += e[i].depth;
         }
     }
     /* 2^60 calls take a thread 36 years at one a nanosecond: a count beyond is damage, and
@@ -461,6 +463,12 @@ struct mf_frame_chunk {
 };
 static struct mf_frame_chunk *mf_frame_chunks;
 
+/* Thread files that are mostly frames (a big table) are not copied: their stacks' frames
+ * point into the file as read, which is kept until mf_profile_drop_frames (its entries'
+ * pages are given back once read). */
+static uint8_t **mf_kept;
+static size_t mf_nkept, mf_kept_cap;
+
 static uint64_t *mf_frames_alloc(size_t n)
 {
     struct mf_frame_chunk *c = mf_frame_chunks;
@@ -484,13 +492,19 @@ void mf_profile_drop_frames(struct mf_profile *p)
         mf_frame_chunks = c->next;
         free(c);
     }
+    for (size_t i = 0; i < mf_nkept; i++)
+        free(mf_kept[i]);
+    free(mf_kept);
+    mf_kept = NULL;
+    mf_nkept = mf_kept_cap = 0;
     for (uint32_t i = 0; i < p->nstacks; i++)
         p->stacks[i].frames = NULL;
     mf_map_free(&mf_stack_ids);
 }
 
+/* in_place: frames lie in a kept file and stay there; else they are copied. */
 static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf_entry *e,
-                         const uint64_t *frames)
+                         const uint64_t *frames, bool in_place)
 {
     struct mf_stack_key key = {p, process, e->depth, e->flags, frames};
     uint64_t h = mf_hash_u64s(frames, e->depth,
@@ -504,8 +518,12 @@ static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf
         s->process = process;
         s->depth = e->depth;
         s->flags = e->flags;
-        s->frames = mf_frames_alloc(e->depth);
-        memcpy(s->frames, frames, e->depth * sizeof *frames);
+        if (in_place) {
+            s->frames = (uint64_t *)frames;
+        } else {
+            s->frames = mf_frames_alloc(e->depth);
+            memcpy(s->frames, frames, e->depth * sizeof *frames);
+        }
     }
     struct mf_raw_stack *s = &p->stacks[idx];
     s->samples += e->samples;
@@ -627,23 +645,35 @@ static void mf_read_thread(struct mf_profile *p, const char *dir, const char *na
     }
     if (h->unprofiled_calls != h->unprofiled_samples)
         pr->weighted = true;
+    /* A file at least half frames is kept and its frames used where they lie (copying
+     * 370 MB of them at 10^6 stacks cost as much as reading them); a sparse one (a few
+     * stacks in a big table) is copied from and freed. */
+    bool keep = size >= ((size_t)1 << 20) && fs.frames <= size / 8 && fs.frames * 8 >= size / 2;
     for (uint32_t k = 0; k < h->nsegments; k++) {
         const struct mf_segment_header *seg = mf_segment(buf, h, k);
         const struct mf_entry *e = mf_entries(seg);
         const uint64_t *frames = mf_frames(seg);
         for (uint32_t i = 0; i < seg->capacity; i++)
             if (e[i].hash != 0 && e[i].calls != 0)
-                mf_add_stack(p, process, &e[i], &frames[e[i].frames]);
+                mf_add_stack(p, process, &e[i], &frames[e[i].frames], keep);
         bool later = false; /* a damaged file's segments may overlap: keep what is shared */
         for (uint32_t j = k + 1; j < h->nsegments; j++)
             later |= h->segment_offset[j] < h->segment_offset[k] + h->segment_size[k] &&
                      h->segment_offset[k] < h->segment_offset[j] + h->segment_size[j];
         if (!later)
-            mf_release_pages(buf, size, h->segment_offset[k], h->segment_size[k]);
+            mf_release_pages(buf, size, h->segment_offset[k],
+                             keep ? MF_SEGMENT_ENTRIES_OFFSET +
+                                        (uint64_t)seg->capacity * sizeof(struct mf_entry)
+                                  : h->segment_size[k]);
     }
     p->nthreads += threads;
     p->nfiles_read++;
-    free(buf);
+    if (keep) {
+        MF_GROW(mf_kept, mf_nkept, mf_kept_cap);
+        mf_kept[mf_nkept++] = buf;
+    } else {
+        free(buf);
+    }
 }
 
 /* ---- directories -------------------------------------------------------------------- */

@@ -10,6 +10,7 @@
  * RFC 3986's %XX), so that splitting at ';' and percent-decoding each part gives back every
  * name byte for byte (Rust's `<[u8; 4] as T>::f`, a C++ `operator,`), and the file is valid
  * UTF-8. ',' '"' and spaces are left to the CSV quoting. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,6 +96,8 @@ struct mf_enc {
     bool needs_quotes;
 };
 
+#define MF_PAD 64
+
 static struct mf_enc *mf_encs;
 static uint32_t mf_nencs;
 
@@ -118,6 +121,9 @@ static const struct mf_enc *mf_enc_make(uint32_t id)
         struct mf_buf b = {0}, q = {0};
         mf_buf_addn(&b, "", 0);
         mf_buf_add_frame(&b, mf_str(id));
+        /* MF_PAD readable bytes past the end: rows copy a short text in one fixed move */
+        b.s = mf_xrealloc(b.s, b.n + MF_PAD);
+        memset(b.s + b.n, 0, MF_PAD);
         e->text = b.s;
         e->len = (uint32_t)b.n;
         e->needs_quotes = strpbrk(b.s, ",\"\r\n") != NULL;
@@ -292,25 +298,124 @@ static int mf_row_cmp(const void *a, const void *b)
     return x->seq < y->seq ? -1 : x->seq > y->seq; /* the stack text's order */
 }
 
-/* Output through a buffer of our own: the rows are millions of short pieces. */
+/* Output through buffers of our own: the rows are millions of short pieces. A second
+ * thread writes each full buffer while the next is filled (at 10^6 stacks the rows are
+ * 4.3 GB: writing them to a file takes this machine as long as making them), in order, so
+ * the bytes are the same. */
+#define MF_OUT_BUF ((size_t)4 << 20)
 struct mf_out {
     FILE *f;
-    char buf[1 << 20];
-    size_t n;
+    char *buf[2];  /* the one filled (cur), the other written or free */
+    int cur;
+    size_t n;      /* bytes in buf[cur] */
+    size_t cap;    /* MF_OUT_BUF less room for one fixed move past the end */
+    pthread_t writer;
+    bool threaded;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t pending; /* bytes of buf[!cur] the writer is to write; 0: it is free */
+    bool done;
 };
+
+static void *mf_out_writer(void *arg)
+{
+    struct mf_out *o = arg;
+    pthread_mutex_lock(&o->mu);
+    for (;;) {
+        while (!o->pending && !o->done)
+            pthread_cond_wait(&o->cv, &o->mu);
+        if (!o->pending)
+            break;
+        size_t len = o->pending;
+        const char *p = o->buf[!o->cur];
+        pthread_mutex_unlock(&o->mu);
+        fwrite(p, 1, len, o->f);
+        pthread_mutex_lock(&o->mu);
+        o->pending = 0;
+        pthread_cond_broadcast(&o->cv);
+    }
+    pthread_mutex_unlock(&o->mu);
+    return NULL;
+}
+
+static void mf_out_begin(struct mf_out *o, FILE *f)
+{
+    memset(o, 0, sizeof *o);
+    o->f = f;
+    o->buf[0] = mf_xmalloc(MF_OUT_BUF);
+    o->buf[1] = mf_xmalloc(MF_OUT_BUF);
+    o->cap = MF_OUT_BUF - MF_PAD;
+    pthread_mutex_init(&o->mu, NULL);
+    pthread_cond_init(&o->cv, NULL);
+    o->threaded = pthread_create(&o->writer, NULL, mf_out_writer, o) == 0;
+}
+
+/* Hands the filled buffer to the writer (once it has written the other). */
+static void mf_out_flush(struct mf_out *o)
+{
+    if (!o->n)
+        return;
+    if (!o->threaded) {
+        fwrite(o->buf[o->cur], 1, o->n, o->f);
+        o->n = 0;
+        return;
+    }
+    pthread_mutex_lock(&o->mu);
+    while (o->pending)
+        pthread_cond_wait(&o->cv, &o->mu);
+    o->cur = !o->cur;
+    o->pending = o->n;
+    pthread_cond_broadcast(&o->cv);
+    pthread_mutex_unlock(&o->mu);
+    o->n = 0;
+}
+
+static void mf_out_end(struct mf_out *o)
+{
+    mf_out_flush(o);
+    if (o->threaded) {
+        pthread_mutex_lock(&o->mu);
+        o->done = true;
+        pthread_cond_broadcast(&o->cv);
+        pthread_mutex_unlock(&o->mu);
+        pthread_join(o->writer, NULL);
+    }
+    pthread_mutex_destroy(&o->mu);
+    pthread_cond_destroy(&o->cv);
+    free(o->buf[0]);
+    free(o->buf[1]);
+}
 
 static void mf_out_put(struct mf_out *o, const char *s, size_t len)
 {
-    if (o->n + len > sizeof o->buf) {
-        fwrite(o->buf, 1, o->n, o->f);
-        o->n = 0;
-        if (len > sizeof o->buf) {
-            fwrite(s, 1, len, o->f);
-            return;
-        }
+    while (len) {
+        if (o->n == o->cap)
+            mf_out_flush(o);
+        size_t k = o->cap - o->n < len ? o->cap - o->n : len;
+        memcpy(o->buf[o->cur] + o->n, s, k);
+        o->n += k;
+        s += k;
+        len -= k;
     }
-    memcpy(o->buf + o->n, s, len);
-    o->n += len;
+}
+
+/* s has MF_PAD readable bytes past len (an encoded text, a location piece): a short one is
+ * copied by one fixed move (the buffer keeps MF_PAD bytes of room past cap). */
+static inline void mf_out_padded(struct mf_out *o, const char *s, size_t len)
+{
+    if (len <= MF_PAD && o->n + len <= o->cap) {
+        memcpy(o->buf[o->cur] + o->n, s, MF_PAD);
+        o->n += len;
+    } else {
+        mf_out_put(o, s, len);
+    }
+}
+
+static inline void mf_out_byte(struct mf_out *o, char c)
+{
+    if (o->n == o->cap)
+        mf_out_flush(o);
+    o->buf[o->cur][o->n++] = c;
 }
 
 static void mf_out_str(struct mf_out *o, const char *s)
@@ -318,9 +423,54 @@ static void mf_out_str(struct mf_out *o, const char *s)
     mf_out_put(o, s, strlen(s));
 }
 
+/* Each frame's "file:line" as the locations column writes it unquoted, made once: the
+ * same frames make up millions of rows. Padded like the encoded texts. */
+struct mf_locs_text {
+    char **text; /* per index of ps->ft, NULL until made */
+    uint32_t *len;
+    uint32_t n;
+};
+
+static const char *mf_loc_text(struct mf_locs_text *lt, const struct mf_paths *ps, uint32_t ref,
+                               uint32_t *len)
+{
+    if (!lt->text) {
+        lt->n = ps->m->nframes + MF_REF_NPSEUDO;
+        lt->text = mf_xcalloc(lt->n, sizeof *lt->text);
+        lt->len = mf_xcalloc(lt->n, sizeof *lt->len);
+    }
+    if (!lt->text[ref]) {
+        const struct mf_frame *f = &ps->ft[ref];
+        const struct mf_enc *e = mf_enc_of(f->file);
+        char line[16], *p = line + sizeof line;
+        uint32_t v = f->line;
+        do
+            *--p = (char)('0' + v % 10);
+        while (v /= 10);
+        *--p = ':';
+        size_t nl = (size_t)(line + sizeof line - p);
+        char *t = mf_xcalloc(e->len + nl + MF_PAD, 1);
+        memcpy(t, e->text, e->len);
+        memcpy(t + e->len, p, nl);
+        lt->text[ref] = t;
+        lt->len[ref] = (uint32_t)(e->len + nl);
+    }
+    *len = lt->len[ref];
+    return lt->text[ref];
+}
+
+static void mf_locs_text_free(struct mf_locs_text *lt)
+{
+    for (uint32_t i = 0; i < lt->n; i++)
+        free(lt->text[i]);
+    free(lt->text);
+    free(lt->len);
+    memset(lt, 0, sizeof *lt);
+}
+
 /* The frames' names (locs false) or file:line (locs true) of row r, as one CSV field. */
-static void mf_csv_frames(struct mf_out *o, const struct mf_paths *ps, const struct mf_row *r,
-                          bool locs)
+static void mf_csv_frames(struct mf_out *o, const struct mf_paths *ps, struct mf_locs_text *lt,
+                          const struct mf_row *r, bool locs)
 {
     const uint32_t *refs = ps->refs + ps->first[r->stack];
     bool quote = false;
@@ -331,8 +481,25 @@ static void mf_csv_frames(struct mf_out *o, const struct mf_paths *ps, const str
         else if (f->file)
             quote = mf_enc_of(f->file)->needs_quotes;
     }
-    if (quote)
-        mf_out_put(o, "\"", 1);
+    if (!quote) { /* the common case: a piece a frame, each copied whole */
+        for (uint32_t k = 0; k <= r->depth; k++) {
+            const struct mf_frame *f = &ps->ft[refs[k]];
+            if (k)
+                mf_out_byte(o, ';');
+            if (!locs) {
+                const struct mf_enc *e = mf_enc_of(f->name);
+                mf_out_padded(o, e->text, e->len);
+            } else if (!f->file) {
+                mf_out_put(o, "??", 2);
+            } else {
+                uint32_t len;
+                const char *t = mf_loc_text(lt, ps, refs[k], &len);
+                mf_out_padded(o, t, len);
+            }
+        }
+        return;
+    }
+    mf_out_put(o, "\"", 1);
     for (uint32_t k = 0; k <= r->depth; k++) {
         const struct mf_frame *f = &ps->ft[refs[k]];
         if (k)
@@ -342,10 +509,7 @@ static void mf_csv_frames(struct mf_out *o, const struct mf_paths *ps, const str
             continue;
         }
         const struct mf_enc *e = mf_enc_of(locs ? f->file : f->name);
-        if (quote)
-            mf_out_put(o, e->quoted, e->quoted_len);
-        else
-            mf_out_put(o, e->text, e->len);
+        mf_out_put(o, e->quoted, e->quoted_len);
         if (locs) {
             char line[16], *p = line + sizeof line;
             uint32_t v = f->line;
@@ -356,8 +520,7 @@ static void mf_csv_frames(struct mf_out *o, const struct mf_paths *ps, const str
             mf_out_put(o, p, (size_t)(line + sizeof line - p));
         }
     }
-    if (quote)
-        mf_out_put(o, "\"", 1);
+    mf_out_put(o, "\"", 1);
 }
 
 static char *mf_u64(char *end, uint64_t v)
@@ -402,8 +565,8 @@ static void mf_csv_report(FILE *out, const struct mf_model *const *models,
     if (c.nrows > 1)
         qsort(c.rows, c.nrows, sizeof *c.rows, mf_row_cmp);
     static struct mf_out o;
-    o.f = out;
-    o.n = 0;
+    mf_out_begin(&o, out);
+    struct mf_locs_text *lts = mf_xcalloc(n, sizeof *lts);
     mf_out_str(&o, programs ? "calls,bytes,samples,stack,locations,via,program\n"
                             : "calls,bytes,samples,stack,locations,via\n");
     for (uint32_t i = 0; i < c.nrows; i++) {
@@ -415,9 +578,9 @@ static void mf_csv_report(FILE *out, const struct mf_model *const *models,
         mf_out_put(&o, ",", 1);
         mf_out_str(&o, mf_u64(num + sizeof num, r->samples));
         mf_out_put(&o, ",", 1);
-        mf_csv_frames(&o, &paths[r->part], r, false);
+        mf_csv_frames(&o, &paths[r->part], &lts[r->part], r, false);
         mf_out_put(&o, ",", 1);
-        mf_csv_frames(&o, &paths[r->part], r, true);
+        mf_csv_frames(&o, &paths[r->part], &lts[r->part], r, true);
         mf_out_put(&o, ",", 1);
         mf_csv_name(&o, r->via);
         if (programs) {
@@ -426,8 +589,10 @@ static void mf_csv_report(FILE *out, const struct mf_model *const *models,
         }
         mf_out_put(&o, "\n", 1);
     }
-    if (o.n)
-        fwrite(o.buf, 1, o.n, out);
+    mf_out_end(&o);
+    for (uint32_t i = 0; i < n; i++)
+        mf_locs_text_free(&lts[i]);
+    free(lts);
     free(c.rows);
     free(c.path);
     for (uint32_t i = 0; i < n; i++)

@@ -76,34 +76,44 @@ bool mf_name_hidden(uint32_t name)
     return mf_xf.nhide && (mf_class(name) & MF_CLASS_HIDE);
 }
 
-/* The frames of stack s, innermost first, into tmp. */
-static void mf_stack_all_frames(const struct mf_model *m, const struct mf_stack *s,
-                                struct mf_frames *tmp)
+/* The k-th frame of a stack (innermost first), found from where the last one was: trim,
+ * fold and cut look at a few frames at either end, so no stack's frames are copied. */
+struct mf_cursor {
+    const struct mf_model *m;
+    const uint32_t *sl; /* the stack's locations */
+    uint32_t i, k0;     /* location i holds frames [k0, k0 + its n) */
+};
+
+static const struct mf_frame *mf_frame_at(struct mf_cursor *c, uint32_t k)
 {
-    tmp->n = 0;
-    for (uint32_t i = 0; i < s->depth; i++) {
-        const struct mf_location *l = &m->locs[m->stack_locs[s->first + i]];
-        for (uint32_t j = 0; j < l->n; j++) {
-            MF_GROW(tmp->v, tmp->n, tmp->cap);
-            tmp->v[tmp->n++] = m->frames[l->first + j];
-        }
-    }
+    const struct mf_location *locs = c->m->locs;
+    while (k < c->k0)
+        c->k0 -= locs[c->sl[--c->i]].n;
+    while (k >= c->k0 + locs[c->sl[c->i]].n)
+        c->k0 += locs[c->sl[c->i++]].n;
+    const struct mf_location *l = &locs[c->sl[c->i]];
+    return &c->m->frames[l->first + (k - c->k0)];
 }
 
-static void mf_transform_stack(struct mf_model *m, struct mf_stack *s, struct mf_frames *fr)
+static void mf_transform_stack(struct mf_model *m, struct mf_stack *s)
 {
     s->trimmed = s->cut = s->via = 0;
     s->flags &= ~MF_STACK_ALL_HIDDEN;
     if (s->flags & MF_STACK_NOT_PROFILED)
         return;
-    mf_stack_all_frames(m, s, fr);
-    uint32_t n = fr->n;
+    const uint32_t *sl = m->stack_locs + s->first;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->depth; i++)
+        n += m->locs[sl[i]].n;
     if (n == 0)
         return;
+    struct mf_cursor front = {m, sl, 0, 0}, back = {m, sl, 0, 0};
+#define FR(k) mf_frame_at(&front, (k))
+#define BK(k) mf_frame_at(&back, (k))
     /* Trim: plumbing at the innermost end, the outermost frame always stays. */
     uint32_t lo = 0;
     if (m->trim)
-        while (lo + 1 < n && (fr->v[lo].plumbing_module || (mf_class(fr->v[lo].name) & MF_CLASS_PLUMBING)))
+        while (lo + 1 < n && (FR(lo)->plumbing_module || (mf_class(FR(lo)->name) & MF_CLASS_PLUMBING)))
             lo++;
     /* Cut: start-up frames at the outermost end, down to main or the thread's start
      * routine; the innermost frame left stays. A stack cut short by the depth limit may end
@@ -112,10 +122,11 @@ static void mf_transform_stack(struct mf_model *m, struct mf_stack *s, struct mf
     uint32_t hi = n;
     if (mf_xf.cut) {
         while (hi - 1 > lo) {
-            uint8_t c = mf_class(fr->v[hi - 1].name);
+            uint32_t name = BK(hi - 1)->name;
+            uint8_t c = mf_class(name);
             if (!(c & MF_CLASS_STARTUP) &&
-                !(strcmp(mf_str(fr->v[hi - 1].name), "main") == 0 &&
-                  (mf_class(fr->v[hi - 2].name) & MF_CLASS_LANG_START)))
+                !(strcmp(mf_str(name), "main") == 0 &&
+                  (mf_class(BK(hi - 2)->name) & MF_CLASS_LANG_START)))
                 break;
             hi--;
         }
@@ -125,11 +136,11 @@ static void mf_transform_stack(struct mf_model *m, struct mf_stack *s, struct mf
      * which is the via. */
     if (m->trim && mf_xf.fold) {
         uint32_t k = lo;
-        while (k + 1 < hi && (fr->v[k].plumbing_module ||
-                               (mf_class(fr->v[k].name) & (MF_CLASS_WRAPPER | MF_CLASS_PLUMBING))))
+        while (k + 1 < hi && (FR(k)->plumbing_module ||
+                               (mf_class(FR(k)->name) & (MF_CLASS_WRAPPER | MF_CLASS_PLUMBING))))
             k++;
         if (k > lo)
-            s->via = fr->v[k - 1].name;
+            s->via = FR(k - 1)->name;
         lo = k;
     }
     s->trimmed = lo;
@@ -139,7 +150,7 @@ static void mf_transform_stack(struct mf_model *m, struct mf_stack *s, struct mf
     if (mf_xf.nhide) {
         uint32_t hidden = 0;
         for (uint32_t k = lo; k < hi; k++)
-            hidden += (mf_class(fr->v[k].name) & MF_CLASS_HIDE) != 0;
+            hidden += (mf_class(FR(k)->name) & MF_CLASS_HIDE) != 0;
         if (hidden) {
             m->transformed.hidden_frames += hidden;
             m->transformed.hidden_stacks++;
@@ -148,13 +159,13 @@ static void mf_transform_stack(struct mf_model *m, struct mf_stack *s, struct mf
                 s->flags |= MF_STACK_ALL_HIDDEN;
         }
     }
+#undef FR
+#undef BK
 }
 
 void mf_model_transform(struct mf_model *m)
 {
-    struct mf_frames fr = {0};
     memset(&m->transformed, 0, sizeof m->transformed);
     for (uint32_t i = 0; i < m->nstacks; i++)
-        mf_transform_stack(m, &m->stacks[i], &fr);
-    free(fr.v);
+        mf_transform_stack(m, &m->stacks[i]);
 }
