@@ -201,7 +201,7 @@ uint32_t mf_model_frame_refs(const struct mf_model *m, const struct mf_stack *s,
                              size_t *n, size_t *cap)
 {
     size_t start = *n, room = 1;
-    const uint32_t *sl = m->stack_locs + s->first;
+    const uint32_t *sl = s->depth ? m->stack_locs + s->first : NULL; /* none: no stack_locs */
     for (uint32_t i = 0; i < s->depth; i++)
         room += m->locs[sl[i]].n;
     if (*n + room > *cap) {

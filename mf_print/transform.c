@@ -101,7 +101,7 @@ static void mf_transform_stack(struct mf_model *m, struct mf_stack *s)
     s->flags &= ~MF_STACK_ALL_HIDDEN;
     if (s->flags & MF_STACK_NOT_PROFILED)
         return;
-    const uint32_t *sl = m->stack_locs + s->first;
+    const uint32_t *sl = s->depth ? m->stack_locs + s->first : NULL; /* none: no stack_locs */
     uint32_t n = 0;
     for (uint32_t i = 0; i < s->depth; i++)
         n += m->locs[sl[i]].n;

@@ -41,6 +41,8 @@ for proc in sorted(glob.glob(os.path.join(runs, "*", "malloc_freq.*", "process.*
         n += 1
 print(f"{n} seeds from real profiles")
 PY
+# Inputs that once failed (tests/fuzz/regressions/): seeds too, so each is run first.
+cp "$top"/tests/fuzz/regressions/* seeds/
 
 # mf_print's messages about bad files go to stderr: closed (-close_fd_mask=2, libFuzzer keeps
 # its own), sanitizer reports go to files instead.
