@@ -38,7 +38,7 @@ RSS_TARGET = 2.0  # times the thread files' size
 
 # c_core/mf_format.h, as bench/run_bench.py reads it
 HDR_NSEGMENTS, HDR_SEG_OFFSET, SEG_ENTRIES_OFFSET = 344, 352, 64
-ENTRY = struct.Struct("<QIIQQQQQ")
+ENTRY = struct.Struct("<QIIQQQQQd")
 
 
 def die(msg):
@@ -82,7 +82,7 @@ def thread_stacks(d):
             cap = struct.unpack_from("<I", data, off)[0]
             start = off + SEG_ENTRIES_OFFSET
             frames = start + cap * ENTRY.size
-            for h, depth, _fl, first, _s, _c, _b, _sq in ENTRY.iter_unpack(data[start:frames]):
+            for h, depth, _fl, first, _s, _c, _b, _sq, _bv in ENTRY.iter_unpack(data[start:frames]):
                 if h:
                     stacks.add(data[frames + 8 * first:frames + 8 * (first + depth)])
     return stacks, nbytes
