@@ -36,9 +36,9 @@ FORMATS = ("tree", "csv", "pprof")
 TIME_TARGET = 5.0  # seconds
 RSS_TARGET = 2.0  # times the thread files' size
 
-# c_core/mf_format.h, as bench/run_bench.py reads it
-HDR_NSEGMENTS, HDR_SEG_OFFSET, SEG_ENTRIES_OFFSET = 344, 352, 64
-ENTRY = struct.Struct("<QIIQQQQQd")
+# c_core/mf_format.h's layout, from the one place the bench keeps it
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_bench import ENTRY, HDR_NSEGMENTS, HDR_SEG_OFFSET, SEG_ENTRIES_OFFSET  # noqa: E402
 
 
 def die(msg):

@@ -934,23 +934,6 @@ ENTRY = struct.Struct("<QIIQQQQQd")
 ENTRY_LARGE = 2  # MF_ENTRY_LARGE: the stack's samples were all taken for their size
 
 
-def file_entries(profile):
-    """(calls, samples, calls_sq, (hash, depth, flags)) of every stack entry in the profile's
-    thread files."""
-    out = []
-    for path in thread_files(profile):
-        with open(path, "rb") as f:
-            data = f.read()
-        for k in range(struct.unpack_from("<Q", data, HDR_NSEGMENTS)[0]):
-            off = struct.unpack_from("<Q", data, HDR_SEGMENT_OFFSET + 8 * k)[0]
-            cap = struct.unpack_from("<I", data, off)[0]
-            start = off + SEGMENT_ENTRIES_OFFSET
-            for e in ENTRY.iter_unpack(data[start:start + cap * ENTRY.size]):
-                if e[0]:
-                    out.append((e[5], e[4], e[7], e[:3]))
-    return out
-
-
 ENTRY_FIELDS = ("hash", "depth", "flags", "frames", "samples", "calls", "bytes", "calls_sq",
                 "bytes_var")
 
@@ -972,6 +955,13 @@ def file_entries_full(profile):
                     d["large"] = d["samples"] if d["flags"] & ENTRY_LARGE else 0
                     out.append(d)
     return out
+
+
+def file_entries(profile):
+    """(calls, samples, calls_sq, (hash, depth, flags)) of every stack entry in the profile's
+    thread files."""
+    return [(d["calls"], d["samples"], d["calls_sq"], (d["hash"], d["depth"], d["flags"]))
+            for d in file_entries_full(profile)]
 
 
 @test

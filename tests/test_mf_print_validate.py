@@ -19,12 +19,12 @@ import run_tests as rt
 
 # struct mf_thread_header (c_core/mf_format.h)
 T_STAMP, T_PID, T_TID, T_SEQ, T_MAX_DEPTH = 16, 24, 28, 32, 60
-T_TOTALS, T_NSEG, T_SEG_OFF, T_SEG_SIZE = 64, 344, 352, 608
+T_TOTALS, T_SEG_SIZE = 64, 608
+# the segment table and entry layout: run_tests.py's reader's
+T_NSEG, T_SEG_OFF, SEG_ENTRIES = rt.HDR_NSEGMENTS, rt.HDR_SEGMENT_OFFSET, rt.SEGMENT_ENTRIES_OFFSET
+ENTRY = rt.ENTRY  # hash, depth, flags, frames, samples, calls, bytes, calls_sq, bytes_var
 T_UNPROF_SAMPLES, T_UNPROF_CALLS = 320, 328
-# hash, depth, flags, frames, samples, calls, bytes, calls_sq, bytes_var
-ENTRY = struct.Struct("<QIIQQQQQd")
 T_HEADER_BYTES = 8192  # MF_THREAD_HEADER_BYTES
-SEG_ENTRIES = 64
 MF_DEPTH_MAX = 512
 MF_FLUSH_CALLS = 4096
 MF_THREAD_FILE_MAX = 1610752000
