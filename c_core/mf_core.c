@@ -526,13 +526,16 @@ static void mf_sample_on_stack(void *arg)
     struct mf_thread *t = arg;
     struct mf_slot *s = t->slot;
     uint32_t max = mf_opt.max_depth, own = s->nown, n = s->npcs;
-    uint32_t flags = s->large ? MF_ENTRY_LARGE : 0;
-    const uintptr_t *pcs = s->pcs + own;
+    uint32_t flags = (s->large ? MF_ENTRY_LARGE : 0) | MF_ENTRY_SIZED;
+    uintptr_t *pcs = s->pcs + own;
     n -= own;
     if (n > max) {
         n = max;
         flags |= MF_ENTRY_TRUNCATED;
     }
+    /* Keyed by size class too (mf_format.h, MF_ENTRY_SIZED): the class word follows the
+     * frames (pcs has room: n <= max_depth). */
+    pcs[n] = mf_size_class(s->size);
     struct mf_table *tab = mf_table_lock(s->table);
     uint32_t epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE);
     struct mf_entry *e = mf_table_find(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT);

@@ -17,7 +17,7 @@
 
 #include <stdint.h>
 
-#define MF_FORMAT_VERSION 4u
+#define MF_FORMAT_VERSION 5u
 
 #define MF_THREAD_MAGIC "MFREQTHR" /* 8 bytes, no NUL */
 #define MF_PROCESS_MAGIC "MFREQPRC"
@@ -189,6 +189,12 @@ struct mf_segment_header {
  * the countdown: every call at or above the threshold is one, so the counts are exact. The
  * same stack's other samples are another entry, without this flag. */
 #define MF_ENTRY_LARGE 2u
+/* Since format 5 the writer keys its entries by size class too: a stack that was sampled
+ * at sizes of k classes has k entries, each with this flag and one word more in the frame
+ * area after its `depth` frames: the samples' size class (mf_size_class, < MF_SIZE_CLASSES).
+ * Its identity is frames + class; depth counts the frames only. An entry without the flag
+ * has no class word (its samples' sizes are not known per stack). */
+#define MF_ENTRY_SIZED 4u
 /* The upper bits of an entry's flags: the module epoch it was recorded in. The epoch
  * grows when a library is found mapped where another one was: its stacks and the old
  * one's are told apart, and each is symbolized with its own module (mf_module_record). */

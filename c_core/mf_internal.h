@@ -89,6 +89,7 @@ bool mf_check_pid(void); /* false in a vfork child (or a fork child, without the
 /* Thread tables (mf_table.c). Each returns true on error. */
 bool mf_table_create(struct mf_table *tab, uint64_t seq);
 void mf_table_forget(struct mf_table *tab); /* a fork child's copy: unmapped, never written */
+/* With MF_ENTRY_SIZED in flags, pcs[depth] is the size class, stored after the frames. */
 struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                                  uint32_t flags);
 struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,

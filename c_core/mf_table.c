@@ -217,11 +217,17 @@ static void mf_index_rebuild(struct mf_table *tab)
     }
 }
 
+/* The words an entry keeps in the frame area: its frames, then its size class if sized. */
+static uint32_t mf_words(uint32_t depth, uint32_t flags)
+{
+    return depth + (flags & MF_ENTRY_SIZED ? 1u : 0u);
+}
+
 static bool mf_entry_is(struct mf_segment_header *seg, const struct mf_entry *e, uint64_t h,
                         const uintptr_t *pcs, uint32_t depth, uint32_t flags)
 {
     return e->hash == h && e->depth == depth && e->flags == flags &&
-           memcmp(&mf_frames(seg)[e->frames], pcs, depth * sizeof *pcs) == 0;
+           memcmp(&mf_frames(seg)[e->frames], pcs, mf_words(depth, flags) * sizeof *pcs) == 0;
 }
 
 /* The stack's entry in seg, or the empty slot where it would go (hash == 0). */
@@ -279,17 +285,18 @@ static bool mf_table_grow(struct mf_table *tab)
 struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                                uint32_t flags)
 {
-    return mf_find(tab, mf_stack_hash(pcs, depth), pcs, depth, flags);
+    return mf_find(tab, mf_stack_hash(pcs, mf_words(depth, flags)), pcs, depth, flags);
 }
 
 struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                                  uint32_t flags)
 {
-    uint64_t h = mf_stack_hash(pcs, depth);
+    uint32_t words = mf_words(depth, flags);
+    uint64_t h = mf_stack_hash(pcs, words);
     struct mf_entry *e = mf_find(tab, h, pcs, depth, flags);
     if (e)
         return e;
-    if (tab->nseg == 0 || !mf_segment_has_room(tab->seg[tab->nseg - 1], depth)) {
+    if (tab->nseg == 0 || !mf_segment_has_room(tab->seg[tab->nseg - 1], words)) {
         if ((tab->hdr->flags & MF_THREAD_TABLE_FULL) || mf_table_grow(tab)) {
             tab->hdr->flags |= MF_THREAD_TABLE_FULL;
             return NULL;
@@ -301,11 +308,11 @@ struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uin
     e = mf_probe(seg, h, pcs, depth, flags);
     if (tab->index)
         mf_index_put(tab, h, k, (uint32_t)(e - mf_entries(seg)));
-    memcpy(&mf_frames(seg)[seg->frames_used], pcs, depth * sizeof *pcs);
+    memcpy(&mf_frames(seg)[seg->frames_used], pcs, words * sizeof *pcs);
     e->frames = seg->frames_used;
     e->depth = depth;
     e->flags = flags;
-    seg->frames_used += depth;
+    seg->frames_used += words;
     seg->entries_used++;
     __atomic_store_n(&e->hash, h, __ATOMIC_RELEASE);
     return e;

@@ -267,6 +267,12 @@ struct mf_range {
     uint64_t start, len;
 };
 
+/* The words an entry holds in the frame area: its frames, and its size class if sized. */
+static uint64_t mf_entry_words(const struct mf_entry *e)
+{
+    return (uint64_t)e->depth + (e->flags & MF_ENTRY_SIZED ? 1 : 0);
+}
+
 static int mf_range_cmp(const void *a, const void *b)
 {
     const struct mf_range *x = a, *y = b;
@@ -334,15 +340,21 @@ static const char *mf_check_thread(const uint8_t *buf, size_t size)
         for (uint64_t i = 0; i < cap && !why; i++) {
             if (e[i].hash == 0)
                 continue;
+            uint64_t words = mf_entry_words(&e[i]);
             if (e[i].depth > h->max_depth)
                 why = mf_why("segment %u entry %llu: depth %u > max_depth %u", k,
                              (unsigned long long)i, e[i].depth, h->max_depth);
-            else if (e[i].frames > fcap || e[i].depth > fcap - e[i].frames)
+            else if (e[i].frames > fcap || words > fcap - e[i].frames)
                 why = mf_why("segment %u entry %llu: frames outside the frame area", k,
                              (unsigned long long)i);
-            else if (e[i].depth) {
+            else if ((e[i].flags & MF_ENTRY_SIZED) &&
+                     mf_frames(seg)[e[i].frames + e[i].depth] >= MF_SIZE_CLASSES)
+                why = mf_why("segment %u entry %llu: bad size class %llu", k,
+                             (unsigned long long)i,
+                             (unsigned long long)mf_frames(seg)[e[i].frames + e[i].depth]);
+            else if (words) {
                 MF_GROW(fr, nfr, fr_cap);
-                fr[nfr++] = (struct mf_range){e[i].frames, e[i].depth};
+                fr[nfr++] = (struct mf_range){e[i].frames, words};
             }
         }
         if (why)
@@ -502,13 +514,38 @@ void mf_profile_drop_frames(struct mf_profile *p)
     mf_map_free(&mf_stack_ids);
 }
 
-/* in_place: frames lie in a kept file and stay there; else they are copied. */
+/* A raw stack's counts by size class, merged over its entries (one per class and thread),
+ * found by stack index << 8 | class (classes are < 256): an exact key. */
+static struct mf_map mf_stack_size_ids;
+
+static void mf_add_stack_size(struct mf_profile *p, uint32_t stack, const struct mf_entry *e,
+                              uint32_t size_class)
+{
+    bool added;
+    uint64_t key = (uint64_t)stack << 8 | size_class;
+    uint32_t idx = mf_map_put(&mf_stack_size_ids, key, NULL, NULL, p->nstack_sizes, &added);
+    if (added) {
+        MF_GROW(p->stack_sizes, p->nstack_sizes, p->stack_sizes_cap);
+        p->stack_sizes[p->nstack_sizes++] = (struct mf_stack_size){stack, size_class, 0, 0, 0, 0, 0};
+    }
+    struct mf_stack_size *z = &p->stack_sizes[idx];
+    z->samples += e->samples;
+    z->calls += e->calls;
+    z->bytes += e->bytes;
+    z->var += e->calls_sq > e->calls ? e->calls_sq - e->calls : 0;
+    z->bytes_var += e->bytes_var;
+}
+
+/* in_place: frames lie in a kept file and stay there; else they are copied. A sized entry's
+ * class (the word after its frames) goes to the stack's counts by class; the stack itself
+ * is all its classes' (its flags without MF_ENTRY_SIZED). */
 static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf_entry *e,
                          const uint64_t *frames, bool in_place)
 {
-    struct mf_stack_key key = {p, process, e->depth, e->flags, frames};
+    uint32_t flags = e->flags & ~MF_ENTRY_SIZED;
+    struct mf_stack_key key = {p, process, e->depth, flags, frames};
     uint64_t h = mf_hash_u64s(frames, e->depth,
-                              ((uint64_t)process << 32) ^ ((uint64_t)e->flags << 20) ^ e->depth);
+                              ((uint64_t)process << 32) ^ ((uint64_t)flags << 20) ^ e->depth);
     bool added;
     uint32_t idx = mf_map_put(&mf_stack_ids, h, mf_stack_eq, &key, p->nstacks, &added);
     if (added) {
@@ -517,7 +554,7 @@ static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf
         memset(s, 0, sizeof *s);
         s->process = process;
         s->depth = e->depth;
-        s->flags = e->flags;
+        s->flags = flags;
         if (in_place) {
             s->frames = (uint64_t *)frames;
         } else {
@@ -531,6 +568,8 @@ static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf
     s->bytes += e->bytes;
     s->var += e->calls_sq > e->calls ? e->calls_sq - e->calls : 0;
     s->bytes_var += e->bytes_var;
+    if (e->flags & MF_ENTRY_SIZED) /* the class was checked (mf_check_thread) */
+        mf_add_stack_size(p, idx, e, (uint32_t)frames[e->depth]);
     p->procs[process].attributed += e->calls;
     if (e->calls != e->samples)
         p->procs[process].weighted = true;
@@ -834,8 +873,26 @@ bool mf_profile_read_dir(struct mf_profile *p, const char *dir)
     return false;
 }
 
+static int mf_stack_size_cmp(const void *a, const void *b)
+{
+    const struct mf_stack_size *x = a, *y = b;
+    if (x->stack != y->stack)
+        return x->stack < y->stack ? -1 : 1;
+    return x->size_class < y->size_class ? -1 : x->size_class > y->size_class;
+}
+
 void mf_profile_finish(struct mf_profile *p)
 {
+    /* Each stack's counts by class, in a row. */
+    if (p->nstack_sizes > 1)
+        qsort(p->stack_sizes, p->nstack_sizes, sizeof *p->stack_sizes, mf_stack_size_cmp);
+    for (uint32_t i = 0; i < p->nstack_sizes; i++) {
+        struct mf_raw_stack *s = &p->stacks[p->stack_sizes[i].stack];
+        if (!s->nsizes)
+            s->sizes_first = i;
+        s->nsizes++;
+    }
+    mf_map_free(&mf_stack_size_ids);
     /* What tells files apart while they are read: the next profile (--base's other side)
      * starts afresh. */
     mf_map_free(&mf_stack_ids);
@@ -929,6 +986,8 @@ void mf_profile_subset(struct mf_profile *dst, const struct mf_profile *src,
         dst->stacks[dst->nstacks] = *s;
         dst->stacks[dst->nstacks++].process = index[s->process];
     }
+    dst->stack_sizes = src->stack_sizes; /* the stacks keep their ranges in it */
+    dst->nstack_sizes = src->nstack_sizes;
     dst->nfiles_read = src->nfiles_read;
     dst->nfiles_skipped = src->nfiles_skipped;
     dst->ndirs_read = src->ndirs_read;

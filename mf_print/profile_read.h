@@ -58,6 +58,19 @@ struct mf_raw_stack {
     uint64_t samples, calls, bytes;
     uint64_t var; /* the estimated variance of calls: the sum of w(w-1) over the samples */
     double bytes_var; /* the estimated variance of bytes: the sum of w(w-1) size^2 */
+    /* Its counts by size class: profile->stack_sizes[sizes_first .. + nsizes), by class
+     * (set by mf_profile_finish). Calls of entries without a class (MF_ENTRY_SIZED) are in
+     * none: the classes' calls may sum to less than the stack's. */
+    uint32_t sizes_first, nsizes;
+};
+
+/* One raw stack's samples of one size class (format 5 keys entries by class, mf_format.h). */
+struct mf_stack_size {
+    uint32_t stack;      /* profile->stacks index */
+    uint32_t size_class; /* < MF_SIZE_CLASSES */
+    uint64_t samples, calls, bytes;
+    uint64_t var;     /* as mf_raw_stack's */
+    double bytes_var;
 };
 
 struct mf_profile {
@@ -65,6 +78,10 @@ struct mf_profile {
     uint32_t nprocs, procs_cap;
     struct mf_raw_stack *stacks;
     uint32_t nstacks, stacks_cap;
+    /* the stacks' counts by size class, sorted by stack then class (mf_profile_finish); a
+     * subset shares its source's */
+    struct mf_stack_size *stack_sizes;
+    uint32_t nstack_sizes, stack_sizes_cap;
     struct mf_totals totals; /* exact, summed over all threads */
     uint64_t unprofiled_samples, unprofiled_calls, unprofiled_bytes, unprofiled_var;
     /* calls of every stack and [not profiled]: no sum of calls a report makes exceeds it,
