@@ -61,6 +61,11 @@ static void mf_usage(FILE *out)
           "                         width on a terminal, else not cut; 0: not cut)\n"
           "      --by program       a report per program (cc1, as, ld, ...): tree sections\n"
           "                         with their own totals, or a CSV program column\n"
+          "      --by site          csv: one row per site, the innermost K frames shown\n"
+          "                         (columns pc0..pc{K-1}, '-' padded), for pivot tables;\n"
+          "                         --by site,size splits each site by size class;\n"
+          "                         --by program,site adds the program column\n"
+          "      --site-depth K     the frames of a site (1..64, default 4)\n"
           "      --program NAME     only the processes of program NAME (the executable's\n"
           "                         name or path); repeatable\n"
           "      --debug-dir DIR    look for separate debug files in DIR too\n"
@@ -78,6 +83,11 @@ static void mf_usage(FILE *out)
           "                         estimated from the samples with their error (exact\n"
           "                         at MALLOC_FREQ_SAMPLE=1 and from MALLOC_FREQ_LARGE\n"
           "                         up); tree, csv or json format\n"
+          "      --tune             with --sizes: the classes that hold 50/90/99 %% of\n"
+          "                         calls and bytes, the sites behind each hot class, and\n"
+          "                         what a pool or slab for them would save\n"
+          "      --tune-header FILE with --sizes: also write the measured size classes as\n"
+          "                         a C header (#defines and a table) to FILE\n"
           "  -h, --help             this text\n",
           out);
 }
@@ -109,6 +119,37 @@ static unsigned mf_parse_width(const char *s)
     if (!*s || *end || errno || *s == '-' || v > 100000 || (v > 0 && v < 40))
         mf_usage_error("--width wants 0 (not cut) or columns from 40 to 100000, not '%s'", s);
     return (unsigned)v;
+}
+
+/* --by: a comma-separated list of program, site and size (size with site). */
+static void mf_parse_by(const char *arg, bool *by_program, struct mf_report_options *o)
+{
+    char buf[64];
+    if (strlen(arg) >= sizeof buf)
+        mf_usage_error("--by is program, site, site,size or program,site, not '%s'", arg);
+    strcpy(buf, arg);
+    for (char *save = NULL, *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+        if (strcmp(w, "program") == 0)
+            *by_program = true;
+        else if (strcmp(w, "site") == 0)
+            o->by_site = true;
+        else if (strcmp(w, "size") == 0)
+            o->by_size = true;
+        else
+            mf_usage_error("--by is program, site, site,size or program,site, not '%s'", arg);
+    }
+    if (o->by_size && !o->by_site)
+        mf_usage_error("%s", "--by size splits sites: --by site,size");
+}
+
+static uint32_t mf_parse_site_depth(const char *s)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (!*s || *end || errno || *s == '-' || v < 1 || v > 64)
+        mf_usage_error("--site-depth wants frames from 1 to 64, not '%s'", s);
+    return (uint32_t)v;
 }
 
 /* --fold and --hide: a POSIX extended regular expression each, matched anywhere in the name. */
@@ -299,7 +340,8 @@ int main(int argc, char **argv)
     enum {
         MF_OPT_NO_TRIM = 256, MF_OPT_SAVE, MF_OPT_NO_FOLD, MF_OPT_FOLD, MF_OPT_HIDE,
         MF_OPT_FULL_STACKS, MF_OPT_FULL_NAMES, MF_OPT_WIDTH, MF_OPT_BY, MF_OPT_PROGRAM,
-        MF_OPT_DEBUG_DIR, MF_OPT_SYSROOT, MF_OPT_SIZES
+        MF_OPT_DEBUG_DIR, MF_OPT_SYSROOT, MF_OPT_SIZES, MF_OPT_SITE_DEPTH, MF_OPT_TUNE,
+        MF_OPT_TUNE_HEADER
     };
     struct mf_transform xf = *mf_transform_get();
     regex_t *fold_re = NULL, *hide_re = NULL;
@@ -309,7 +351,7 @@ int main(int argc, char **argv)
     int nprograms = 0, ndebug_dirs = 0;
     const char *sysroot = NULL;
     bool by_program = false;
-    bool sizes = false;
+    bool sizes = false, tune = false;
     const char **base = mf_xcalloc((size_t)argc + 1, sizeof *base);
     int nbase = 0;
     const char *save = NULL;
@@ -334,6 +376,9 @@ int main(int argc, char **argv)
         {"sysroot", required_argument, NULL, MF_OPT_SYSROOT},
         {"base", required_argument, NULL, 'b'},
         {"sizes", no_argument, NULL, MF_OPT_SIZES},
+        {"site-depth", required_argument, NULL, MF_OPT_SITE_DEPTH},
+        {"tune", no_argument, NULL, MF_OPT_TUNE},
+        {"tune-header", required_argument, NULL, MF_OPT_TUNE_HEADER},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -393,9 +438,18 @@ int main(int argc, char **argv)
             save = optarg;
             break;
         case MF_OPT_BY:
-            if (strcmp(optarg, "program") != 0)
-                mf_usage_error("--by splits by program (--by program), not '%s'", optarg);
-            by_program = true;
+            mf_parse_by(optarg, &by_program, &o);
+            break;
+        case MF_OPT_SITE_DEPTH:
+            o.site_depth = mf_parse_site_depth(optarg);
+            break;
+        case MF_OPT_TUNE:
+            tune = true;
+            break;
+        case MF_OPT_TUNE_HEADER:
+            if (!*optarg)
+                mf_usage_error("%s", "--tune-header needs a file name");
+            o.tune_header = optarg;
             break;
         case MF_OPT_PROGRAM:
             if (!*optarg)
@@ -449,6 +503,19 @@ int main(int argc, char **argv)
         format = MF_FORMAT_PPROF;
         o.output = save;
     }
+    if (o.site_depth && !o.by_site)
+        mf_usage_error("%s", "--site-depth is the depth of --by site's sites: add --by site");
+    if (!o.site_depth)
+        o.site_depth = 4;
+    if (o.by_site && (format != MF_FORMAT_CSV || sizes || nbase || save))
+        mf_usage_error("%s", format != MF_FORMAT_CSV ? "--by site writes CSV: add --format csv"
+                             : sizes ? "--by site is a CSV of sites; --sizes --tune names the "
+                                       "sites of each size class"
+                                     : "--by site does not apply to --base or --save");
+    if ((tune || o.tune_header) && !sizes)
+        mf_usage_error("%s", "--tune and --tune-header read the size histogram: add --sizes");
+    if (tune && format != MF_FORMAT_TREE)
+        mf_usage_error("--tune is a text report, not %s", mf_formats[format]);
     if (sizes && by_program)
         mf_usage_error("%s", "--sizes is for the whole profile: use --program NAME, not --by");
     if (sizes && (nbase || save))
@@ -520,7 +587,12 @@ int main(int argc, char **argv)
     mf_profile_drop_frames(&profile); /* the model has its locations */
     bool failed = false;
     if (sizes) {
-        failed = mf_report_sizes(out, &model, format, &o);
+        failed = tune ? mf_report_tune(out, &model, &o) : mf_report_sizes(out, &model, format, &o);
+        if (!failed && o.tune_header)
+            failed = mf_write_tune_header(o.tune_header, &model, &o);
+    } else if (o.by_site) {
+        const struct mf_model *one = &model;
+        mf_report_sites(out, &one, NULL, 1, &o);
     } else if (format == MF_FORMAT_TREE) {
         struct mf_tree tree;
         mf_tree_build(&tree, &model, o.threshold, mf_profile_total_calls(&profile));

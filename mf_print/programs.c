@@ -144,6 +144,8 @@ bool mf_report_by_program(FILE *out, const struct mf_profile *p, enum mf_format 
     }
     if (format == MF_FORMAT_TREE)
         mf_report_unresolved(out);
+    else if (o->by_site)
+        mf_report_sites(out, models, names, n, o);
     else
         mf_report_csv_by_program(out, models, names, n);
     free(models);

@@ -6,6 +6,7 @@
 
 #include "call_tree.h"
 #include "diff.h"
+#include "mf_print.h"
 #include "model.h"
 #include "profile_read.h"
 
@@ -28,6 +29,10 @@ struct mf_report_options {
     const char *const *dirs;
     int ndirs;
     const char *program; /* --by program: the program this section of the tree is about */
+    bool by_site;        /* --by site: CSV rows by site (report_sites.c) */
+    bool by_size;        /* --by site,size: each site split by size class */
+    uint32_t site_depth; /* --site-depth: the frames of a site (4) */
+    const char *tune_header; /* --tune-header FILE */
 };
 
 /* Header with exact totals, then the caller tree (report_tree.c). */
@@ -42,6 +47,48 @@ void mf_report_csv(FILE *out, const struct mf_model *m);
  * executable's basename), sorted by calls (then by program, then as mf_report_csv). */
 void mf_report_csv_by_program(FILE *out, const struct mf_model *const *models,
                               const char *const *programs, uint32_t n);
+
+/* One interned string as a CSV field, percent-encoded and quoted as the CSV report's frames
+ * are (report_csv.c). */
+void mf_csv_name_field(FILE *out, uint32_t id);
+
+/* --by site (report_sites.c): rows keyed by the innermost `depth` frames shown of each stack
+ * and its via (0 pads a stack with fewer frames), per part (a program of --by program),
+ * split by size class when by_size. */
+#define MF_SITE_ALL_SIZES UINT32_MAX          /* a row of every size */
+#define MF_SITE_SIZE_UNKNOWN (UINT32_MAX - 1) /* calls of no known class ([not profiled]) */
+struct mf_site_row {
+    uint64_t samples, calls, bytes, var;
+    double bytes_var;
+    bool estimated;
+    uint32_t part, via, size_class;
+    uint32_t key; /* its names: mf_site_names */
+};
+struct mf_sites {
+    struct mf_site_row *rows;
+    uint32_t n, cap, depth;
+    uint32_t *names;
+    size_t names_cap;
+    struct mf_map map;
+};
+void mf_sites_build(struct mf_sites *t, const struct mf_model *const *models, uint32_t n,
+                    uint32_t depth, bool by_size);
+void mf_sites_sort(struct mf_sites *t); /* by calls, then by the names */
+void mf_sites_free(struct mf_sites *t);
+const uint32_t *mf_site_names(const struct mf_sites *t, const struct mf_site_row *r);
+/* The standard error of an estimate of calls or bytes, as the tree's ± takes it. */
+double mf_calls_se(uint64_t calls, uint64_t var, uint64_t interval);
+double mf_bytes_se(uint64_t calls, uint64_t bytes, double var, uint64_t interval);
+uint64_t mf_size_class_hi(uint32_t c); /* the largest size of class c; UINT64_MAX: no end */
+/* pc0..pc{K-1},calls,calls_error,bytes,bytes_error,mean_size,samples,via[,size_min,size_max]
+ * [,program]: one row per site (and size class), sorted by calls. */
+void mf_report_sites(FILE *out, const struct mf_model *const *models,
+                     const char *const *programs, uint32_t n, const struct mf_report_options *o);
+/* --sizes --tune (report_tune.c): what the size histogram means for an allocator, and
+ * --tune-header FILE: the measured classes as a C header. Return true if they failed. */
+bool mf_report_tune(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
+bool mf_write_tune_header(const char *path, const struct mf_model *m,
+                          const struct mf_report_options *o);
 
 /* The others return true if they failed (after saying why on stderr). */
 /* root;...;site COUNT, one line per stack (report_collapsed.c). */
