@@ -80,7 +80,7 @@ const uint32_t *mf_site_names(const struct mf_sites *t, const struct mf_site_row
 double mf_calls_se(uint64_t calls, uint64_t var, uint64_t interval);
 double mf_bytes_se(uint64_t calls, uint64_t bytes, double var, uint64_t interval);
 uint64_t mf_size_class_hi(uint32_t c); /* the largest size of class c; UINT64_MAX: no end */
-/* pc0..pc{K-1},calls,calls_error,bytes,bytes_error,mean_size,samples,via[,size_min,size_max]
+/* pc0..pc{K-1},calls,calls_stderr,bytes,bytes_stderr,mean_size,samples,via[,size_min,size_max]
  * [,program]: one row per site (and size class), sorted by calls. */
 void mf_report_sites(FILE *out, const struct mf_model *const *models,
                      const char *const *programs, uint32_t n, const struct mf_report_options *o);

@@ -198,7 +198,7 @@ void mf_report_sites(FILE *out, const struct mf_model *const *models,
     mf_sites_sort(&t);
     for (uint32_t d = 0; d < t.depth; d++)
         fprintf(out, "pc%u,", d);
-    fputs("calls,calls_error,bytes,bytes_error,mean_size,samples,via", out);
+    fputs("calls,calls_stderr,bytes,bytes_stderr,mean_size,samples,via", out);
     fputs(o->by_size ? ",size_min,size_max" : "", out);
     fputs(programs ? ",program\n" : "\n", out);
     for (uint32_t i = 0; i < t.n; i++) {
@@ -214,22 +214,18 @@ void mf_report_sites(FILE *out, const struct mf_model *const *models,
         uint64_t interval = models[r->part]->sample_interval;
         double cse = r->estimated ? mf_calls_se(r->calls, r->var, interval) : 0;
         double bse = r->estimated ? mf_bytes_se(r->calls, r->bytes, r->bytes_var, interval) : 0;
-        fprintf(out, "%llu,%.0f,%llu,%.0f,", (unsigned long long)r->calls, cse,
+        fprintf(out, "%llu,%.6g,%llu,%.6g,", (unsigned long long)r->calls, cse,
                 (unsigned long long)r->bytes, bse);
-        if (!r->calls)
-            fputs("", out);
-        else if (r->bytes % r->calls == 0)
+        if (r->calls && r->bytes % r->calls == 0)
             fprintf(out, "%llu", (unsigned long long)(r->bytes / r->calls));
-        else
+        else if (r->calls)
             fprintf(out, "%.2f", (double)r->bytes / (double)r->calls);
         fprintf(out, ",%llu,", (unsigned long long)r->samples);
         mf_csv_name_field(out, r->via);
         if (o->by_size) {
             if (r->size_class < MF_SIZE_CLASSES) {
-                uint64_t hi = mf_size_class_hi(r->size_class);
-                fprintf(out, ",%llu,", (unsigned long long)mf_size_class_lo(r->size_class));
-                if (hi != UINT64_MAX)
-                    fprintf(out, "%llu", (unsigned long long)hi);
+                fprintf(out, ",%llu,%llu", (unsigned long long)mf_size_class_lo(r->size_class),
+                        (unsigned long long)mf_size_class_hi(r->size_class)); /* as --sizes */
             } else {
                 fputs(",,", out); /* not known: entries without a class, [not profiled] */
             }

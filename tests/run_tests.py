@@ -932,6 +932,7 @@ SEGMENT_ENTRIES_OFFSET = 64
 # hash, depth, flags, frames, samples, calls, bytes, calls_sq, bytes_var
 ENTRY = struct.Struct("<QIIQQQQQd")
 ENTRY_LARGE = 2  # MF_ENTRY_LARGE: the stack's samples were all taken for their size
+ENTRY_SIZED = 4  # MF_ENTRY_SIZED: the entry's size class follows its frames (format 5)
 
 
 ENTRY_FIELDS = ("hash", "depth", "flags", "frames", "samples", "calls", "bytes", "calls_sq",
