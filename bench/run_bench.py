@@ -70,6 +70,9 @@ EXACT_MS = 5.0  # MF_EXACT_NS_MAX: the exact stretch's time cap
 SEG_ENTRIES_OFFSET = 64  # entries start this far into a segment (MF_SEGMENT_ENTRIES_OFFSET)
 # hash, depth, flags, frames, samples, calls, bytes, calls_sq, bytes_var
 ENTRY = struct.Struct("<QIIQQQQQd")
+# Format 5 keys entries by size class too (MF_ENTRY_SIZED = 4 in flags: the class is the word
+# after the entry's depth frames): a stack sampled at k classes has k entries, so the readers
+# here tell stacks apart by their frames alone.
 
 
 def die(msg):

@@ -676,7 +676,13 @@ static void mf_read_thread(struct mf_profile *p, const char *dir, const char *na
     pr->unprofiled_bytes += h->unprofiled_bytes;
     pr->unprofiled_var += unprofiled_var;
     p->unprofiled_bytes_var += h->unprofiled_bytes_var;
+    if (!pr->sizes)
+        pr->sizes = mf_xcalloc(MF_SIZE_CLASSES, sizeof *pr->sizes);
     for (int c = 0; c < MF_SIZE_CLASSES; c++) {
+        pr->sizes[c].calls += h->sizes[c].calls;
+        pr->sizes[c].bytes += h->sizes[c].bytes;
+        pr->sizes[c].calls_var += h->sizes[c].calls_var;
+        pr->sizes[c].bytes_var += h->sizes[c].bytes_var;
         p->sizes[c].calls += h->sizes[c].calls;
         p->sizes[c].bytes += h->sizes[c].bytes;
         p->sizes[c].calls_var += h->sizes[c].calls_var;
@@ -977,6 +983,12 @@ void mf_profile_subset(struct mf_profile *dst, const struct mf_profile *src,
         dst->unprofiled_bytes += pr->unprofiled_bytes;
         dst->unprofiled_var += pr->unprofiled_var;
         dst->nthreads += pr->nthreads;
+        for (int c = 0; c < MF_SIZE_CLASSES && pr->sizes; c++) {
+            dst->sizes[c].calls += pr->sizes[c].calls;
+            dst->sizes[c].bytes += pr->sizes[c].bytes;
+            dst->sizes[c].calls_var += pr->sizes[c].calls_var;
+            dst->sizes[c].bytes_var += pr->sizes[c].bytes_var;
+        }
     }
     for (uint32_t i = 0; i < src->nstacks; i++) {
         const struct mf_raw_stack *s = &src->stacks[i];

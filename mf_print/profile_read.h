@@ -47,6 +47,9 @@ struct mf_process {
     /* Its share of the profile's totals, for a report of some processes (--program). */
     struct mf_totals totals;
     uint64_t unprofiled_samples, unprofiled_calls, unprofiled_bytes, unprofiled_var;
+    /* Its threads' size histograms summed, for a report of some processes (--program
+     * --sizes); NULL until a thread file of it is read. */
+    struct mf_size_class *sizes;
 };
 
 /* One distinct stack of one process image (identical stacks of its threads merged). */

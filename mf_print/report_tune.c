@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "mf_print.h"
+#include "names.h"
 #include "report.h"
 
 #define MF_TUNE_HOT_PCT 90
@@ -130,15 +131,22 @@ static double mf_pct(uint64_t x, uint64_t of)
     return of ? 100.0 * (double)x / (double)of : 0;
 }
 
-/* A site as the tree's first level names it: its function, and the wrapper folded into it. */
+static bool mf_tune_full_names; /* --full-names */
+
+/* A site as the tree's first level names it: its function, and the wrapper folded into it
+ * (generic arguments collapsed as the tree shows them, unless --full-names). */
 static void mf_site_text(char *buf, size_t size, const struct mf_sites *s,
                          const struct mf_site_row *r)
 {
-    const char *name = mf_str(mf_site_names(s, r)[0]);
-    if (r->via)
-        snprintf(buf, size, "%s via %s", name, mf_str(r->via));
+    uint32_t id = mf_site_names(s, r)[0], via = r->via;
+    if (!mf_tune_full_names) {
+        id = mf_short_name(id);
+        via = via ? mf_short_name(via) : 0;
+    }
+    if (via)
+        snprintf(buf, size, "%s via %s", mf_str(id), mf_str(via));
     else
-        snprintf(buf, size, "%s", name);
+        snprintf(buf, size, "%s", mf_str(id));
 }
 
 /* The rows of s (by calls) of class c, or with c == UINT32_MAX the sum per site over the
@@ -184,7 +192,8 @@ bool mf_report_tune(FILE *out, const struct mf_model *m, const struct mf_report_
     mf_sites_build(&s, &m, 1, 1, true);
     mf_sites_sort(&s);
     struct mf_site_row *tmp = mf_xcalloc(s.n + 1, sizeof *tmp);
-    char a[40], b[40], c[80], d[80];
+    char a[40], b[40], c[80], d[400];
+    mf_tune_full_names = o->full_names;
     const char *est = m->estimated ? "~" : "";
 
     fprintf(out, "malloc_freq size tuning: %s", mf_esc(o->dirs[0]));
