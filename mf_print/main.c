@@ -83,7 +83,7 @@ static void mf_usage(FILE *out)
           "                         estimated from the samples with their error (exact\n"
           "                         at MALLOC_FREQ_SAMPLE=1 and from MALLOC_FREQ_LARGE\n"
           "                         up); tree, csv or json format\n"
-          "      --tune             with --sizes: the classes that hold 50/90/99 %% of\n"
+          "      --tune             with --sizes: the classes that hold 50/90/99 % of\n"
           "                         calls and bytes, the sites behind each hot class, and\n"
           "                         what a pool or slab for them would save\n"
           "      --tune-header FILE with --sizes: also write the measured size classes as\n"
@@ -587,7 +587,13 @@ int main(int argc, char **argv)
     mf_profile_drop_frames(&profile); /* the model has its locations */
     bool failed = false;
     if (sizes) {
-        failed = tune ? mf_report_tune(out, &model, &o) : mf_report_sizes(out, &model, format, &o);
+        if (tune) { /* a text report: cut to the terminal's width, as the tree */
+            struct mf_cut cut;
+            failed = mf_report_tune(mf_cut_begin(&cut, out, o.width), &model, &o);
+            mf_cut_end(&cut, o.width);
+        } else {
+            failed = mf_report_sizes(out, &model, format, &o);
+        }
         if (!failed && o.tune_header)
             failed = mf_write_tune_header(o.tune_header, &model, &o);
     } else if (o.by_site) {
