@@ -86,8 +86,9 @@ static void mf_usage(FILE *out)
           "      --tune             with --sizes: the classes that hold 50/90/99 % of\n"
           "                         calls and bytes, the sites behind each hot class, and\n"
           "                         what a pool or slab for them would save\n"
-          "      --tune-header FILE with --sizes: also write the measured size classes as\n"
-          "                         a C header (#defines and a table) to FILE\n"
+          "      --tune-header FILE\n"
+          "                         with --sizes: also write the measured size classes\n"
+          "                         as a C header (#defines and a table) to FILE\n"
           "  -h, --help             this text\n",
           out);
 }

@@ -47,10 +47,12 @@ static void mf_profile_free(struct mf_profile *p)
         for (uint32_t k = 0; k < p->procs[i].nmodules; k++)
             free(p->procs[i].modules[k].path);
         free(p->procs[i].modules);
+        free(p->procs[i].sizes);
     }
     free(p->procs);
     mf_profile_drop_frames(p); /* the raw stacks' frames, in chunks */
     free(p->stacks);
+    free(p->stack_sizes);
 }
 
 static void mf_model_free(struct mf_model *m)
@@ -110,6 +112,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         mf_tree_build(&t, &m, o.threshold, mf_profile_total_calls(&p));
         mf_report_tree(mf_devnull, &p, &t, &o);
         mf_report_csv(mf_devnull, &m);
+        /* the stacks' size classes: --by site,size and --sizes --tune */
+        o.by_site = o.by_size = true;
+        o.site_depth = 4;
+        const struct mf_model *one = &m;
+        mf_report_sites(mf_devnull, &one, NULL, 1, &o);
+        mf_report_tune(mf_devnull, &m, &o);
         mf_tree_free(&t);
         mf_model_free(&m);
     }
