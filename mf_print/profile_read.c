@@ -401,6 +401,7 @@ static const char *mf_check_counts(const struct mf_profile *p, const struct mf_p
         wrap |= mf_add(&fs->calls, h->totals.calls[f]);
     fs->samples = h->unprofiled_samples;
     fs->st_calls = h->unprofiled_calls;
+    uint64_t by_class[MF_SIZE_CLASSES] = {0}; /* the sized entries' calls, by class */
     for (uint32_t k = 0; k < h->nsegments && !wrap; k++) {
         const struct mf_segment_header *seg = mf_segment(buf, h, k);
         const struct mf_entry *e = mf_entries(seg);
@@ -410,11 +411,13 @@ static const char *mf_check_counts(const struct mf_profile *p, const struct mf_p
             wrap |= mf_add(&fs->samples, e[i].samples);
             wrap |= mf_add(&fs->st_calls, e[i].calls);
             fs->frames += e[i].depth;
+            if (e[i].flags & MF_ENTRY_SIZED) /* its class was checked (mf_check_thread) */
+                wrap |= mf_add(&by_class[mf_frames(seg)[e[i].frames + e[i].depth]], e[i].calls);
         }
     }
     /* 2^60 calls take a thread 36 years at one a nanosecond: a count beyond is damage, and
      * it is this file's, not that of the file whose sum would wrap after it. */
-    char a1[32], a2[32];
+    char a1[32], a2[32], a3[32];
     if (!wrap && fs->calls > MF_CALLS_MAX)
         return mf_why("it counts %s calls, more than a thread can make (2^60; damaged?)",
                       mf_fmt_count(a1, fs->calls));
@@ -435,6 +438,21 @@ static const char *mf_check_counts(const struct mf_profile *p, const struct mf_p
     if (fs->samples > fs->calls && fs->samples - fs->calls > slack)
         return mf_why("its stacks hold %s samples, more than the %s calls it counted",
                       mf_fmt_count(a1, fs->samples), mf_fmt_count(a2, fs->calls));
+    /* The slow path adds a sample to its entry, then to the header's histogram, under the
+     * table's lock: a class's entries hold no more calls than the histogram counts, but for
+     * a sample in flight per thread (a live file), of weight at most the interval. */
+    uint64_t w_max = pr->has_file && pr->sample_interval ? pr->sample_interval : MF_INTERVAL_MAX;
+    for (uint32_t c = 0; c < MF_SIZE_CLASSES; c++) {
+        uint64_t most;
+        if (__builtin_mul_overflow(w_max, threads_here, &most) ||
+            __builtin_add_overflow(most, h->sizes[c].calls, &most))
+            most = UINT64_MAX;
+        if (by_class[c] > most)
+            return mf_why("its stacks hold %s calls of sizes %s and up, more than the %s its "
+                          "size histogram counts", mf_fmt_count(a1, by_class[c]),
+                          mf_fmt_count(a2, mf_size_class_lo(c)),
+                          mf_fmt_count(a3, h->sizes[c].calls));
+    }
     if (pr->has_file) {
         uint64_t w = pr->sample_interval == 0 ? MF_INTERVAL_MAX : pr->sample_interval, most;
         if (__builtin_mul_overflow(fs->samples, w, &most))

@@ -6,6 +6,7 @@ import csv
 import io
 import math
 import os
+import re
 import select
 import struct
 import subprocess
@@ -291,8 +292,9 @@ def test_by_site_and_tune_usage_errors():
 @rt.test
 def test_entries_keep_their_size_class():
     """The writer keys each stack's entries by size class: near_leaf's stack from near_a has
-    an entry per size (32, 4,096 bytes), each with the class after its frames; a class word
-    out of range makes the reader skip the file with one line."""
+    an entry per size (32, 4,096 bytes), each with the class after its frames. The reader
+    skips the file, with one line, where a class's entries hold more calls than the header's
+    histogram counts for it (beyond a sample in flight), or a class word is out of range."""
     r = run_site_sizes()
     entries = rt.file_entries_full(r.profile)
     expect(all(e["flags"] & rt.ENTRY_SIZED for e in entries), "an entry without MF_ENTRY_SIZED")
@@ -306,6 +308,16 @@ def test_entries_keep_their_size_class():
         classes.setdefault(c, []).append(e["calls"])
     expect(500 in classes.get(rt_size_class(4096), []) and 1500 in classes.get(rt_size_class(32), []),
            f"entries by class: {classes}")
+    # The header's histogram short of what the entries of a class hold: the file is skipped.
+    small = bytearray(data)
+    c32 = rt_size_class(32)
+    struct.pack_into("<Q", small, HDR_SIZES + 32 * c32, 0)
+    with open(path, "wb") as f:
+        f.write(small)
+    p = rt.mf_print(["--format", "csv", r.profile], check=False)
+    expect(re.search(r"its stacks hold [0-9,]+ calls of sizes 32 and up, more than the 0 its "
+                     r"size histogram counts", p.stderr) and p.stderr.count("\n") == 1,
+           f"mf_print on a histogram without the 32-byte calls: {p.stderr!r}")
     at, _ = sized_entry_of(data, entries[0])
     struct.pack_into("<Q", data, at, 500)
     with open(path, "wb") as f:
@@ -313,6 +325,9 @@ def test_entries_keep_their_size_class():
     p = rt.mf_print(["--format", "csv", r.profile], check=False)
     expect("bad size class 500" in p.stderr and p.stderr.count("\n") == 1,
            f"mf_print on a class word of 500: {p.stderr!r}")
+
+
+HDR_SIZES = 888  # struct mf_thread_header.sizes[194]: calls, bytes, calls_var, bytes_var each
 
 
 def sized_entry_of(data, want):
