@@ -374,6 +374,11 @@ def test_validate_stacks_ahead_of_the_totals_never_show_above_100_percent():
     data = read(path)
     at, e, _ = site_entry(data, frames_of(data))
     struct.pack_into("<QQQ", data, at + 24, e[4] + 4000, e[5] + 4000, e[6] + 4000 * 40)
+    # Format 5: the slow path adds a sample to the header's size histogram with its entry,
+    # so the histogram's class of 40 bytes (22) runs ahead with the site.
+    c40 = 888 + 32 * 22  # struct mf_thread_header.sizes[22]: calls, bytes
+    calls, nbytes = struct.unpack_from("<QQ", data, c40)
+    struct.pack_into("<QQ", data, c40, calls + 4000, nbytes + 4000 * 40)
     write(path, data)
     total = rt.exact_total_calls(bad)
     out = run_print(["--dir", bad])
