@@ -447,7 +447,7 @@ void mf_report_tree(FILE *out, const struct mf_profile *p, const struct mf_tree 
         mf_print_header(out, p, t, o);
     fputc('\n', out);
     if (t->nodes[0].nchildren == 0) {
-        fputs("no stacks recorded\n", out);
+        fputs(p->live_view ? "nothing alive\n" : "no stacks recorded\n", out);
         return;
     }
     char num[40];

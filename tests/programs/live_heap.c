@@ -22,6 +22,13 @@
 extern void *__libc_malloc(size_t);
 
 static void *keep_small[2000], *keep_big[300], *kept[5000];
+void *volatile edge[10]; /* kept alive to the end */
+
+/* free() through a pointer the compiler cannot see come from mmap (it would refuse). */
+__attribute__((noipa)) static void buggy_free(void *p)
+{
+    free(p);
+}
 
 static void wait_line(void)
 {
@@ -98,8 +105,7 @@ static int edges(void)
         return 1;
     ((size_t *)m)[0] = 0;
     ((size_t *)m)[1] = 8192 | 2;
-    free(m + 16);
-    static void *edge[10];
+    buggy_free(m + 16);
     for (int i = 0; i < 10; i++)
         edge[i] = site_edge_kept();
     printf("edges done\n");
