@@ -154,6 +154,8 @@ static inline __attribute__((always_inline)) bool mf_live_filter_hit(const void 
 void mf_live_alloc(void *p);
 /* Before p is freed (or reallocated): forgets p if it is recorded. For a filter hit. */
 void mf_live_free(void *p);
+/* MALLOC_FREQ_LIVE is sampled or all (after mf_core_init). */
+bool mf_live_enabled(void);
 /* The filter check and mf_live_free, out of line, for the Rust crate. */
 void mf_live_free_call(void *p);
 

@@ -270,3 +270,8 @@ void mf_live_free_call(void *p)
     if (mf_live_filter_hit(p))
         mf_live_free(p);
 }
+
+bool mf_live_enabled(void)
+{
+    return mf_opt.live != 0;
+}

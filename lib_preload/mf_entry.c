@@ -58,10 +58,17 @@ MF_EXPORT void *realloc(void *p, size_t size)
     return mf_slow_realloc(p, size);
 }
 
-/* The live heap's one load: the filter is NULL unless MALLOC_FREQ_LIVE is on, and then a
- * free looks at one byte, zero for every address no recorded allocation shares a granule
- * with (mf_live.c). Both ways end in a tail call: no frame. */
+/* One jump: to the next free, or with MALLOC_FREQ_LIVE on to mf_free_filtered, which looks
+ * at the live heap's filter first (mf_free_route, mf_preload.h). Off, a free costs what
+ * being interposed costs, no more. */
 MF_EXPORT void free(void *p)
+{
+    return __atomic_load_n(&mf_free_route, __ATOMIC_RELAXED)(p);
+}
+
+/* free with the live heap on: one byte of the filter, zero for every address no recorded
+ * allocation shares a granule with (mf_live.c); both ways end in a tail call, no frame. */
+void mf_free_filtered(void *p)
 {
     if (mf_live_filter_hit(p))
         return mf_slow_free(p);

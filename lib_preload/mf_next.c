@@ -183,6 +183,14 @@ static void mf_first_free(void *p)
         real(p);
 }
 void (*mf_next_free)(void *) = mf_first_free;
+void (*mf_free_route)(void *) = mf_first_free;
+static bool mf_free_filtering;
+
+void mf_free_route_filtered(void)
+{
+    mf_free_filtering = true;
+    MF_STORE(mf_free_route, mf_free_filtered);
+}
 
 void mf_next_resolve(void)
 {
@@ -203,6 +211,8 @@ void mf_next_resolve(void)
 #undef MF_ALLOC_STORE
         MF_STORE(mf_real_free, found_free ? (void (*)(void *))found_free : __libc_free);
         MF_STORE(mf_next_free, mf_real_free);
+        if (!mf_free_filtering)
+            MF_STORE(mf_free_route, mf_real_free);
         __atomic_store_n(&mf_alloc_resolved, 1, __ATOMIC_RELEASE);
         mf_detectors_set();
     }

@@ -19,6 +19,8 @@ __attribute__((constructor(101))) static void mf_preload_resolve(void)
      * pays for neither. */
     mf_lazy_start = true;
     mf_core_init();
+    if (mf_live_enabled())
+        mf_free_route_filtered();
 }
 
 /* The slow paths: record the call (it ends a countdown), then allocate. Compiled with frame

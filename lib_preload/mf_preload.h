@@ -23,6 +23,11 @@ extern void *(*mf_next_memalign)(size_t, size_t);
 extern void *(*mf_next_valloc)(size_t);
 extern void *(*mf_next_pvalloc)(size_t);
 extern void (*mf_next_free)(void *);
+/* Where the exported free jumps: mf_next_free's target once it is known, or
+ * mf_free_filtered when the live heap is on (mf_next.c). */
+extern void (*mf_free_route)(void *);
+void mf_free_route_filtered(void);
+void mf_free_filtered(void *p);
 
 /* The global operator new, every form. X(FORM, exported symbol, enum mf_fn, parameters,
  * arguments): std::align_val_t is passed as a size_t, const std::nothrow_t & as a pointer.

@@ -253,8 +253,9 @@ void mf_report_lifetimes(FILE *out, const struct mf_model *m, bool sort_temporar
         snprintf(tmp, sizeof tmp, r->life.freed ? "%.1f %%" : "-", mf_temporary_pct(&r->life));
         mf_fmt_calls_bucket(lc, sizeof lc, mf_median_bucket(r->life.life_calls, MF_LIVE_CALL_BUCKETS));
         mf_fmt_ns_bucket(lt, sizeof lt, mf_median_bucket(r->life.life_ns, MF_LIVE_NS_BUCKETS));
-        fprintf(out, "%s%13s %8s %12s %8s %12s %12s %12s %10s  %s%s%s%s\n",
-                r->estimated ? "~" : " ", mf_fmt_count(a, r->alive), ea,
+        char alive[48];
+        snprintf(alive, sizeof alive, "%s%s", r->estimated ? "~" : "", mf_fmt_count(a, r->alive));
+        fprintf(out, "%14s %8s %12s %8s %12s %12s %12s %10s  %s%s%s%s\n", alive, ea,
                 mf_fmt_bytes(b, (double)r->bytes), eb, mf_fmt_count(c, r->life.freed), tmp, lc,
                 lt, mf_esc(mf_str(r->name)), r->via ? " via " : "", r->via ? mf_str(r->via) : "",
                 r->outside_main ? "  [outside main]" : "");
