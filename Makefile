@@ -62,7 +62,7 @@ $(BUILD)/mf_entry.o: lib_preload/mf_entry.c $(PRELOAD_HDR) $(CORE_HDR) | $(BUILD
 	$(CC) $(CORE_CFLAGS) -fomit-frame-pointer -Ic_core -c -o $@ $<
 
 $(BUILD)/mf_print: $(PRINT_SRC) $(PRINT_HDR) $(PRINT_PAGE) c_core/mf_format.h | $(BUILD) deps-build
-	$(CC) $(CFLAGS) -D_GNU_SOURCE -Ic_core -o $@ $(PRINT_SRC) -ldw -lelf -liberty -lz -lm
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -Ic_core -o $@ $(PRINT_SRC) -ldw -lelf -liberty -lz
 
 $(BUILD)/malloc_freq: $(LAUNCH_SRC) $(LAUNCH_HDR) | $(BUILD) deps-build
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -o $@ $(LAUNCH_SRC)

@@ -3,13 +3,21 @@
  * with their error, the freed ones, the temporary share, median lifetimes), and the CSV of
  * the same per stack. Medians come from log2 buckets: a lifetime in bucket b >= 1 lies in
  * 2^(b-1) .. 2^b - 1, and the median is reported as its bucket's range. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mf_print.h"
 #include "process_life.h"
 #include "report.h"
+
+/* Newton's method: the Makefile links no libm (as report_sizes.c). */
+static double mf_sqrt(double x)
+{
+    double r = x > 1 ? x / 2 : 1;
+    for (int i = 0; i < 64 && x > 0; i++)
+        r = (r + x / r) / 2;
+    return x > 0 ? r : 0;
+}
 
 /* Per site (or per stack for CSV): what the lifetime table shows. */
 struct mf_live_row {
@@ -246,9 +254,9 @@ void mf_report_lifetimes(FILE *out, const struct mf_model *m, bool sort_temporar
         const struct mf_live_row *r = &rows[i];
         char a[40], b[40], c[40], ea[16] = "", eb[16] = "", lc[48], lt[48], tmp[16];
         if (r->estimated && r->alive) {
-            snprintf(ea, sizeof ea, "±%.0f%%", 100.0 * sqrt((double)r->var) / (double)r->alive);
+            snprintf(ea, sizeof ea, "±%.0f%%", 100.0 * mf_sqrt((double)r->var) / (double)r->alive);
             if (r->bytes)
-                snprintf(eb, sizeof eb, "±%.0f%%", 100.0 * sqrt(r->bytes_var) / (double)r->bytes);
+                snprintf(eb, sizeof eb, "±%.0f%%", 100.0 * mf_sqrt(r->bytes_var) / (double)r->bytes);
         }
         snprintf(tmp, sizeof tmp, r->life.freed ? "%.1f %%" : "-", mf_temporary_pct(&r->life));
         mf_fmt_calls_bucket(lc, sizeof lc, mf_median_bucket(r->life.life_calls, MF_LIVE_CALL_BUCKETS));
