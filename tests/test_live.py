@@ -228,3 +228,26 @@ def test_live_save_and_base_show_growth():
         c.finish()
     finally:
         c.kill()
+
+
+@rt.test
+def test_live_threads_and_frees_on_other_threads():
+    """4 threads allocate and free at once (all temporary), hand 1,000 blocks each to the
+    main thread, which frees them after they exited (freed, never temporary, no lifetime
+    in the allocating thread's calls), and keep 5 each to the end."""
+    r = rt.run_ok([rt.c_program("live_heap"), "threads"], sample=None,
+                  extra_env={"MALLOC_FREQ_LIVE": "all"})
+    rows = live_csv(r.profile)
+    expect_eq((site_sum(rows, "site_churn", "alive"), site_sum(rows, "site_churn", "freed")),
+              (0, 80000), "site_churn: alive, freed")
+    expect_eq({x["temporary_pct"] for x in rows if x["site"] == "site_churn"}, {"100.00"},
+              "site_churn: temporary")
+    expect_eq((site_sum(rows, "site_handoff", "alive"), site_sum(rows, "site_handoff", "freed")),
+              (0, 4000), "site_handoff: alive, freed")
+    hand = [x for x in rows if x["site"] == "site_handoff"]
+    expect_eq({(x["temporary_pct"], x["median_life_calls"]) for x in hand}, {("0.00", "")},
+              "site_handoff: freed by another thread: not temporary, no life in calls")
+    expect(all(x["median_life_ns"] for x in hand), "site_handoff: no lifetime in time")
+    expect_eq((site_sum(rows, "site_thread_kept", "alive"),
+               site_sum(rows, "site_thread_kept", "alive_bytes")), (20, 20 * 56),
+              "site_thread_kept: alive at exit")

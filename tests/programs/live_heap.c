@@ -10,7 +10,11 @@
  *                    realloc(NULL, n), realloc(p, 0), memory from glibc's own __libc_malloc
  *                    (never seen by the profiler) freed through free, and a page from mmap
  *                    given to free with a chunk header glibc takes for an mmapped chunk
- *                    (glibc unmaps it); site_edge_kept 10 x 32 bytes alive at exit. */
+ *                    (glibc unmaps it); site_edge_kept 10 x 32 bytes alive at exit.
+ *   live_heap threads 4 threads, each 20,000 x (site_churn: malloc 40, free at once) and
+ *                    site_handoff: 1,000 x 24 bytes that the main thread frees after they
+ *                    exit; site_thread_kept: 5 x 56 bytes per thread, alive at exit. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +93,53 @@ SITE void *site_edge_kept(void)
     return malloc(32);
 }
 
+SITE void site_churn(void)
+{
+    for (int i = 0; i < 20000; i++) {
+        volatile char *p = malloc(40);
+        p[0] = 1;
+        free((void *)p);
+    }
+}
+
+SITE void site_handoff(void **out)
+{
+    for (int i = 0; i < 1000; i++)
+        out[i] = malloc(24);
+}
+
+SITE void *site_thread_kept(void)
+{
+    return malloc(56);
+}
+
+static void *handed[4][1000];
+void *volatile thread_kept[4][5];
+
+static void *worker(void *arg)
+{
+    long k = (long)arg;
+    site_churn();
+    site_handoff(handed[k]);
+    for (int i = 0; i < 5; i++)
+        thread_kept[k][i] = site_thread_kept();
+    return NULL;
+}
+
+static int threads(void)
+{
+    pthread_t t[4];
+    for (long k = 0; k < 4; k++)
+        if (pthread_create(&t[k], NULL, worker, (void *)k) != 0)
+            return 1;
+    for (int k = 0; k < 4; k++)
+        pthread_join(t[k], NULL);
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < 1000; i++)
+            free(handed[k][i]);
+    return 0;
+}
+
 static int edges(void)
 {
     free(site_grow());
@@ -143,6 +194,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(mode, "edges") == 0)
         return edges();
-    fprintf(stderr, "usage: live_heap sets|temps|leaks|edges\n");
+    if (strcmp(mode, "threads") == 0)
+        return threads();
+    fprintf(stderr, "usage: live_heap sets|temps|leaks|edges|threads\n");
     return 2;
 }
