@@ -145,8 +145,12 @@ extern uint8_t *mf_live_filter __attribute__((visibility("hidden")));
 
 static inline __attribute__((always_inline)) bool mf_live_filter_hit(const void *p)
 {
-    const uint8_t *f = mf_live_filter;
-    return __builtin_expect(f != NULL, 0) && f[MF_LIVE_FILTER_INDEX(p)];
+    /* Relaxed atomic loads: plain moves on x86, and what TSan must see (other threads
+     * count in the filter while this one reads it; a stale count is harmless: a record is
+     * inserted before its block can reach another thread's free). */
+    const uint8_t *f = __atomic_load_n(&mf_live_filter, __ATOMIC_RELAXED);
+    return __builtin_expect(f != NULL, 0) &&
+           __atomic_load_n(&f[MF_LIVE_FILTER_INDEX(p)], __ATOMIC_RELAXED);
 }
 
 /* After an allocation call that went through mf_record_slow: p is what the allocator

@@ -190,6 +190,7 @@ static void mf_live_process(struct mf_live_ctx *c, struct mf_live_sum *sums)
     }
     p->live_files++;
     p->live_dropped += h->dropped;
+    p->live_stats_dropped += h->stats_dropped;
     c->nfiles = 0;
     mf_thread_files(c, pr);
     const struct mf_live_record *r = (const void *)(data + h->records_offset);

@@ -84,6 +84,7 @@ struct mf_profile {
     bool live_view;
     uint32_t live_files;      /* live.<stamp>.mfl files read */
     uint64_t live_dropped;    /* allocations the writer found no slot for (weighted) */
+    uint64_t live_stats_dropped; /* frees whose stack found no statistics slot (weighted) */
     uint64_t live_records;    /* live records read */
     uint64_t live_unmatched;  /* live records whose stack entry was not in the profile read */
     struct mf_lifetimes *lifetimes; /* per stack: its freed sampled allocations */

@@ -232,6 +232,9 @@ void mf_report_live_header(FILE *out, const struct mf_profile *p, const struct m
             p->live_files, p->live_files == 1 ? "" : "s");
     if (p->live_dropped)
         fprintf(out, "; %s more found its table full and are missing", mf_fmt_count(b, p->live_dropped));
+    if (p->live_stats_dropped)
+        fprintf(out, "; the lifetimes of %s frees are missing (too many stacks)",
+                mf_fmt_count(b, p->live_stats_dropped));
     if (p->live_unmatched)
         fprintf(out, "; %s with a stack not read", mf_fmt_count(b, p->live_unmatched));
     fputc('\n', out);
