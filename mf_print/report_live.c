@@ -167,23 +167,45 @@ static int mf_row_cmp(const void *a, const void *b)
     return x->stack < y->stack ? -1 : x->stack > y->stack;
 }
 
-/* Rows per site (by_stack false) or per model stack, with something alive or freed. */
+/* The interned text of s's shown frames and via: stacks merged by function names, as the
+ * CSV merges them. */
+static uint32_t mf_stack_text(const struct mf_frames *fr, uint32_t via, char **buf, size_t *cap)
+{
+    size_t n = 0;
+    for (uint32_t k = 0; k <= fr->n; k++) {
+        const char *s = k < fr->n ? mf_str(fr->v[k].name) : mf_str(via);
+        size_t len = strlen(s);
+        if (n + len + 2 > *cap) {
+            *cap = (n + len + 2) * 2;
+            *buf = mf_xrealloc(*buf, *cap);
+        }
+        memcpy(*buf + n, s, len);
+        n += len;
+        (*buf)[n++] = k < fr->n ? '\n' : '\0';
+    }
+    return mf_intern(*buf);
+}
+
+/* Rows per site (by_stack false) or per stack merged by function names, with something
+ * alive or freed. */
 static struct mf_live_row *mf_live_rows(const struct mf_model *m, bool by_stack, uint32_t *n)
 {
     struct mf_live_row *rows = NULL;
     uint32_t nrows = 0, cap = 0;
     struct mf_map sites = {0};
     struct mf_frames fr = {0};
+    char *text = NULL;
+    size_t text_cap = 0;
     for (uint32_t i = 0; i < m->nstacks; i++) {
         const struct mf_stack *s = &m->stacks[i];
         if (!s->calls && !mf_stack_life(m, s)->freed)
             continue;
         mf_model_frames(m, s, &fr);
-        uint32_t name = fr.n ? fr.v[0].name : mf_intern(MF_NAME_NO_STACK), idx = nrows;
-        if (!by_stack) {
-            bool added;
-            idx = mf_map_put(&sites, ((uint64_t)name << 32) | s->via, NULL, NULL, nrows, &added);
-        }
+        uint32_t name = fr.n ? fr.v[0].name : mf_intern(MF_NAME_NO_STACK), idx;
+        uint64_t key = by_stack ? mf_stack_text(&fr, s->via, &text, &text_cap)
+                                : ((uint64_t)name << 32) | s->via;
+        bool added;
+        idx = mf_map_put(&sites, key, NULL, NULL, nrows, &added);
         if (idx == nrows) {
             MF_GROW(rows, nrows, cap);
             memset(&rows[nrows], 0, sizeof rows[nrows]);
@@ -195,6 +217,7 @@ static struct mf_live_row *mf_live_rows(const struct mf_model *m, bool by_stack,
         mf_row_add(&rows[idx], m, i);
     }
     free(fr.v);
+    free(text);
     mf_map_free(&sites);
     qsort(rows, nrows, sizeof *rows, mf_row_cmp);
     *n = nrows;

@@ -148,9 +148,13 @@ def test_live_leaks_at_exit():
               (1000, 48000), "site_leak: leaked blocks, bytes")
     expect_eq([x["outside_main"] for x in rows if x["site"] == "site_leak"], ["0"],
               "site_leak is made in main")
+    early = [x for x in rows if x["site"] == "site_before_main"]
+    expect_eq([(x["alive"], x["outside_main"]) for x in early], [("3", "1")],
+              "site_before_main (a constructor's): alive, outside main")
     tree = rt.mf_print(["--live", r.profile]).stdout
-    expect("at exit    1,000 allocations, 46.9 KiB" in tree, f"tree header:\n{tree[:600]}")
-    expect("1,000  100.00%   46.9 KiB  site_leak" in tree, f"tree:\n{tree}")
+    expect("at exit    1,003 allocations, 46.9 KiB" in tree, f"tree header:\n{tree[:600]}")
+    expect("1,000   99.70%   46.9 KiB  site_leak" in tree, f"tree:\n{tree}")
+    expect("site_before_main  [outside main]" in tree, f"no [outside main] mark:\n{tree}")
 
 
 @rt.test

@@ -6,6 +6,7 @@
  *   live_heap temps  site_temporary: 5,000 x (malloc 64, free at once); site_kept: 5,000 x
  *                    malloc 64, all freed at the end, after other calls; exits.
  *   live_heap leaks  site_leak 1,000 x 48 bytes, never freed; exits.
+ *   (every mode)     site_before_main: 3 x 16 bytes from a constructor, kept to the end.
  *   live_heap edges  realloc moves (site_grow: 1 .. 1 MiB, then freed), free(NULL),
  *                    realloc(NULL, n), realloc(p, 0), memory from glibc's own __libc_malloc
  *                    (never seen by the profiler) freed through free, and a page from mmap
@@ -138,6 +139,19 @@ static int threads(void)
         for (int i = 0; i < 1000; i++)
             free(handed[k][i]);
     return 0;
+}
+
+SITE void *site_before_main(void)
+{
+    return malloc(16);
+}
+
+void *volatile early[3];
+
+__attribute__((constructor)) static void before_main(void)
+{
+    for (int i = 0; i < 3; i++)
+        early[i] = site_before_main();
 }
 
 static int edges(void)
