@@ -8,6 +8,7 @@ import io
 import math
 import os
 import shutil
+import struct
 import subprocess
 
 import run_tests as rt
@@ -255,3 +256,38 @@ def test_live_threads_and_frees_on_other_threads():
     expect_eq((site_sum(rows, "site_thread_kept", "alive"),
                site_sum(rows, "site_thread_kept", "alive_bytes")), (20, 20 * 56),
               "site_thread_kept: alive at exit")
+
+
+@rt.test
+def test_live_damaged_files_are_named_and_survived():
+    """A truncated live file is named and skipped; one whose tables hold garbage (records
+    with any state, address, weight and stack reference) is read without a crash, and what
+    its references cannot find is counted, not followed."""
+    r = rt.run_ok([rt.c_program("live_heap"), "leaks"], sample=None,
+                  extra_env={"MALLOC_FREQ_LIVE": "all"})
+    live = [f for f in os.listdir(r.profile) if f.startswith("live.")]
+    expect_eq(len(live), 1, "live files")
+    short = rt.fresh_dir()
+    shutil.copytree(r.profile, os.path.join(short, "p"))
+    path = os.path.join(short, "p", live[0])
+    with open(path, "r+b") as f:
+        f.truncate(100)
+    p = rt.mf_print(["--live", os.path.join(short, "p")], check=False)
+    expect(p.returncode == 1 and live[0] in p.stderr and "skipped" in p.stderr,
+           f"truncated live file: rc {p.returncode}, stderr {p.stderr!r}")
+    noisy = rt.fresh_dir()
+    shutil.copytree(r.profile, os.path.join(noisy, "p"))
+    path = os.path.join(noisy, "p", live[0])
+    with open(path, "r+b") as f:
+        head = f.read(64)
+        cap, scap = struct.unpack_from("<II", head, 32)
+        roff, soff = struct.unpack_from("<QQ", head, 40)
+        for i in range(0, cap, 7):  # live records with random fields
+            f.seek(roff + 64 * i)
+            f.write(struct.pack("<II", 2, 0) + os.urandom(56))
+        for i in range(0, scap, 3):  # statistics with random keys and counts
+            f.seek(soff + 768 * i)
+            f.write(os.urandom(768))
+    for fmt in ("tree", "csv"):
+        p = rt.mf_print(["--live", "--format", fmt, os.path.join(noisy, "p")], check=False)
+        expect(p.returncode == 0, f"garbage tables, {fmt}: rc {p.returncode}, {p.stderr[-300:]!r}")
