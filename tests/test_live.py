@@ -7,6 +7,7 @@ import csv
 import io
 import math
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -291,3 +292,19 @@ def test_live_damaged_files_are_named_and_survived():
     for fmt in ("tree", "csv"):
         p = rt.mf_print(["--live", "--format", fmt, os.path.join(noisy, "p")], check=False)
         expect(p.returncode == 0, f"garbage tables, {fmt}: rc {p.returncode}, {p.stderr[-300:]!r}")
+
+
+@rt.test
+def test_live_table_full_is_counted_never_waited_for():
+    """300,000 blocks alive, more than the 262,144 records of MALLOC_FREQ_LIVE=all: the
+    program runs as usual, every allocation is either recorded or counted as missing, and
+    the header says how many are missing."""
+    r = rt.run_ok([rt.c_program("live_heap"), "many"], sample=None,
+                  extra_env={"MALLOC_FREQ_LIVE": "all"})
+    alive = site_sum(live_csv(r.profile), "site_many", "alive")
+    tree = rt.mf_print(["--live", r.profile]).stdout
+    m = re.search(r"; ([\d,]+) more found its table full and are missing", tree)
+    expect(m, f"the header does not say the table was full:\n{tree[:800]}")
+    dropped = int(m.group(1).replace(",", ""))
+    expect(dropped > 0 and alive <= 262144, f"alive {alive}, dropped {dropped}")
+    expect_eq(alive + dropped, 300000, "site_many recorded + missing")

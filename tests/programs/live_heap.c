@@ -6,6 +6,8 @@
  *   live_heap temps  site_temporary: 5,000 x (malloc 64, free at once); site_kept: 5,000 x
  *                    malloc 64, all freed at the end, after other calls; exits.
  *   live_heap leaks  site_leak 1,000 x 48 bytes, never freed; exits.
+ *   live_heap many   site_many: 300,000 x 16 bytes alive at exit, more than the table at
+ *                    MALLOC_FREQ_LIVE=all holds (262,144 records).
  *   (every mode)     site_before_main: 3 x 16 bytes from a constructor, kept to the end.
  *   live_heap edges  realloc moves (site_grow: 1 .. 1 MiB, then freed), free(NULL),
  *                    realloc(NULL, n), realloc(p, 0), memory from glibc's own __libc_malloc
@@ -154,6 +156,14 @@ __attribute__((constructor)) static void before_main(void)
         early[i] = site_before_main();
 }
 
+SITE void site_many(void)
+{
+    for (int i = 0; i < 300000; i++) {
+        volatile char *p = malloc(16);
+        p[0] = 1;
+    }
+}
+
 static int edges(void)
 {
     free(site_grow());
@@ -210,6 +220,10 @@ int main(int argc, char **argv)
         return edges();
     if (strcmp(mode, "threads") == 0)
         return threads();
-    fprintf(stderr, "usage: live_heap sets|temps|leaks|edges|threads\n");
+    if (strcmp(mode, "many") == 0) {
+        site_many();
+        return 0;
+    }
+    fprintf(stderr, "usage: live_heap sets|temps|leaks|edges|threads|many\n");
     return 2;
 }
