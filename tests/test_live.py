@@ -153,6 +153,13 @@ def test_live_leaks_at_exit():
     early = [x for x in rows if x["site"] == "site_before_main"]
     expect_eq([(x["alive"], x["outside_main"]) for x in early], [("3", "1")],
               "site_before_main (a constructor's): alive, outside main")
+    html = os.path.join(r.outdir, "live.html")
+    rt.mf_print(["--live", "--weight", "bytes", "--format", "html", "-o", html, r.profile])
+    with open(html, encoding="utf-8") as f:
+        page = f.read()
+    expect('<td id="mf-live">still allocated when the process ended' in page,
+           "the flame graph does not say it shows the live heap")
+    expect('"total_calls":1003,"total_bytes":48048' in page, "the flame graph's live totals")
     tree = rt.mf_print(["--live", r.profile]).stdout
     expect("at exit    1,003 allocations, 46.9 KiB" in tree, f"tree header:\n{tree[:600]}")
     expect("1,000   99.70%   46.9 KiB  site_leak" in tree, f"tree:\n{tree}")
