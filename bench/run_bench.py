@@ -275,6 +275,10 @@ VARIANTS = [
     Variant("default", "short", "mf"),  # with the full-size one: memory follows stacks, not calls
     Variant("N=1", "short", "mf", {"MALLOC_FREQ_SAMPLE": "1"}),
     Variant("N=1 fp", "short", "mf", {"MALLOC_FREQ_SAMPLE": "1", "MALLOC_FREQ_UNWIND": "fp"}),
+    # The live heap (README "Live heap and lifetimes"): frees followed, default sampling;
+    # and every allocation followed (MALLOC_FREQ_LIVE=all records every call, like N=1).
+    Variant("live", "full", "mf", {"MALLOC_FREQ_LIVE": "sampled"}),
+    Variant("live all", "short", "mf", {"MALLOC_FREQ_LIVE": "all"}),
 ] + ([Variant("heaptrack", "short", "heaptrack")] if HEAPTRACK else [])
 BASE = {v.size: v for v in VARIANTS if v.kind == "base"}
 

@@ -316,6 +316,7 @@ static void mf_flush(struct mf_thread *t)
             continue;
         mf_totals_add(s->table, t->totals, fn, t->pending.calls[fn] - s->proxied.calls[fn],
                       t->pending.bytes[fn] - s->proxied.bytes[fn]);
+        s->live_calls += t->pending.calls[fn];
         t->pending.calls[fn] = t->pending.bytes[fn] = 0;
         s->proxied.calls[fn] = s->proxied.bytes[fn] = 0;
     }
@@ -443,6 +444,9 @@ static void mf_thread_setup(struct mf_thread *t)
     if (!s->own.hdr) /* new, or forgotten after a fork */
         s->interval = 0, s->call_ns = s->sample_ns = 0;
     s->sample_end_ns = s->samples = 0;
+    s->thread_seq = seq;
+    s->live_calls = 0;
+    s->live_pending = false;
     s->stack_lo = s->stack_hi = 0;
     s->flush_lock = 0;
     memset(&s->proxied, 0, sizeof s->proxied);
@@ -566,6 +570,7 @@ static void mf_sample_on_stack(void *arg)
         mf_size_add(tab->hdr, w, s->size);
         if ((++s->samples & 63) == 1) /* the clock costs as much as the rest of an exact sample */
             tab->hdr->last_ns = mf_now_ns();
+        mf_live_note(t, tab, e);
     }
     mf_table_unlock(tab);
     if (!e)
@@ -621,6 +626,7 @@ void mf_record_slow(enum mf_fn fn, size_t size)
      * goes through `pending` and the flush, under the lock the exit takes too. */
     if (t->totals && mf_nothing_pending(t)) {
         mf_totals_add(t->slot->table, t->totals, fn, 1, size);
+        t->slot->live_calls++;
     } else {
         MF_PENDING_ADD(t->pending.calls[fn], 1);
         MF_PENDING_ADD(t->pending.bytes[fn], size);
@@ -743,6 +749,7 @@ static void mf_process_start(void)
         mf_ready = 0;
         return;
     }
+    mf_live_start();
     mf_ready = 1;
 }
 
@@ -784,6 +791,7 @@ static void mf_after_fork_child(void)
     mf_slots_used = NULL; /* the parent's other threads do not exist here */
     mf_slots_lock = 0;
     mf_first_table = NULL;
+    mf_live_after_fork();
     memset(&t->pending, 0, sizeof t->pending); /* the parent's, which it flushes itself */
     t->totals = NULL;
     t->early_calls = t->early_bytes = 0;

@@ -136,4 +136,31 @@ void mf_record_call(uint32_t fn, size_t size);
  * Idempotent. */
 void mf_core_init(void);
 
+/* The live heap (mf_live.c, MALLOC_FREQ_LIVE). mf_live_filter counts the recorded
+ * allocations per 16-byte address granule, modulo MF_LIVE_FILTER_SLOTS; NULL when the live
+ * heap is off. A free looks there first: only a non-zero count sends it to mf_live_free. */
+#define MF_LIVE_FILTER_SLOTS (1u << 20)
+#define MF_LIVE_FILTER_INDEX(a) (((uint64_t)(uintptr_t)(a) >> 4) & (MF_LIVE_FILTER_SLOTS - 1u))
+extern uint8_t *mf_live_filter __attribute__((visibility("hidden")));
+
+static inline __attribute__((always_inline)) bool mf_live_filter_hit(const void *p)
+{
+    /* Relaxed atomic loads: plain moves on x86, and what TSan must see (other threads
+     * count in the filter while this one reads it; a stale count is harmless: a record is
+     * inserted before its block can reach another thread's free). */
+    const uint8_t *f = __atomic_load_n(&mf_live_filter, __ATOMIC_RELAXED);
+    return __builtin_expect(f != NULL, 0) &&
+           __atomic_load_n(&f[MF_LIVE_FILTER_INDEX(p)], __ATOMIC_RELAXED);
+}
+
+/* After an allocation call that went through mf_record_slow: p is what the allocator
+ * returned (NULL if it failed). Records p if the call's sample is to be followed. */
+void mf_live_alloc(void *p);
+/* Before p is freed (or reallocated): forgets p if it is recorded. For a filter hit. */
+void mf_live_free(void *p);
+/* MALLOC_FREQ_LIVE is sampled or all (after mf_core_init). */
+bool mf_live_enabled(void);
+/* The filter check and mf_live_free, out of line, for the Rust crate. */
+void mf_live_free_call(void *p);
+
 #endif

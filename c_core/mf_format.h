@@ -5,6 +5,7 @@
  *   process.<stamp>.mfp               one per process image (fork child, exec'd image)
  *   thread.<stamp>.<seq>.<tid>.mft    one per thread table: a thread's, then the next new
  *                                     thread's after it exited (mf_thread_header.threads)
+ *   live.<stamp>.mfl                  the live heap (MALLOC_FREQ_LIVE, struct mf_live_header)
  * <stamp> is 16 hex digits, random per process image, so an exec'd image (same pid) or a
  * reused thread id never overwrites a file: every file is created O_EXCL.
  *
@@ -276,6 +277,88 @@ struct mf_module_record {
     uint32_t reserved;
     uint8_t build_id[32];
     /* char path[path_len + 1], then padding to 8 bytes */
+};
+
+/* ---- the live heap (MALLOC_FREQ_LIVE=sampled|all): live.<stamp>.mfl -------------------
+ * One file per process image, made at its first recorded allocation: a header, then an
+ * open-addressing table of the sampled allocations still alive (keyed by address, linear
+ * probing, at most MF_LIVE_PROBES slots from the home slot), then a table of per-stack
+ * lifetime statistics of the sampled allocations freed so far (keyed by stack reference).
+ * Both are written by any thread, lock-free: a record's state is claimed with a CAS and
+ * published last (release), so a reader takes only MF_LIVE_RECORD_LIVE records whose state
+ * it read before their fields (acquire). Statistics only grow: a reader may see one free
+ * half-added (its count without its histogram bucket yet), never a torn word. */
+#define MF_LIVE_MAGIC "MFREQLIV"
+#define MF_LIVE_PROBES 64u
+#define MF_LIVE_SAMPLED 1u /* MALLOC_FREQ_LIVE=sampled: the sampled allocations, weighted */
+#define MF_LIVE_ALL 2u     /* MALLOC_FREQ_LIVE=all: every allocation, weight 1 */
+#define MF_LIVE_FULL 1u    /* header flag: an allocation found no free slot (see dropped) */
+#define MF_LIVE_STATS_FULL 2u /* a stack found no statistics slot (see stats_dropped) */
+
+/* A stack reference: the thread file (its seq), the segment and the entry index of the
+ * entry the allocation's sample went to. */
+#define MF_LIVE_REF(seq, seg, idx) ((uint64_t)(seq) << 32 | (uint64_t)(seg) << 24 | (idx))
+#define MF_LIVE_REF_SEQ(r) ((r) >> 32)
+#define MF_LIVE_REF_SEG(r) ((uint32_t)((r) >> 24) & 0xffu)
+#define MF_LIVE_REF_IDX(r) ((uint32_t)(r) & 0xffffffu)
+
+struct mf_live_header {
+    char magic[8];
+    uint32_t version; /* MF_FORMAT_VERSION */
+    uint32_t header_size;
+    uint64_t stamp; /* the process image's */
+    uint32_t pid;
+    uint32_t mode; /* MF_LIVE_SAMPLED or MF_LIVE_ALL */
+    uint32_t capacity;       /* records, a power of two */
+    uint32_t stats_capacity; /* statistics slots, a power of two */
+    uint64_t records_offset; /* file offsets of the two tables */
+    uint64_t stats_offset;
+    uint32_t flags; /* MF_LIVE_FULL, MF_LIVE_STATS_FULL */
+    uint32_t reserved;
+    uint64_t dropped;       /* allocations (weighted) not recorded: no free slot */
+    uint64_t stats_dropped; /* frees (weighted) whose stack found no statistics slot */
+    uint64_t start_mono_ns; /* CLOCK_MONOTONIC and CLOCK_REALTIME when the file was made: */
+    uint64_t start_real_ns; /* a record's alloc_ns in real time is alloc_ns - mono + real */
+};
+
+#define MF_LIVE_RECORD_EMPTY 0u
+#define MF_LIVE_RECORD_BUSY 1u /* being written or removed */
+#define MF_LIVE_RECORD_LIVE 2u
+#define MF_LIVE_RECORD_FREED 3u /* a tombstone: probing goes on past it */
+
+struct mf_live_record {
+    uint32_t state;  /* MF_LIVE_RECORD_*, stored last with release semantics */
+    uint32_t reserved;
+    uint64_t addr;   /* what the allocator returned */
+    uint64_t size;   /* bytes asked for */
+    uint64_t weight; /* the sample's weight: the allocations it stands for */
+    uint64_t stack;  /* MF_LIVE_REF of its stack's entry */
+    uint64_t thread; /* the allocating thread: its number in the process image, from 0 */
+    uint64_t alloc_ns;   /* CLOCK_MONOTONIC at the allocation */
+    uint64_t alloc_call; /* the allocating thread's allocation calls, this one included */
+};
+
+/* Lifetime buckets: bucket 0 holds lifetime 0, bucket b >= 1 lifetimes in 2^(b-1) .. 2^b-1;
+ * the last one everything longer. */
+#define MF_LIVE_CALL_BUCKETS 40u
+#define MF_LIVE_NS_BUCKETS 48u
+
+/* The freed sampled allocations of one stack; every count is weighted (the sum of the
+ * samples' weights), so each estimates the allocations it describes. */
+struct mf_live_stats {
+    uint64_t key;   /* MF_LIVE_REF + 1; 0 = empty slot, claimed with a CAS */
+    uint64_t freed; /* frees */
+    uint64_t freed_samples;
+    uint64_t freed_bytes;
+    /* Freed by the allocating thread before it made another allocation call (heaptrack's
+     * temporary allocation). */
+    uint64_t temporary;
+    /* Freed by the allocating thread: life_calls counts these only (another thread's calls
+     * are not the allocating thread's). */
+    uint64_t same_thread;
+    uint64_t reserved[2];
+    uint64_t life_calls[MF_LIVE_CALL_BUCKETS]; /* the allocating thread's calls in between */
+    uint64_t life_ns[MF_LIVE_NS_BUCKETS];      /* nanoseconds alive */
 };
 
 #endif

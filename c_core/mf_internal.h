@@ -58,6 +58,12 @@ struct mf_slot {
     bool new_stack;
     uint64_t gen;        /* the slot's table was first set up in this process generation */
     void *stack_top;     /* the slow path's own stack ends here (this struct starts here) */
+    /* The live heap (mf_live.c): the thread's number in the process image, its allocation
+     * calls moved out of `pending` so far, and the sample to record once the front end has
+     * its address (live_pending). */
+    uint64_t thread_seq, live_calls;
+    bool live_pending;
+    uint64_t live_stack, live_weight, live_size, live_call, live_ns;
     uintptr_t pcs[MF_DEPTH_MAX + MF_OWN_FRAMES_MAX + 1];
 };
 
@@ -74,6 +80,7 @@ struct mf_options {
     const char *libunwind; /* MALLOC_FREQ_LIBUNWIND: the library to dlopen */
     bool secure; /* AT_SECURE (set-user-ID...): nothing read, loaded or written */
     bool pythonmalloc; /* PYTHONMALLOC=malloc or malloc_debug (MF_PROCESS_PYTHONMALLOC) */
+    uint32_t live; /* MALLOC_FREQ_LIVE: 0 off, MF_LIVE_SAMPLED, MF_LIVE_ALL */
 };
 extern struct mf_options mf_opt;
 void mf_options_read(void);
@@ -96,6 +103,13 @@ struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint3
                                uint32_t flags);
 void mf_spin_lock(uint32_t *lock);
 void mf_spin_unlock(uint32_t *lock);
+
+/* The live heap (mf_live.c). */
+void mf_live_start(void);      /* at process start-up: the filter */
+void mf_live_after_fork(void); /* a fork child forgets its parent's */
+/* The sample just counted in entry e (on the slot's stack, table locked) is followed. */
+void mf_live_note(struct mf_thread *t, struct mf_table *tab, const struct mf_entry *e);
+uint64_t mf_live_thread_calls(const struct mf_thread *t); /* the thread's calls so far */
 
 /* Process file and module list (mf_modules.c). */
 bool mf_process_file_create(void); /* with the module list: all loaded, or inherited */

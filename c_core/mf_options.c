@@ -83,6 +83,19 @@ void mf_options_read(void)
         mf_opt.libunwind = l;
     const char *py = getenv("PYTHONMALLOC");
     mf_opt.pythonmalloc = py && (strcmp(py, "malloc") == 0 || strcmp(py, "malloc_debug") == 0);
+    const char *live = getenv("MALLOC_FREQ_LIVE");
+    if (live && *live) {
+        if (strcmp(live, "sampled") == 0) {
+            mf_opt.live = MF_LIVE_SAMPLED;
+        } else if (strcmp(live, "all") == 0) { /* every call a sample of weight 1 */
+            mf_opt.live = MF_LIVE_ALL;
+            mf_opt.sample_interval = 1;
+            mf_opt.exact_calls = 0;
+        } else if (strcmp(live, "off") != 0) {
+            mf_warn("MALLOC_FREQ_LIVE=", live, " is not off, sampled or all; using the default (",
+                    "off)");
+        }
+    }
     const char *d = getenv("MALLOC_FREQ_DIR");
     mf_opt.base_dir = (d && *d) ? d : NULL;
 }

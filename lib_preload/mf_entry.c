@@ -50,9 +50,29 @@ MF_EXPORT void *calloc(size_t n, size_t size)
 
 MF_EXPORT void *realloc(void *p, size_t size)
 {
-    if (mf_entry_count(MF_FN_REALLOC, size))
-        return mf_next_realloc(p, size);
+    if (mf_entry_count(MF_FN_REALLOC, size)) {
+        if (MF_LIKELY(!mf_live_filter_hit(p)))
+            return mf_next_realloc(p, size);
+        return mf_live_realloc(p, size);
+    }
     return mf_slow_realloc(p, size);
+}
+
+/* One jump: to the next free, or with MALLOC_FREQ_LIVE on to mf_free_filtered, which looks
+ * at the live heap's filter first (mf_free_route, mf_preload.h). Off, a free costs what
+ * being interposed costs, no more. */
+MF_EXPORT void free(void *p)
+{
+    return __atomic_load_n(&mf_free_route, __ATOMIC_RELAXED)(p);
+}
+
+/* free with the live heap on: one byte of the filter, zero for every address no recorded
+ * allocation shares a granule with (mf_live.c); both ways end in a tail call, no frame. */
+void mf_free_filtered(void *p)
+{
+    if (mf_live_filter_hit(p))
+        return mf_slow_free(p);
+    return mf_next_free(p);
 }
 
 MF_EXPORT int posix_memalign(void **out, size_t align, size_t size)

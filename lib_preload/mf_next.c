@@ -169,6 +169,29 @@ MF_ALLOC_FNS(MF_ALLOC_DEFINE)
 
 static int mf_alloc_resolved;
 
+/* free: looked up with the others; a free made inside the lookup (of memory dlsym got from
+ * an earlier allocator) is left undone, never given to an allocator that did not make it. */
+extern void __libc_free(void *);
+static void (*mf_real_free)(void *);
+static void mf_first_free(void *p)
+{
+    if (mf_nt.resolving)
+        return;
+    mf_next_resolve();
+    void (*real)(void *) = __atomic_load_n(&mf_real_free, __ATOMIC_ACQUIRE);
+    if (real)
+        real(p);
+}
+void (*mf_next_free)(void *) = mf_first_free;
+void (*mf_free_route)(void *) = mf_first_free;
+static bool mf_free_filtering;
+
+void mf_free_route_filtered(void)
+{
+    mf_free_filtering = true;
+    MF_STORE(mf_free_route, mf_free_filtered);
+}
+
 void mf_next_resolve(void)
 {
     if (__atomic_load_n(&mf_alloc_resolved, __ATOMIC_ACQUIRE) || mf_nt.resolving)
@@ -178,6 +201,7 @@ void mf_next_resolve(void)
     void *found_##name = dlsym(RTLD_NEXT, #name);
     MF_ALLOC_FNS(MF_ALLOC_LOOKUP)
 #undef MF_ALLOC_LOOKUP
+    void *found_free = dlsym(RTLD_NEXT, "free");
     mf_nt.resolving = false;
     mf_lock();
     if (!mf_alloc_resolved) {
@@ -185,6 +209,10 @@ void mf_next_resolve(void)
     MF_STORE(mf_real_##name, found_##name ? (ret(*) params)found_##name : mf_libc_##name);
         MF_ALLOC_FNS(MF_ALLOC_STORE)
 #undef MF_ALLOC_STORE
+        MF_STORE(mf_real_free, found_free ? (void (*)(void *))found_free : __libc_free);
+        MF_STORE(mf_next_free, mf_real_free);
+        if (!mf_free_filtering)
+            MF_STORE(mf_free_route, mf_real_free);
         __atomic_store_n(&mf_alloc_resolved, 1, __ATOMIC_RELEASE);
         mf_detectors_set();
     }

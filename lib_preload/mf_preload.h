@@ -22,6 +22,12 @@ extern void *(*mf_next_aligned_alloc)(size_t, size_t);
 extern void *(*mf_next_memalign)(size_t, size_t);
 extern void *(*mf_next_valloc)(size_t);
 extern void *(*mf_next_pvalloc)(size_t);
+extern void (*mf_next_free)(void *);
+/* Where the exported free jumps: mf_next_free's target once it is known, or
+ * mf_free_filtered when the live heap is on (mf_next.c). */
+extern void (*mf_free_route)(void *);
+void mf_free_route_filtered(void);
+void mf_free_filtered(void *p);
 
 /* The global operator new, every form. X(FORM, exported symbol, enum mf_fn, parameters,
  * arguments): std::align_val_t is passed as a size_t, const std::nothrow_t & as a pointer.
@@ -82,6 +88,15 @@ MF_SLOW void *mf_slow_aligned_alloc(size_t align, size_t size);
 MF_SLOW void *mf_slow_memalign(size_t align, size_t size);
 MF_SLOW void *mf_slow_valloc(size_t size);
 MF_SLOW void *mf_slow_pvalloc(size_t size);
+MF_SLOW void mf_slow_free(void *p);
+MF_SLOW void *mf_live_realloc(void *p, size_t size);
+
+/* The live heap's note of an allocation's address (mf_live_alloc), passing it through. */
+static inline void *mf_live_alloc_ret(void *p)
+{
+    mf_live_alloc(p);
+    return p;
+}
 #define MF_NEW_SLOW(form, sym, fn, params, args) MF_SLOW void *mf_slow_new_##form params;
 MF_NEW_FORMS(MF_NEW_SLOW)
 #undef MF_NEW_SLOW

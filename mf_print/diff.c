@@ -36,6 +36,8 @@ int mf_side_read(struct mf_side *s, const char *const *paths, int npaths, bool t
         if (mf_profile_read_dir(&s->profile, paths[i]))
             return 2;
     mf_profile_finish(&s->profile);
+    if (mf_live_wanted && s->profile.nfiles_read && mf_live_read(&s->profile))
+        return 1;
     if (s->profile.nfiles_read == 0) {
         mf_error("no readable profile file in %s%s", mf_esc(paths[0]),
                  npaths > 1 ? " and the other directories" : "");

@@ -79,6 +79,13 @@ static void mf_usage(FILE *out)
           "                         and NEW are profile directories (repeat --base for\n"
           "                         more) or a pprof file mf_print wrote; tree, csv or\n"
           "                         pprof format\n"
+          "      --live             the live heap (MALLOC_FREQ_LIVE): allocations alive\n"
+          "                         now, or at exit, by stack, with their error; then\n"
+          "                         lifetimes per site: freed, temporary %, median life;\n"
+          "                         tree, csv, pprof (inuse_*/alloc_*), collapsed, json,\n"
+          "                         html; --save/--base compare live snapshots\n"
+          "      --sort temporary   --live: sites by temporary share (freed before the\n"
+          "                         thread's next allocation), not by live bytes\n"
           "      --sizes            the sizes asked for: calls and bytes by size class,\n"
           "                         estimated from the samples with their error (exact\n"
           "                         at MALLOC_FREQ_SAMPLE=1 and from MALLOC_FREQ_LARGE\n"
@@ -342,8 +349,9 @@ int main(int argc, char **argv)
         MF_OPT_NO_TRIM = 256, MF_OPT_SAVE, MF_OPT_NO_FOLD, MF_OPT_FOLD, MF_OPT_HIDE,
         MF_OPT_FULL_STACKS, MF_OPT_FULL_NAMES, MF_OPT_WIDTH, MF_OPT_BY, MF_OPT_PROGRAM,
         MF_OPT_DEBUG_DIR, MF_OPT_SYSROOT, MF_OPT_SIZES, MF_OPT_SITE_DEPTH, MF_OPT_TUNE,
-        MF_OPT_TUNE_HEADER
+        MF_OPT_TUNE_HEADER, MF_OPT_LIVE, MF_OPT_SORT
     };
+    bool live = false, sort_temporary = false;
     struct mf_transform xf = *mf_transform_get();
     regex_t *fold_re = NULL, *hide_re = NULL;
     int width = -1; /* not given */
@@ -380,6 +388,8 @@ int main(int argc, char **argv)
         {"site-depth", required_argument, NULL, MF_OPT_SITE_DEPTH},
         {"tune", no_argument, NULL, MF_OPT_TUNE},
         {"tune-header", required_argument, NULL, MF_OPT_TUNE_HEADER},
+        {"live", no_argument, NULL, MF_OPT_LIVE},
+        {"sort", required_argument, NULL, MF_OPT_SORT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -484,6 +494,15 @@ int main(int argc, char **argv)
         case MF_OPT_SIZES:
             sizes = true;
             break;
+        case MF_OPT_LIVE:
+            live = true;
+            break;
+        case MF_OPT_SORT:
+            if (strcmp(optarg, "temporary") == 0)
+                sort_temporary = true;
+            else if (strcmp(optarg, "bytes") != 0)
+                mf_usage_error("--sort is temporary or bytes, not '%s'", optarg);
+            break;
         case 'h':
             mf_usage(stdout);
             return 0;
@@ -524,6 +543,11 @@ int main(int argc, char **argv)
                                    : "--sizes does not write pprof (--save)");
     if (sizes && format != MF_FORMAT_TREE && format != MF_FORMAT_CSV && format != MF_FORMAT_JSON)
         mf_usage_error("--sizes reports in tree, csv or json format, not %s", mf_formats[format]);
+    if (live && (sizes || by_program || nprograms))
+        mf_usage_error("%s", "--live reports the whole live heap: not with --sizes, --by or --program");
+    if (sort_temporary && !live)
+        mf_usage_error("%s", "--sort temporary sorts the live heap's lifetimes: give --live");
+    mf_live_wanted = live;
     if (ndirs == 0)
         mf_usage_error("%s", nbase ? "--base OLD needs NEW: mf_print --base OLD NEW"
                                    : "no profile given: mf_print malloc_freq.<pid>");
@@ -569,6 +593,8 @@ int main(int argc, char **argv)
     }
     if (nprograms && mf_programs_keep(&profile, programs, nprograms))
         return 2;
+    if (live && mf_live_read(&profile))
+        return 1;
 
     struct mf_output output;
     if (mf_output_open(&output, o.output, save != NULL))
@@ -602,13 +628,20 @@ int main(int argc, char **argv)
         mf_report_sites(out, &one, NULL, 1, &o);
     } else if (format == MF_FORMAT_TREE) {
         struct mf_tree tree;
-        mf_tree_build(&tree, &model, o.threshold, mf_profile_total_calls(&profile));
+        struct mf_model tree_model = model;
+        if (live) /* the tree shows what is alive; the lifetimes table what was freed too */
+            mf_model_keep_counted(&tree_model);
+        mf_tree_build(&tree, &tree_model, o.threshold, mf_profile_total_calls(&profile));
         struct mf_cut cut;
         FILE *tree_out = mf_cut_begin(&cut, out, o.width);
         mf_report_tree(tree_out, &profile, &tree, &o);
+        if (live)
+            mf_report_lifetimes(tree_out, &model, sort_temporary);
         mf_unresolved_add(&model);
         mf_report_unresolved(tree_out);
         mf_cut_end(&cut, o.width);
+    } else if (format == MF_FORMAT_CSV && live) {
+        mf_report_live_csv(out, &model, sort_temporary);
     } else if (format == MF_FORMAT_CSV) {
         mf_report_csv(out, &model);
     } else if (format == MF_FORMAT_COLLAPSED) {

@@ -476,16 +476,20 @@ static const char *mf_pr_check_and_build(struct mf_pr *d, struct mf_side *s, int
     *calls_i = *bytes_i = *samples_i = -1;
     for (uint32_t t = 0; t < ntypes; t++) {
         uint64_t type = d->types[2 * t], unit = d->types[2 * t + 1];
-        if (mf_pr_str_is(d, type, "calls") && mf_pr_str_is(d, unit, "count"))
+        /* a --live snapshot: its live allocations and bytes are what is compared */
+        if ((mf_pr_str_is(d, type, "calls") || mf_pr_str_is(d, type, "inuse_objects")) &&
+            mf_pr_str_is(d, unit, "count"))
             *calls_i = (int)t;
-        else if (mf_pr_str_is(d, type, "bytes") && mf_pr_str_is(d, unit, "bytes"))
+        else if ((mf_pr_str_is(d, type, "bytes") || mf_pr_str_is(d, type, "inuse_space")) &&
+                 mf_pr_str_is(d, unit, "bytes"))
             *bytes_i = (int)t;
         else if (mf_pr_str_is(d, type, "samples") && mf_pr_str_is(d, unit, "count"))
             *samples_i = (int)t;
     }
     if (*calls_i < 0 || *bytes_i < 0 || *samples_i < 0)
         return "a pprof profile, but not one mf_print wrote (its sample types are not "
-               "calls/count, bytes/bytes, samples/count)";
+               "calls/count, bytes/bytes, samples/count, or inuse_objects/count, "
+               "inuse_space/bytes, samples/count)";
     for (uint32_t i = 0; i < d->nsamples; i++) {
         const struct mf_pr_sample *x = &d->samples[i];
         if (x->base)

@@ -98,7 +98,31 @@ struct mf_profile {
     uint32_t nfiles_read; /* valid thread and process files */
     uint32_t nfiles_skipped;
     uint32_t ndirs_read; /* process directories read (a run directory holds many) */
+    /* --live (live_read.c): each stack's counts are then its live allocations (calls: the
+     * allocations, bytes: their bytes, samples: the records, var and bytes_var theirs), the
+     * totals the live heap's (as malloc's), and these hold the rest, per stack. */
+    bool live_view;
+    uint32_t live_files;      /* live.<stamp>.mfl files read */
+    uint64_t live_dropped;    /* allocations the writer found no slot for (weighted) */
+    uint64_t live_stats_dropped; /* frees whose stack found no statistics slot (weighted) */
+    uint64_t live_records;    /* live records read */
+    uint64_t live_unmatched;  /* live records whose stack entry was not in the profile read */
+    struct mf_lifetimes *lifetimes; /* per stack: its freed sampled allocations */
+    uint64_t *alloc_calls, *alloc_bytes; /* per stack: its calls and bytes, as read */
 };
+
+/* The freed sampled allocations of a stack (struct mf_live_stats, summed), weighted. */
+struct mf_lifetimes {
+    uint64_t freed, freed_samples, freed_bytes, temporary, same_thread;
+    uint64_t life_calls[MF_LIVE_CALL_BUCKETS];
+    uint64_t life_ns[MF_LIVE_NS_BUCKETS];
+};
+
+/* --live: reads the live heap files of p's processes (after mf_profile_finish, before
+ * mf_profile_drop_frames) and turns p into the live view. Returns true, after saying why,
+ * if no process of p recorded its live heap. */
+bool mf_live_read(struct mf_profile *p);
+extern bool mf_live_wanted; /* --live: --base reads its directories' live heap too */
 
 /* Adds the files of one malloc_freq.<pid> directory to p (call mf_profile_finish after the
  * last one), or of every process directory under dir (a run directory, or the directories

@@ -103,6 +103,14 @@ void mf_report_diff_csv(FILE *out, const struct mf_diff *d);
 bool mf_report_diff_pprof(FILE *out, const struct mf_diff *d, const struct mf_report_options *o);
 /* One self-contained HTML file with an interactive flame graph (report_html.c). */
 bool mf_report_html(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
+/* --live (report_live.c): the tree's header for the live heap; the lifetime table printed
+ * after the tree, per allocation site; the CSV of the same per stack. sort_temporary:
+ * --sort temporary, the largest temporary share first (else the most live bytes). */
+void mf_report_live_header(FILE *out, const struct mf_profile *p, const struct mf_report_options *o);
+void mf_report_lifetimes(FILE *out, const struct mf_model *m, bool sort_temporary);
+void mf_report_live_csv(FILE *out, const struct mf_model *m, bool sort_temporary);
+/* m's stacks without those of no calls (nothing alive), in a new array: m is a copy. */
+void mf_model_keep_counted(struct mf_model *m);
 /* The model as JSON (report_json.c). */
 bool mf_report_json(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
 /* --sizes (report_sizes.c): the size histogram, estimated from the samples with its errors

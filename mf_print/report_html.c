@@ -337,6 +337,10 @@ static void mf_html_header(FILE *out, const struct mf_model *m, const struct mf_
                 running, p->nprocs);
     fputs("</td></tr>\n", out);
 
+    if (p->live_view) /* --live: every count below is the live heap's (live_read.c) */
+        fprintf(out, "<tr><th>live heap</th><td id=\"mf-live\">%s: \"calls\" are the "
+                "allocations alive, \"bytes\" their bytes (<code>mf_print --live</code>)</td></tr>\n",
+                running ? "alive when read" : "still allocated when the process ended");
     fprintf(out, "<tr><th>calls</th><td><b id=\"mf-total-calls\">%s</b> (exact), "
             "<b id=\"mf-total-bytes\">%s</b> requested (%s B)</td></tr>\n",
             mf_fmt_count(a, mf_profile_total_calls(p)),

@@ -77,6 +77,7 @@ struct mf_pp_mapping {
 /* The profile being built. Samples, locations and functions are encoded as they come; the
  * string table and mappings at the end. */
 struct mf_pp {
+    bool live; /* --live: inuse_* and alloc_* sample types */
     struct mf_pb samples, locations, functions, tmp, line, lines, ids, values;
     struct mf_map strings; /* interned id -> string table index */
     uint32_t *strtab;      /* string table index -> interned id */
@@ -336,6 +337,11 @@ static void mf_pp_add_model(struct mf_pp *pp, int side, const struct mf_model *m
         }
         mf_pp_int_value(&pp->values, sign * mf_pp_clamp(s->calls));
         mf_pp_int_value(&pp->values, sign * mf_pp_clamp(s->bytes));
+        if (pp->live) { /* alloc_objects, alloc_space: the stack's calls and bytes */
+            bool raw = s->raw != UINT32_MAX && m->p->alloc_calls;
+            mf_pp_int_value(&pp->values, sign * mf_pp_clamp(raw ? m->p->alloc_calls[s->raw] : 0));
+            mf_pp_int_value(&pp->values, sign * mf_pp_clamp(raw ? m->p->alloc_bytes[s->raw] : 0));
+        }
         mf_pp_int_value(&pp->values, sign * mf_pp_clamp(s->samples));
         mf_pb_message(&pp->tmp, SAMPLE_LOCATION_ID, &pp->ids);
         mf_pb_message(&pp->tmp, SAMPLE_VALUE, &pp->values);
@@ -411,9 +417,16 @@ static bool mf_pp_finish(struct mf_pp *pp, FILE *out, const char *const *comment
     struct mf_pb p = {0}, sub = {0};
     static const char *const types[3][2] = {{"calls", "count"}, {"bytes", "bytes"},
                                             {"samples", "count"}};
-    for (int i = 0; i < 3; i++) {
-        mf_pb_uint(&sub, VALUE_TYPE_TYPE, mf_pp_cstr(pp, types[i][0]));
-        mf_pb_uint(&sub, VALUE_TYPE_UNIT, mf_pp_cstr(pp, types[i][1]));
+    /* --live: as a Go heap profile's (go tool pprof -sample_index=inuse_space) */
+    static const char *const live_types[5][2] = {{"inuse_objects", "count"},
+                                                 {"inuse_space", "bytes"},
+                                                 {"alloc_objects", "count"},
+                                                 {"alloc_space", "bytes"},
+                                                 {"samples", "count"}};
+    for (int i = 0; i < (pp->live ? 5 : 3); i++) {
+        const char *const *ty = pp->live ? live_types[i] : types[i];
+        mf_pb_uint(&sub, VALUE_TYPE_TYPE, mf_pp_cstr(pp, ty[0]));
+        mf_pb_uint(&sub, VALUE_TYPE_UNIT, mf_pp_cstr(pp, ty[1]));
         mf_pb_message(&p, PROFILE_SAMPLE_TYPE, &sub);
     }
     uint32_t main = UINT32_MAX;
@@ -448,7 +461,7 @@ static bool mf_pp_finish(struct mf_pp *pp, FILE *out, const char *const *comment
         mf_pb_varint(&sub, mf_pp_cstr(pp, comments[i]));
     if (sub.n)
         mf_pb_message(&tail, PROFILE_COMMENT, &sub);
-    mf_pb_uint(&tail, PROFILE_DEFAULT_SAMPLE_TYPE, mf_pp_cstr(pp, "calls"));
+    mf_pb_uint(&tail, PROFILE_DEFAULT_SAMPLE_TYPE, mf_pp_cstr(pp, pp->live ? "inuse_space" : "calls"));
 
     /* Every string is in the table now. */
     struct mf_pb strs = {0};
@@ -503,12 +516,13 @@ bool mf_report_pprof(FILE *out, const struct mf_model *m, const struct mf_report
     }
     struct mf_pp pp;
     memset(&pp, 0, sizeof pp);
+    pp.live = m->p->live_view;
     mf_pp_add_model(&pp, 0, m, 1, NULL, 0, false);
     char programs[512], sampling[512], what[1100], mode[800], totals[160];
     mf_side_programs(m->p, programs, sizeof programs);
     mf_sampling_text(m->p, sampling, sizeof sampling);
-    snprintf(what, sizeof what, "malloc_freq: allocator calls of %s, from %s%s (mf_print)",
-             programs, o->ndirs ? o->dirs[0] : "?", o->ndirs > 1 ? " and more" : "");
+    snprintf(what, sizeof what, "malloc_freq: %s of %s, from %s%s (mf_print)",
+             m->p->live_view ? "the live heap (--live)" : "allocator calls", programs, o->ndirs ? o->dirs[0] : "?", o->ndirs > 1 ? " and more" : "");
     if (m->estimated)
         snprintf(mode, sizeof mode, "sampling: %s; counts are estimates (a sample's "
                  "calls_variance label: the variance of its calls; period: the largest sample "

@@ -441,10 +441,13 @@ void mf_report_tree(FILE *out, const struct mf_profile *p, const struct mf_tree 
     struct mf_tree_ctx c = {.out = out, .t = t, .threshold = o->threshold,
                             .full_names = o->full_names};
     c.total = mf_share_base(p, t); /* never a share above 100 % */
-    mf_print_header(out, p, t, o);
+    if (p->live_view)
+        mf_report_live_header(out, p, o);
+    else
+        mf_print_header(out, p, t, o);
     fputc('\n', out);
     if (t->nodes[0].nchildren == 0) {
-        fputs("no stacks recorded\n", out);
+        fputs(p->live_view ? "nothing alive\n" : "no stacks recorded\n", out);
         return;
     }
     char num[40];
@@ -455,7 +458,7 @@ void mf_report_tree(FILE *out, const struct mf_profile *p, const struct mf_tree 
     c.err_column = t->estimated;
     c.interval = t->sample_interval;
     mf_pad(out, c.calls_width - 5);
-    fputs("calls", out);
+    fputs(p->live_view ? "alive" : "calls", out);
     if (c.err_column) /* as wide as a line's " ±NN%" and its padding: 8 */
         fputs(" ±error ", out);
     fprintf(out, " %8s %10s%s  %s\n", "%", "bytes", c.err_column ? " ±error " : "",

@@ -2,7 +2,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 
-use crate::ffi::{mf_record_call, MF_FN_RUST_ALLOC, MF_FN_RUST_ALLOC_ZEROED, MF_FN_RUST_REALLOC};
+use crate::ffi::{mf_live_alloc, mf_live_free_call, mf_record_call, MF_FN_RUST_ALLOC, MF_FN_RUST_ALLOC_ZEROED, MF_FN_RUST_REALLOC};
 
 /// The profiling global allocator over the system allocator (`std::alloc::System`).
 ///
@@ -15,7 +15,7 @@ use crate::ffi::{mf_record_call, MF_FN_RUST_ALLOC, MF_FN_RUST_ALLOC_ZEROED, MF_F
 ///
 /// `alloc`, `alloc_zeroed` and `realloc` are counted, then forwarded to the same method of
 /// `System` (so a reallocation stays a `realloc` and a zeroed allocation a `calloc`);
-/// `dealloc` is only forwarded. It is [`Profiled`]`<System>` as a unit struct, so that it
+/// `dealloc` is forwarded (after the live heap, `MALLOC_FREQ_LIVE`, forgets the block). It is [`Profiled`]`<System>` as a unit struct, so that it
 /// can be named in a `static` without a constructor call.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ProfAllocator;
@@ -90,11 +90,16 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Profiled<A> {
         // SAFETY: mf_record_call has no preconditions.
         unsafe { mf_record_call(MF_FN_RUST_ALLOC, layout.size()) };
         // SAFETY: the caller upholds GlobalAlloc::alloc's contract, which we pass on.
-        unsafe { self.inner.alloc(layout) }
+        let p = unsafe { self.inner.alloc(layout) };
+        // SAFETY: mf_live_alloc has no preconditions.
+        unsafe { mf_live_alloc(p) };
+        p
     }
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: mf_live_free_call has no preconditions.
+        unsafe { mf_live_free_call(ptr) };
         // SAFETY: ptr was allocated by self.inner with this layout.
         unsafe { self.inner.dealloc(ptr, layout) }
     }
@@ -104,14 +109,22 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for Profiled<A> {
         // SAFETY: mf_record_call has no preconditions.
         unsafe { mf_record_call(MF_FN_RUST_ALLOC_ZEROED, layout.size()) };
         // SAFETY: as for alloc.
-        unsafe { self.inner.alloc_zeroed(layout) }
+        let p = unsafe { self.inner.alloc_zeroed(layout) };
+        // SAFETY: mf_live_alloc has no preconditions.
+        unsafe { mf_live_alloc(p) };
+        p
     }
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         // SAFETY: mf_record_call has no preconditions.
         unsafe { mf_record_call(MF_FN_RUST_REALLOC, new_size) };
+        // SAFETY: mf_live_free_call has no preconditions.
+        unsafe { mf_live_free_call(ptr) };
         // SAFETY: ptr was allocated by self.inner with layout; the caller upholds the rest.
-        unsafe { self.inner.realloc(ptr, layout, new_size) }
+        let p = unsafe { self.inner.realloc(ptr, layout, new_size) };
+        // SAFETY: mf_live_alloc has no preconditions.
+        unsafe { mf_live_alloc(p) };
+        p
     }
 }

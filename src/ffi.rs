@@ -18,6 +18,15 @@ extern "C" {
     /// call from any thread at any time, before or after the core's start-up.
     pub(crate) fn mf_record_call(fn_: u32, size: usize);
 
+    /// After an allocation counted by `mf_record_call`: `p` is what the allocator returned
+    /// (null if it failed). Records `p` in the live heap (`MALLOC_FREQ_LIVE`) if the call
+    /// was sampled; does nothing otherwise. Never allocates.
+    pub(crate) fn mf_live_alloc(p: *mut u8);
+
+    /// Before `p` is deallocated or reallocated: forgets `p` in the live heap if it is
+    /// recorded there (one load when it is not). Never allocates.
+    pub(crate) fn mf_live_free_call(p: *mut u8);
+
     /// The directory this process writes its profile into (`.../malloc_freq.<pid>`, an
     /// absolute path, NUL-terminated, in a static buffer that a forked child rewrites), or
     /// NULL if profiling is off in this process (the directory could not be created).

@@ -218,8 +218,44 @@ fn workload_panics() {
     println!("survived both panics");
 }
 
+/// The live heap (MALLOC_FREQ_LIVE=all): 100 boxes of 40 bytes leaked (alive at exit), 500
+/// of 24 bytes dropped at once (freed through `dealloc`, each before the next allocation:
+/// temporary), 64 grown in place or moved by `realloc` and then dropped.
+const LIVE_LEAKED: u64 = 100;
+const LIVE_TEMPORARY: u64 = 500;
+#[inline(never)]
+fn site_live_leaked() {
+    for _ in 0..LIVE_LEAKED {
+        black_box(Box::leak(Box::new([7u8; 40])));
+    }
+}
+
+#[inline(never)]
+fn site_live_temporary() {
+    for _ in 0..LIVE_TEMPORARY {
+        drop(black_box(Box::new([1u8; 24])));
+    }
+}
+
+#[inline(never)]
+fn site_live_grown() {
+    for _ in 0..64 {
+        let mut v: Vec<u8> = Vec::with_capacity(8);
+        v.extend_from_slice(&[0u8; 8]);
+        v.reserve_exact(4096); // a realloc: the old block freed, the new one recorded
+        drop(black_box(v));
+    }
+}
+
+fn workload_live() {
+    site_live_leaked();
+    site_live_temporary();
+    site_live_grown();
+}
+
 fn run_workload_named(name: &str) {
     match name {
+        "live" => workload_live(),
         "sites" => workload_sites(),
         "per_function" => workload_per_function(),
         "threads_then_exit" => workload_threads_then_exit(),
@@ -467,6 +503,40 @@ fn panics_keep_their_counts_and_messages() {
     run.clean_up();
 }
 
+/// `dealloc` and `realloc` are followed: `mf_print --live` shows the leaked boxes alive,
+/// the dropped ones freed and temporary, the reallocated ones freed.
+fn live_heap_follows_dealloc_and_realloc() {
+    let run = run_workload_with("live", &[("MALLOC_FREQ_LIVE", "all")]);
+    expect_exit(&run, 0);
+    let out = std::process::Command::new(mf_print_path())
+        .args(["--live", "--format", "csv"])
+        .arg(&run.profile)
+        .output()
+        .expect("cannot run mf_print");
+    assert!(out.status.success(), "mf_print --live: {}", String::from_utf8_lossy(&out.stderr));
+    let csv = String::from_utf8(out.stdout).expect("the CSV is not UTF-8");
+    let rows = parse_csv(&csv);
+    let header = &rows[0];
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap_or_else(|| panic!("no column {}", name));
+    let (alive, alive_bytes, freed, temp) = (col("alive"), col("alive_bytes"), col("freed"), col("temporary_pct"));
+    let stack = col("stack");
+    let sum = |site: &str, c: usize| -> u64 {
+        rows[1..]
+            .iter()
+            .filter(|r| frame_is(&csv_frames(&r[stack])[0], site))
+            .map(|r| r[c].parse::<u64>().unwrap())
+            .sum()
+    };
+    assert_eq!((sum("site_live_leaked", alive), sum("site_live_leaked", alive_bytes)), (LIVE_LEAKED, 40 * LIVE_LEAKED), "{}", csv);
+    assert_eq!((sum("site_live_temporary", alive), sum("site_live_temporary", freed)), (0, LIVE_TEMPORARY), "{}", csv);
+    for r in rows[1..].iter().filter(|r| frame_is(&csv_frames(&r[stack])[0], "site_live_temporary")) {
+        assert_eq!(r[temp], "100.00", "site_live_temporary is all temporary: {}", csv);
+    }
+    // 64 blocks of 8 bytes freed by their realloc, 64 of 4,104 by the drop
+    assert_eq!((sum("site_live_grown", alive), sum("site_live_grown", freed)), (0, 128), "{}", csv);
+    run.clean_up();
+}
+
 fn main() {
     if let Ok(workload) = std::env::var(WORKLOAD_VAR) {
         run_workload_named(&workload);
@@ -483,5 +553,6 @@ fn main() {
         ("threads_running_at_exit_are_in_the_profile", threads_running_at_exit_are_in_the_profile),
         ("thousands_of_short_lived_threads_are_all_counted", thousands_of_short_lived_threads_are_all_counted),
         ("panics_keep_their_counts_and_messages", panics_keep_their_counts_and_messages),
+        ("live_heap_follows_dealloc_and_realloc", live_heap_follows_dealloc_and_realloc),
     ]);
 }

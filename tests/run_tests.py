@@ -37,7 +37,7 @@ TIMEOUT = 300  # seconds, per child process
 
 # The preload library's exports: the C allocation functions and every global operator new
 # (plain, nothrow, aligned, aligned nothrow; new and new[]).
-ALLOC_API = {"malloc", "calloc", "realloc", "posix_memalign", "aligned_alloc", "memalign",
+ALLOC_API = {"malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc", "memalign",
              "valloc", "pvalloc",
              "_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t",
              "_ZnwmSt11align_val_t", "_ZnamSt11align_val_t",

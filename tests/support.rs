@@ -98,6 +98,11 @@ impl Run {
 /// Re-executes this test binary as a profiled child running `workload`, with every call
 /// recorded (`MALLOC_FREQ_SAMPLE=1`) into a fresh directory.
 pub fn run_workload(workload: &str) -> Run {
+    run_workload_with(workload, &[])
+}
+
+/// `run_workload` with more environment variables for the child.
+pub fn run_workload_with(workload: &str, vars: &[(&str, &str)]) -> Run {
     let base = fresh_dir(workload);
     let mut cmd = Command::new(env::current_exe().expect("cannot find this test binary"));
     cmd.env(WORKLOAD_VAR, workload)
@@ -108,6 +113,9 @@ pub fn run_workload(workload: &str) -> Run {
         .env_remove("MALLOC_FREQ_SEED")
         .env_remove("MALLOC_FREQ_UNWIND")
         .env_remove("LD_PRELOAD");
+    for (name, value) in vars {
+        cmd.env(name, value);
+    }
     let (pid, status, stdout, stderr) = run_with_timeout(&mut cmd);
     let profile = base.join(format!("malloc_freq.{}", pid));
     Run { pid, status, stdout, stderr, profile, base }

@@ -70,6 +70,24 @@ for san in thread address undefined; do
     sprof=$(ls -d "$sdir"/malloc_freq.* | head -1)
     check "core_under_${san}_sanitizer_sampled_totals_exact" \
         test "$(fn_total "$sprof" 8) $(fn_total "$sprof" 10) $(fn_total "$sprof" 0)" = "81200 20000 2048"
+    # The live heap: records inserted and removed by different threads at once.
+    lbin=$out/live_stress_$san
+    gcc $cflags -fsanitize=$san -fno-sanitize-recover=all -o "$lbin" "$top/tests/sanitize/live_stress.c" \
+        "$top"/c_core/*.c -ldl -lpthread
+    ldir=$out/live_$san && mkdir -p "$ldir"
+    ok=1
+    # Depth 3 (counted_alloc, the site, worker): under TSan the frame-pointer walk goes on
+    # past the thread's start into junk, a new stack each time.
+    MALLOC_FREQ_UNWIND=$unwind MALLOC_FREQ_DEPTH=3 MALLOC_FREQ_LIVE=all MALLOC_FREQ_DIR=$ldir TSAN_OPTIONS=halt_on_error=1 \
+        "$lbin" >"$out/live_$san.log" 2>&1 || ok=0
+    check "live_heap_under_${san}_sanitizer_runs_clean" test $ok = 1
+    lprof=$(ls -d "$ldir"/malloc_freq.* | head -1)
+    # alive and freed of stress_live_kept, alive and freed of stress_live_churn
+    check "live_heap_under_${san}_sanitizer_counts_exactly" test "$("$out/mf_print_asan" --live --fold counted_alloc --format csv "$lprof" |
+        python3 -c 'import csv, sys
+rows = list(csv.DictReader(sys.stdin))
+def s(site, f): return sum(int(r[f]) for r in rows if r["stack"].split(";")[0] == site)
+print(s("stress_live_kept", "alive"), s("stress_live_kept", "freed"), s("stress_live_churn", "alive"), s("stress_live_churn", "freed"))')" = "100 20000 0 20000"
 done
 
 # Damaged profiles: mf_print must name the bad file, print the rest, and never trip ASan.

@@ -1,0 +1,299 @@
+/* --live: the live heap files (live.<stamp>.mfl, c_core/mf_format.h) of the processes read,
+ * turned into the profile's view: each stack's counts become the sampled allocations of
+ * that stack still alive (each weighted as its sample was, so the sums estimate the live
+ * allocations and bytes, with the same variance terms as the calls: w(w-1), w(w-1)size^2),
+ * and each stack gets the lifetimes of those freed. A record names its stack by thread
+ * file, segment and entry: that entry's frames find the profile's stack. Every offset and
+ * count read is checked against the file's size; what does not fit is left out. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mf_print.h"
+#include "profile_read.h"
+
+bool mf_live_wanted;
+
+#define MF_LIVE_FILE_MAX (1ull << 32) /* far above what the writer makes (~20 MB) */
+
+static bool mf_read_whole(const char *path, uint64_t max, uint8_t **data, size_t *size,
+                          const char **why)
+{
+    int fd = mf_open_regular(path, false, max, why);
+    if (fd < 0)
+        return true;
+    off_t end = lseek(fd, 0, SEEK_END);
+    if (end < 0 || lseek(fd, 0, SEEK_SET) != 0) {
+        *why = strerror(errno);
+        close(fd);
+        return true;
+    }
+    uint8_t *buf = mf_xmalloc((size_t)end + 1);
+    size_t got = 0;
+    while (got < (size_t)end) {
+        ssize_t n = read(fd, buf + got, (size_t)end - got);
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR)
+                continue;
+            break;
+        }
+        got += (size_t)n;
+    }
+    close(fd);
+    *data = buf;
+    *size = got;
+    return false;
+}
+
+/* A process's thread files, by seq, read when first needed. */
+struct mf_tfile {
+    uint64_t seq;
+    char *name;
+    uint8_t *data; /* NULL until read */
+    size_t size;
+    bool failed;
+};
+
+struct mf_live_ctx {
+    struct mf_profile *p;
+    uint32_t process;
+    struct mf_tfile *files;
+    uint32_t nfiles, cap;
+    struct mf_map stacks; /* (process, depth, flags, frames) -> stack index */
+};
+
+struct mf_stack_probe {
+    const struct mf_profile *p;
+    uint32_t process, depth, flags;
+    const uint64_t *frames;
+};
+
+static bool mf_stack_is(const void *ctx, uint32_t idx)
+{
+    const struct mf_stack_probe *k = ctx;
+    const struct mf_raw_stack *s = &k->p->stacks[idx];
+    return s->process == k->process && s->depth == k->depth && s->flags == k->flags &&
+           memcmp(s->frames, k->frames, k->depth * sizeof *k->frames) == 0;
+}
+
+static uint64_t mf_stack_key(uint32_t process, uint32_t depth, uint32_t flags,
+                             const uint64_t *frames)
+{
+    return mf_hash_u64s(frames, depth, ((uint64_t)process << 32) ^ ((uint64_t)flags << 20) ^ depth);
+}
+
+static void mf_thread_files(struct mf_live_ctx *c, const struct mf_process *pr)
+{
+    DIR *d = opendir(pr->dir);
+    if (!d)
+        return;
+    char prefix[40];
+    int plen = snprintf(prefix, sizeof prefix, "thread.%016llx.", (unsigned long long)pr->stamp);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (strncmp(de->d_name, prefix, (size_t)plen) != 0)
+            continue;
+        char *end;
+        errno = 0;
+        unsigned long long seq = strtoull(de->d_name + plen, &end, 10);
+        if (errno || *end != '.')
+            continue;
+        MF_GROW(c->files, c->nfiles, c->cap);
+        c->files[c->nfiles++] = (struct mf_tfile){.seq = seq, .name = mf_xstrdup(de->d_name)};
+    }
+    closedir(d);
+}
+
+/* The stack index of entry (seg, idx) of thread file seq, or UINT32_MAX. */
+static uint32_t mf_ref_stack(struct mf_live_ctx *c, const struct mf_process *pr, uint64_t ref)
+{
+    uint64_t seq = MF_LIVE_REF_SEQ(ref);
+    struct mf_tfile *f = NULL;
+    for (uint32_t i = 0; i < c->nfiles && !f; i++)
+        if (c->files[i].seq == seq)
+            f = &c->files[i];
+    if (!f || f->failed)
+        return UINT32_MAX;
+    if (!f->data) {
+        char path[4096];
+        const char *why;
+        snprintf(path, sizeof path, "%s/%s", pr->dir, f->name);
+        if (mf_read_whole(path, MF_THREAD_FILE_MAX, &f->data, &f->size, &why)) {
+            f->failed = true;
+            return UINT32_MAX;
+        }
+    }
+    const struct mf_thread_header *h = (const void *)f->data;
+    uint32_t k = MF_LIVE_REF_SEG(ref), i = MF_LIVE_REF_IDX(ref);
+    if (f->size < sizeof *h || k >= h->nsegments || k >= MF_MAX_SEGMENTS)
+        return UINT32_MAX;
+    uint64_t off = h->segment_offset[k], len = h->segment_size[k];
+    if (off > f->size || len > f->size - off || len < MF_SEGMENT_ENTRIES_OFFSET)
+        return UINT32_MAX;
+    const struct mf_segment_header *seg = (const void *)(f->data + off);
+    uint64_t entries_end = MF_SEGMENT_ENTRIES_OFFSET + (uint64_t)seg->capacity * sizeof(struct mf_entry);
+    if (i >= seg->capacity || entries_end > len)
+        return UINT32_MAX;
+    const struct mf_entry *e = (const struct mf_entry *)(f->data + off + MF_SEGMENT_ENTRIES_OFFSET) + i;
+    uint64_t frames_room = (len - entries_end) / sizeof(uint64_t);
+    if (!e->hash || e->depth > MF_DEPTH_MAX || e->frames > frames_room ||
+        e->depth > frames_room - e->frames)
+        return UINT32_MAX;
+    const uint64_t *frames = (const uint64_t *)(f->data + off + entries_end) + e->frames;
+    struct mf_stack_probe probe = {c->p, c->process, e->depth, e->flags, frames};
+    return mf_map_get(&c->stacks, mf_stack_key(c->process, e->depth, e->flags, frames),
+                      mf_stack_is, &probe);
+}
+
+struct mf_live_sum {
+    uint64_t samples, calls, bytes, var;
+    double bytes_var;
+};
+
+/* One process's live file: its records into sums[], its statistics into p->lifetimes. */
+static void mf_live_process(struct mf_live_ctx *c, struct mf_live_sum *sums)
+{
+    struct mf_profile *p = c->p;
+    const struct mf_process *pr = &p->procs[c->process];
+    char path[4096];
+    snprintf(path, sizeof path, "%s/live.%016llx.mfl", pr->dir, (unsigned long long)pr->stamp);
+    uint8_t *data;
+    size_t size;
+    const char *why;
+    if (access(path, F_OK) != 0)
+        return; /* this process did not record its live heap */
+    if (mf_read_whole(path, MF_LIVE_FILE_MAX, &data, &size, &why)) {
+        mf_error("%s: %s (skipped)", mf_esc(path), why);
+        return;
+    }
+    const struct mf_live_header *h = (const void *)data;
+    const char *bad = NULL;
+    if (size < sizeof *h || memcmp(h->magic, MF_LIVE_MAGIC, 8) != 0)
+        bad = "not a live heap file";
+    else if (h->version != MF_FORMAT_VERSION)
+        bad = "another format version";
+    else if (h->stamp != pr->stamp)
+        bad = "another process image's";
+    else if (!h->capacity || (h->capacity & (h->capacity - 1)) || !h->stats_capacity ||
+             (h->stats_capacity & (h->stats_capacity - 1)) || h->records_offset > size ||
+             (uint64_t)h->capacity * sizeof(struct mf_live_record) > size - h->records_offset ||
+             h->stats_offset > size ||
+             (uint64_t)h->stats_capacity * sizeof(struct mf_live_stats) > size - h->stats_offset)
+        bad = "its tables do not fit in it";
+    if (bad) {
+        mf_error("%s: %s (skipped)", mf_esc(path), bad);
+        free(data);
+        return;
+    }
+    p->live_files++;
+    p->live_dropped += h->dropped;
+    p->live_stats_dropped += h->stats_dropped;
+    c->nfiles = 0;
+    mf_thread_files(c, pr);
+    const struct mf_live_record *r = (const void *)(data + h->records_offset);
+    for (uint32_t j = 0; j < h->capacity; j++) {
+        if (__atomic_load_n(&r[j].state, __ATOMIC_ACQUIRE) != MF_LIVE_RECORD_LIVE)
+            continue;
+        struct mf_live_record x = r[j];
+        p->live_records++;
+        uint32_t si = mf_ref_stack(c, pr, x.stack);
+        if (si == UINT32_MAX) {
+            p->live_unmatched++;
+            continue;
+        }
+        struct mf_live_sum *s = &sums[si];
+        uint64_t w = x.weight;
+        s->samples++;
+        s->calls += w;
+        s->bytes += w * x.size;
+        if (w > 1) {
+            s->var += w * (w - 1);
+            s->bytes_var += (double)w * (double)(w - 1) * (double)x.size * (double)x.size;
+        }
+    }
+    const struct mf_live_stats *st = (const void *)(data + h->stats_offset);
+    for (uint32_t j = 0; j < h->stats_capacity; j++) {
+        if (!st[j].key)
+            continue;
+        uint32_t si = mf_ref_stack(c, pr, st[j].key - 1);
+        if (si == UINT32_MAX)
+            continue;
+        struct mf_lifetimes *l = &p->lifetimes[si];
+        l->freed += st[j].freed;
+        l->freed_samples += st[j].freed_samples;
+        l->freed_bytes += st[j].freed_bytes;
+        l->temporary += st[j].temporary;
+        l->same_thread += st[j].same_thread;
+        for (uint32_t b = 0; b < MF_LIVE_CALL_BUCKETS; b++)
+            l->life_calls[b] += st[j].life_calls[b];
+        for (uint32_t b = 0; b < MF_LIVE_NS_BUCKETS; b++)
+            l->life_ns[b] += st[j].life_ns[b];
+    }
+    for (uint32_t i = 0; i < c->nfiles; i++) {
+        free(c->files[i].name);
+        free(c->files[i].data);
+    }
+    free(data);
+}
+
+bool mf_live_read(struct mf_profile *p)
+{
+    struct mf_live_ctx c = {.p = p};
+    for (uint32_t i = 0; i < p->nstacks; i++) {
+        const struct mf_raw_stack *s = &p->stacks[i];
+        struct mf_stack_probe probe = {p, s->process, s->depth, s->flags, s->frames};
+        bool added;
+        mf_map_put(&c.stacks, mf_stack_key(s->process, s->depth, s->flags, s->frames),
+                   mf_stack_is, &probe, i, &added);
+    }
+    struct mf_live_sum *sums = mf_xcalloc((size_t)p->nstacks + 1, sizeof *sums);
+    p->lifetimes = mf_xcalloc((size_t)p->nstacks + 1, sizeof *p->lifetimes);
+    for (c.process = 0; c.process < p->nprocs; c.process++)
+        if (p->procs[c.process].has_file)
+            mf_live_process(&c, sums);
+    mf_map_free(&c.stacks);
+    free(c.files);
+    if (!p->live_files) {
+        mf_error("no live heap recorded in %s: profile with MALLOC_FREQ_LIVE=sampled (or all)",
+                 p->nprocs ? mf_esc(p->procs[0].dir) : "the profile");
+        free(sums);
+        return true;
+    }
+    /* The view: every count is the live heap's. */
+    p->alloc_calls = mf_xcalloc((size_t)p->nstacks + 1, sizeof *p->alloc_calls);
+    p->alloc_bytes = mf_xcalloc((size_t)p->nstacks + 1, sizeof *p->alloc_bytes);
+    memset(&p->totals, 0, sizeof p->totals);
+    for (uint32_t i = 0; i < p->nprocs; i++) {
+        memset(&p->procs[i].totals, 0, sizeof p->procs[i].totals);
+        p->procs[i].calls = p->procs[i].attributed = 0;
+        p->procs[i].unprofiled_samples = p->procs[i].unprofiled_calls = 0;
+        p->procs[i].unprofiled_bytes = p->procs[i].unprofiled_var = 0;
+    }
+    p->stacks_calls = 0;
+    for (uint32_t i = 0; i < p->nstacks; i++) {
+        struct mf_raw_stack *s = &p->stacks[i];
+        p->alloc_calls[i] = s->calls;
+        p->alloc_bytes[i] = s->bytes;
+        s->samples = sums[i].samples;
+        s->calls = sums[i].calls;
+        s->bytes = sums[i].bytes;
+        s->var = sums[i].var;
+        s->bytes_var = sums[i].bytes_var;
+        struct mf_process *pr = &p->procs[s->process];
+        pr->totals.calls[MF_FN_MALLOC] += s->calls;
+        pr->totals.bytes[MF_FN_MALLOC] += s->bytes;
+        pr->calls += s->calls;
+        pr->attributed += s->calls;
+        p->totals.calls[MF_FN_MALLOC] += s->calls;
+        p->totals.bytes[MF_FN_MALLOC] += s->bytes;
+        p->stacks_calls += s->calls;
+    }
+    p->unprofiled_samples = p->unprofiled_calls = p->unprofiled_bytes = p->unprofiled_var = 0;
+    p->unprofiled_bytes_var = 0;
+    p->live_view = true;
+    free(sums);
+    return false;
+}

@@ -1,0 +1,358 @@
+/* --live reports (live_read.c made the view): the tree's header for the live heap, the
+ * lifetime table that follows the tree (per allocation site: live allocations and bytes
+ * with their error, the freed ones, the temporary share, median lifetimes), and the CSV of
+ * the same per stack. Medians come from log2 buckets: a lifetime in bucket b >= 1 lies in
+ * 2^(b-1) .. 2^b - 1, and the median is reported as its bucket's range. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mf_print.h"
+#include "process_life.h"
+#include "report.h"
+
+/* Newton's method: the Makefile links no libm (as report_sizes.c). */
+static double mf_sqrt(double x)
+{
+    double r = x > 1 ? x / 2 : 1;
+    for (int i = 0; i < 64 && x > 0; i++)
+        r = (r + x / r) / 2;
+    return x > 0 ? r : 0;
+}
+
+/* Per site (or per stack for CSV): what the lifetime table shows. */
+struct mf_live_row {
+    uint32_t name, via, stack; /* stack: the first model stack of it (frames for CSV) */
+    uint64_t alive, bytes, var, samples, alloc_calls;
+    double bytes_var;
+    bool estimated, outside_main;
+    struct mf_lifetimes life;
+};
+
+static void mf_life_add(struct mf_lifetimes *to, const struct mf_lifetimes *x)
+{
+    to->freed += x->freed;
+    to->freed_samples += x->freed_samples;
+    to->freed_bytes += x->freed_bytes;
+    to->temporary += x->temporary;
+    to->same_thread += x->same_thread;
+    for (uint32_t b = 0; b < MF_LIVE_CALL_BUCKETS; b++)
+        to->life_calls[b] += x->life_calls[b];
+    for (uint32_t b = 0; b < MF_LIVE_NS_BUCKETS; b++)
+        to->life_ns[b] += x->life_ns[b];
+}
+
+/* The median's bucket of a histogram, or -1 if empty. */
+static int mf_median_bucket(const uint64_t *h, uint32_t n)
+{
+    uint64_t total = 0, seen = 0;
+    for (uint32_t b = 0; b < n; b++)
+        total += h[b];
+    if (!total)
+        return -1;
+    for (uint32_t b = 0; b < n; b++) {
+        seen += h[b];
+        if (2 * seen >= total)
+            return (int)b;
+    }
+    return (int)n - 1;
+}
+
+/* The largest lifetime of bucket b (its range's top), as the CSV gives it. */
+static uint64_t mf_bucket_top(int b)
+{
+    return b <= 0 ? 0 : b >= 64 ? UINT64_MAX : (1ull << b) - 1;
+}
+
+static double mf_temporary_pct(const struct mf_lifetimes *l)
+{
+    return l->freed ? 100.0 * (double)l->temporary / (double)l->freed : 0.0;
+}
+
+static void mf_fmt_calls_bucket(char *buf, size_t size, int b)
+{
+    if (b < 0)
+        snprintf(buf, size, "-");
+    else if (b == 0)
+        snprintf(buf, size, "0");
+    else if (b == 1)
+        snprintf(buf, size, "1");
+    else
+        snprintf(buf, size, "%llu-%llu", 1ull << (b - 1), (unsigned long long)mf_bucket_top(b));
+}
+
+static void mf_fmt_ns(char *buf, size_t size, double ns)
+{
+    if (ns < 1e3)
+        snprintf(buf, size, "%.0f ns", ns);
+    else if (ns < 1e6)
+        snprintf(buf, size, "%.3g us", ns / 1e3);
+    else if (ns < 1e9)
+        snprintf(buf, size, "%.3g ms", ns / 1e6);
+    else
+        snprintf(buf, size, "%.3g s", ns / 1e9);
+}
+
+static void mf_fmt_ns_bucket(char *buf, size_t size, int b)
+{
+    if (b < 0) {
+        snprintf(buf, size, "-");
+        return;
+    }
+    char hi[32];
+    mf_fmt_ns(hi, sizeof hi, (double)mf_bucket_top(b) + 1);
+    snprintf(buf, size, "<%s", hi);
+}
+
+/* The stack's full frames (start-up frames included) name neither main nor a thread's
+ * start: made before main (the loader, constructors) or after it (exit handlers). */
+static bool mf_outside_main(const struct mf_model *m, const struct mf_stack *s)
+{
+    static uint32_t names[6];
+    if (!names[0]) {
+        const char *n[6] = {"main", "start_thread", "clone", "clone3", "__clone", "thread_start"};
+        for (int i = 0; i < 6; i++)
+            names[i] = mf_intern(n[i]);
+    }
+    if (s->flags & (MF_ENTRY_TRUNCATED | MF_STACK_NOT_PROFILED) || !s->depth)
+        return false;
+    for (uint32_t i = 0; i < s->depth; i++) {
+        const struct mf_location *l = &m->locs[m->stack_locs[s->first + i]];
+        for (uint32_t j = 0; j < l->n; j++)
+            for (int k = 0; k < 6; k++)
+                if (m->frames[l->first + j].name == names[k])
+                    return false;
+    }
+    return true;
+}
+
+static const struct mf_lifetimes mf_no_life;
+
+static const struct mf_lifetimes *mf_stack_life(const struct mf_model *m, const struct mf_stack *s)
+{
+    return s->raw != UINT32_MAX && m->p->lifetimes ? &m->p->lifetimes[s->raw] : &mf_no_life;
+}
+
+static void mf_row_add(struct mf_live_row *r, const struct mf_model *m, uint32_t si)
+{
+    const struct mf_stack *s = &m->stacks[si];
+    r->alive += s->calls;
+    r->bytes += s->bytes;
+    r->var += s->var;
+    r->bytes_var += s->bytes_var;
+    r->samples += s->samples;
+    r->estimated |= s->estimated;
+    if (s->raw != UINT32_MAX && m->p->alloc_calls)
+        r->alloc_calls += m->p->alloc_calls[s->raw];
+    mf_life_add(&r->life, mf_stack_life(m, s));
+    if (s->calls && mf_outside_main(m, s))
+        r->outside_main = true;
+}
+
+static bool mf_sort_temporary;
+
+static int mf_row_cmp(const void *a, const void *b)
+{
+    const struct mf_live_row *x = a, *y = b;
+    if (mf_sort_temporary) {
+        double tx = mf_temporary_pct(&x->life), ty = mf_temporary_pct(&y->life);
+        if (tx != ty)
+            return tx > ty ? -1 : 1;
+        if (x->life.freed != y->life.freed)
+            return x->life.freed > y->life.freed ? -1 : 1;
+    }
+    if (x->bytes != y->bytes)
+        return x->bytes > y->bytes ? -1 : 1;
+    if (x->life.freed != y->life.freed)
+        return x->life.freed > y->life.freed ? -1 : 1;
+    return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+/* The interned text of s's shown frames and via: stacks merged by function names, as the
+ * CSV merges them. */
+static uint32_t mf_stack_text(const struct mf_frames *fr, uint32_t via, char **buf, size_t *cap)
+{
+    size_t n = 0;
+    for (uint32_t k = 0; k <= fr->n; k++) {
+        const char *s = k < fr->n ? mf_str(fr->v[k].name) : mf_str(via);
+        size_t len = strlen(s);
+        if (n + len + 2 > *cap) {
+            *cap = (n + len + 2) * 2;
+            *buf = mf_xrealloc(*buf, *cap);
+        }
+        memcpy(*buf + n, s, len);
+        n += len;
+        (*buf)[n++] = k < fr->n ? '\n' : '\0';
+    }
+    return mf_intern(*buf);
+}
+
+/* Rows per site (by_stack false) or per stack merged by function names, with something
+ * alive or freed. */
+static struct mf_live_row *mf_live_rows(const struct mf_model *m, bool by_stack, uint32_t *n)
+{
+    struct mf_live_row *rows = NULL;
+    uint32_t nrows = 0, cap = 0;
+    struct mf_map sites = {0};
+    struct mf_frames fr = {0};
+    char *text = NULL;
+    size_t text_cap = 0;
+    for (uint32_t i = 0; i < m->nstacks; i++) {
+        const struct mf_stack *s = &m->stacks[i];
+        if (!s->calls && !mf_stack_life(m, s)->freed)
+            continue;
+        mf_model_frames(m, s, &fr);
+        uint32_t name = fr.n ? fr.v[0].name : mf_intern(MF_NAME_NO_STACK), idx;
+        uint64_t key = by_stack ? mf_stack_text(&fr, s->via, &text, &text_cap)
+                                : ((uint64_t)name << 32) | s->via;
+        bool added;
+        idx = mf_map_put(&sites, key, NULL, NULL, nrows, &added);
+        if (idx == nrows) {
+            MF_GROW(rows, nrows, cap);
+            memset(&rows[nrows], 0, sizeof rows[nrows]);
+            rows[nrows].name = name;
+            rows[nrows].via = s->via;
+            rows[nrows].stack = i;
+            nrows++;
+        }
+        mf_row_add(&rows[idx], m, i);
+    }
+    free(fr.v);
+    free(text);
+    mf_map_free(&sites);
+    qsort(rows, nrows, sizeof *rows, mf_row_cmp);
+    *n = nrows;
+    return rows;
+}
+
+static bool mf_all_ended(const struct mf_profile *p)
+{
+    for (uint32_t i = 0; i < p->nprocs; i++)
+        if (mf_life(p, i) == MF_LIFE_RUNNING)
+            return false;
+    return true;
+}
+
+void mf_report_live_header(FILE *out, const struct mf_profile *p, const struct mf_report_options *o)
+{
+    char a[40], b[40];
+    bool ended = mf_all_ended(p);
+    fprintf(out, "malloc_freq live heap: %s%s\n", mf_esc(o->dirs[0]),
+            o->ndirs > 1 ? " and more" : "");
+    fputs("  program    ", out);
+    for (uint32_t i = 0; i < p->nprocs && i < 4; i++)
+        fprintf(out, "%s%s (pid %u, %s)", i ? ", " : "",
+                p->procs[i].has_file && p->procs[i].exe[0] ? mf_esc(p->procs[i].exe) : "?",
+                p->procs[i].pid, mf_life(p, i) == MF_LIFE_RUNNING ? "running" : "ended");
+    fputs(p->nprocs > 4 ? ", …\n" : "\n", out);
+    fprintf(out, "  %-10s %s%s allocations, %s%s\n", ended ? "at exit" : "alive",
+            p->procs[0].sampled ? "~" : "", mf_fmt_count(a, mf_profile_total_calls(p)),
+            p->procs[0].sampled ? "~" : "", mf_fmt_bytes(b, (double)mf_profile_total_bytes(p)));
+    fprintf(out, "  what       %s\n",
+            ended ? "still allocated when the process ended (leaks, and what is left for the OS "
+                    "to take back: \"outside main\" in the table below)"
+                  : "a snapshot of the allocations alive when read");
+    fprintf(out, "  recorded   %s sampled allocations alive in %u live heap file%s", mf_fmt_count(a, p->live_records),
+            p->live_files, p->live_files == 1 ? "" : "s");
+    if (p->live_dropped)
+        fprintf(out, "; %s more found its table full and are missing", mf_fmt_count(b, p->live_dropped));
+    if (p->live_stats_dropped)
+        fprintf(out, "; the lifetimes of %s frees are missing (too many stacks)",
+                mf_fmt_count(b, p->live_stats_dropped));
+    if (p->live_unmatched)
+        fprintf(out, "; %s with a stack not read", mf_fmt_count(b, p->live_unmatched));
+    fputc('\n', out);
+}
+
+/* The lifetime table, after the tree. */
+void mf_report_lifetimes(FILE *out, const struct mf_model *m, bool sort_temporary)
+{
+    mf_sort_temporary = sort_temporary;
+    uint32_t n;
+    struct mf_live_row *rows = mf_live_rows(m, false, &n);
+    fprintf(out, "\nLifetimes by allocation site (sorted by %s): alive and freed are the sampled "
+                 "allocations' weights;\ntemporary: freed before the allocating thread's next "
+                 "allocation call; life: the median, in that\nthread's allocation calls and in "
+                 "time\n",
+            sort_temporary ? "temporary share" : "live bytes");
+    fprintf(out, "%14s %8s %12s %8s %12s %12s %12s  %s\n", "alive", "±error", "bytes", "±error",
+            "freed", "temporary", "life calls", "life time  site");
+    for (uint32_t i = 0; i < n; i++) {
+        const struct mf_live_row *r = &rows[i];
+        char a[40], b[40], c[40], ea[16] = "", eb[16] = "", lc[48], lt[48], tmp[16];
+        if (r->estimated && r->alive) {
+            snprintf(ea, sizeof ea, "±%.0f%%", 100.0 * mf_sqrt((double)r->var) / (double)r->alive);
+            if (r->bytes)
+                snprintf(eb, sizeof eb, "±%.0f%%", 100.0 * mf_sqrt(r->bytes_var) / (double)r->bytes);
+        }
+        snprintf(tmp, sizeof tmp, r->life.freed ? "%.1f %%" : "-", mf_temporary_pct(&r->life));
+        mf_fmt_calls_bucket(lc, sizeof lc, mf_median_bucket(r->life.life_calls, MF_LIVE_CALL_BUCKETS));
+        mf_fmt_ns_bucket(lt, sizeof lt, mf_median_bucket(r->life.life_ns, MF_LIVE_NS_BUCKETS));
+        char alive[48];
+        snprintf(alive, sizeof alive, "%s%s", r->estimated ? "~" : "", mf_fmt_count(a, r->alive));
+        fprintf(out, "%14s %8s %12s %8s %12s %12s %12s %10s  %s%s%s%s\n", alive, ea,
+                mf_fmt_bytes(b, (double)r->bytes), eb, mf_fmt_count(c, r->life.freed), tmp, lc,
+                lt, mf_esc(mf_str(r->name)), r->via ? " via " : "", r->via ? mf_str(r->via) : "",
+                r->outside_main ? "  [outside main]" : "");
+    }
+    if (!n)
+        fputs("no sampled allocation alive or freed\n", out);
+    free(rows);
+}
+
+/* A frame for a CSV field: '%', ';', ',', '"', control bytes and bytes above 0x7e as %XX. */
+static void mf_csv_frame(FILE *out, const char *s)
+{
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c < 0x20 || *c > 0x7e || *c == '%' || *c == ';' || *c == ',' || *c == '"')
+            fprintf(out, "%%%02X", *c);
+        else
+            fputc(*c, out);
+    }
+}
+
+void mf_report_live_csv(FILE *out, const struct mf_model *m, bool sort_temporary)
+{
+    mf_sort_temporary = sort_temporary;
+    uint32_t n;
+    struct mf_live_row *rows = mf_live_rows(m, true, &n);
+    fputs("alive,alive_bytes,alive_variance,samples,freed,temporary_pct,median_life_calls,"
+          "median_life_ns,outside_main,alloc_calls,stack\n", out);
+    struct mf_frames fr = {0};
+    for (uint32_t i = 0; i < n; i++) {
+        const struct mf_live_row *r = &rows[i];
+        /* lifetimes: empty where nothing was freed (or, in calls, freed by this thread) */
+        char tmp[32] = "", lc[32] = "", lt[32] = "";
+        int bc = mf_median_bucket(r->life.life_calls, MF_LIVE_CALL_BUCKETS);
+        int bt = mf_median_bucket(r->life.life_ns, MF_LIVE_NS_BUCKETS);
+        if (r->life.freed)
+            snprintf(tmp, sizeof tmp, "%.2f", mf_temporary_pct(&r->life));
+        if (bc >= 0)
+            snprintf(lc, sizeof lc, "%llu", (unsigned long long)mf_bucket_top(bc));
+        if (bt >= 0)
+            snprintf(lt, sizeof lt, "%llu", (unsigned long long)mf_bucket_top(bt));
+        fprintf(out, "%llu,%llu,%llu,%llu,%llu,%s,%s,%s,%d,%llu,", (unsigned long long)r->alive,
+                (unsigned long long)r->bytes, (unsigned long long)r->var,
+                (unsigned long long)r->samples, (unsigned long long)r->life.freed, tmp, lc, lt,
+                r->outside_main, (unsigned long long)r->alloc_calls);
+        mf_model_frames(m, &m->stacks[r->stack], &fr);
+        for (uint32_t k = 0; k < fr.n; k++) {
+            if (k)
+                fputc(';', out);
+            mf_csv_frame(out, mf_str(fr.v[k].name));
+        }
+        fputc('\n', out);
+    }
+    free(fr.v);
+    free(rows);
+}
+
+void mf_model_keep_counted(struct mf_model *m)
+{
+    struct mf_stack *kept = mf_xcalloc((size_t)m->nstacks + 1, sizeof *kept);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < m->nstacks; i++)
+        if (m->stacks[i].calls || m->stacks[i].samples)
+            kept[n++] = m->stacks[i];
+    m->stacks = kept;
+    m->nstacks = m->stacks_cap = n;
+}

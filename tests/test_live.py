@@ -1,0 +1,317 @@
+"""The live heap (MALLOC_FREQ_LIVE, mf_print --live): the sampled allocations still alive,
+read from the running process at checkpoints it waits at (a pipe handshake, no sleeps),
+exact with MALLOC_FREQ_LIVE=all and within the error bars the weights give when sampled;
+temporaries (100 % / 0 %), leaks at exit, realloc moves and frees the profiler never saw
+(tests/programs/live_heap.c); pprof's inuse_* types read by go tool pprof; --save/--base."""
+import csv
+import io
+import math
+import os
+import re
+import shutil
+import struct
+import subprocess
+
+import run_tests as rt
+from run_tests import expect, expect_eq
+
+SETS = {"site_keep_small": 100, "site_keep_big": 5000}  # site -> block size
+SETS_N = {"site_keep_small": 2000, "site_keep_big": 300}
+
+
+def live_csv(profile, *extra):
+    r = rt.mf_print(["--live", "--format", "csv", *extra, profile])
+    expect(r.stderr == "", f"mf_print --live wrote to stderr: {r.stderr.strip()!r}")
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    for row in rows:
+        row["site"] = rt.function_name(rt.csv_frames(row["stack"])[0])
+    return rows
+
+
+def site_sum(rows, site, field):
+    return sum(int(r[field]) for r in rows if r["site"] == site)
+
+
+class Checkpoints:
+    """live_heap sets under the profiler: stops at each "ready" until told to go on."""
+
+    def __init__(self, mode, extra):
+        self.outdir = rt.fresh_dir()
+        env = rt.profiled_env(self.outdir, sample=None, extra=dict(extra, MALLOC_FREQ_LIVE=mode))
+        self.p = subprocess.Popen([rt.c_program("live_heap"), "sets"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                  text=True, cwd=self.outdir)
+        self.profile = os.path.join(self.outdir, f"malloc_freq.{self.p.pid}")
+
+    def wait_ready(self):
+        line = self.p.stdout.readline()
+        expect(line == "ready\n", f"live_heap said {line!r}, not ready")
+
+    def go_on(self):
+        self.p.stdin.write("go\n")
+        self.p.stdin.flush()
+
+    def finish(self):
+        self.go_on()
+        out, err = self.p.communicate(timeout=rt.TIMEOUT)
+        expect(self.p.returncode == 0, f"live_heap exited {self.p.returncode}: {err[-300:]!r}")
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.communicate()
+
+
+def expect_sets(rows, fraction, exact):
+    for site, size in SETS.items():
+        want = SETS_N[site] * fraction
+        got = site_sum(rows, site, "alive")
+        nbytes = site_sum(rows, site, "alive_bytes")
+        expect_eq(nbytes, got * size, f"{site}: live bytes of {got} blocks of {size}")
+        if exact:
+            expect_eq(got, want, f"{site}: live allocations")
+            expect_eq(site_sum(rows, site, "alive_variance"), 0, f"{site}: variance")
+        else:
+            sd = math.sqrt(site_sum(rows, site, "alive_variance"))
+            expect(sd > 0, f"{site}: sampled, but no error bar")
+            expect(abs(got - want) <= 4 * sd, f"{site}: {got} live, expected {want} ± {sd:.0f} "
+                                              f"(4 standard errors)")
+
+
+@rt.test
+def test_live_sets_exact_at_checkpoints():
+    """MALLOC_FREQ_LIVE=all: each site's live blocks exactly, on the running process; after
+    it frees half, half; after it exits, none."""
+    c = Checkpoints("all", {})
+    try:
+        c.wait_ready()
+        expect_sets(live_csv(c.profile), 1, exact=True)
+        tree = rt.mf_print(["--live", c.profile]).stdout
+        expect("(pid %d, running)" % c.p.pid in tree, f"the tree does not say running: {tree[:400]}")
+        c.go_on()
+        c.wait_ready()
+        expect_sets(live_csv(c.profile), 0.5, exact=True)
+        c.finish()
+        rows = live_csv(c.profile)
+        for site in SETS:
+            expect_eq(site_sum(rows, site, "alive"), 0, f"{site}: alive at exit")
+            expect_eq(site_sum(rows, site, "freed"), SETS_N[site], f"{site}: freed")
+    finally:
+        c.kill()
+
+
+@rt.test
+def test_live_sets_sampled_within_error_bars():
+    """MALLOC_FREQ_LIVE=sampled at a sample interval of 4: live counts are estimates whose
+    error bars (the weights' variance) hold the true counts."""
+    c = Checkpoints("sampled", {"MALLOC_FREQ_SAMPLE": "4", "MALLOC_FREQ_SEED": "7"})
+    try:
+        c.wait_ready()
+        expect_sets(live_csv(c.profile), 1, exact=False)
+        c.go_on()
+        c.wait_ready()
+        expect_sets(live_csv(c.profile), 0.5, exact=False)
+        c.finish()
+    finally:
+        c.kill()
+
+
+@rt.test
+def test_live_temporaries():
+    """A site whose blocks are freed before the next allocation is 100 % temporary, one
+    that keeps them 0 %; --sort temporary lists the first one first."""
+    r = rt.run_ok([rt.c_program("live_heap"), "temps"], sample=None,
+                  extra_env={"MALLOC_FREQ_LIVE": "all"})
+    rows = live_csv(r.profile)
+    temp = [x for x in rows if x["site"] == "site_temporary"]
+    kept = [x for x in rows if x["site"] == "site_kept"]
+    expect(len(temp) == 1 and len(kept) == 1, f"rows: {[x['site'] for x in rows]}")
+    expect_eq((temp[0]["freed"], temp[0]["temporary_pct"], temp[0]["median_life_calls"]),
+              ("5000", "100.00", "0"), "site_temporary: freed, temporary %, median life")
+    expect_eq((kept[0]["freed"], kept[0]["temporary_pct"]), ("5000", "0.00"),
+              "site_kept: freed, temporary %")
+    # kept i lives through 4,999 - i more site_kept calls and 5,000 site_temporary ones:
+    # 5,000..9,999 calls, median 7,500: bucket 4,096-8,191
+    expect_eq(kept[0]["median_life_calls"], "8191", "site_kept: median life (bucket top)")
+    tree = rt.mf_print(["--live", "--sort", "temporary", r.profile]).stdout
+    table = tree.split("Lifetimes by allocation site", 1)[1]
+    expect(table.index("site_temporary") < table.index("site_kept"),
+           f"--sort temporary does not list site_temporary first:\n{table}")
+    expect("100.0 %" in table, f"no 100.0 % in the table:\n{table}")
+
+
+@rt.test
+def test_live_leaks_at_exit():
+    """1,000 blocks leaked from one site: the live view of the ended process shows them."""
+    r = rt.run_ok([rt.c_program("live_heap"), "leaks"], sample=None,
+                  extra_env={"MALLOC_FREQ_LIVE": "all"})
+    rows = live_csv(r.profile)
+    expect_eq((site_sum(rows, "site_leak", "alive"), site_sum(rows, "site_leak", "alive_bytes")),
+              (1000, 48000), "site_leak: leaked blocks, bytes")
+    expect_eq([x["outside_main"] for x in rows if x["site"] == "site_leak"], ["0"],
+              "site_leak is made in main")
+    early = [x for x in rows if x["site"] == "site_before_main"]
+    expect_eq([(x["alive"], x["outside_main"]) for x in early], [("3", "1")],
+              "site_before_main (a constructor's): alive, outside main")
+    html = os.path.join(r.outdir, "live.html")
+    rt.mf_print(["--live", "--weight", "bytes", "--format", "html", "-o", html, r.profile])
+    with open(html, encoding="utf-8") as f:
+        page = f.read()
+    expect('<td id="mf-live">still allocated when the process ended' in page,
+           "the flame graph does not say it shows the live heap")
+    expect('"total_calls":1003,"total_bytes":48048' in page, "the flame graph's live totals")
+    tree = rt.mf_print(["--live", r.profile]).stdout
+    expect("at exit    1,003 allocations, 46.9 KiB" in tree, f"tree header:\n{tree[:600]}")
+    expect("1,000   99.70%   46.9 KiB  site_leak" in tree, f"tree:\n{tree}")
+    expect("site_before_main  [outside main]" in tree, f"no [outside main] mark:\n{tree}")
+
+
+@rt.test
+def test_live_edge_cases_never_crash():
+    """realloc moves (each a free and an allocation), free(NULL), realloc(NULL, n),
+    realloc(p, 0), frees of memory the profiler never saw (glibc's __libc_malloc) and a
+    buggy free of mmap'd memory: the program runs as without the profiler; foreign frees
+    are ignored (no record), the moves counted."""
+    for mode in ("all", "sampled"):
+        r = rt.run_ok([rt.c_program("live_heap"), "edges"], sample=None,
+                      extra_env={"MALLOC_FREQ_LIVE": mode})
+        expect_eq(r.stdout, "edges done\n", f"{mode}: live_heap's output")
+        expect_eq(r.stderr, "", f"{mode}: live_heap's stderr")
+        if mode != "all":
+            continue
+        rows = live_csv(r.profile)
+        expect_eq(site_sum(rows, "site_edge_kept", "alive"), 10, "site_edge_kept alive")
+        # 1, 2, 4 .. 1 MiB: 21 blocks, 20 freed by the next realloc, the last by free
+        expect_eq((site_sum(rows, "site_grow", "alive"), site_sum(rows, "site_grow", "freed")),
+                  (0, 21), "site_grow: alive, freed")
+
+
+@rt.test
+def test_live_off_by_default():
+    """Without MALLOC_FREQ_LIVE no live file is made; --live says how to get one."""
+    r = rt.run_ok([rt.c_program("live_heap"), "leaks"])
+    expect(not [f for f in os.listdir(r.profile) if f.startswith("live.")],
+           f"a live file without MALLOC_FREQ_LIVE: {os.listdir(r.profile)}")
+    p = rt.mf_print(["--live", r.profile], check=False)
+    expect(p.returncode == 1 and "MALLOC_FREQ_LIVE=sampled" in p.stderr,
+           f"mf_print --live without a live file: rc {p.returncode}, {p.stderr!r}")
+    bad = rt.run_ok([rt.c_program("live_heap"), "leaks"], extra_env={"MALLOC_FREQ_LIVE": "yes"})
+    expect("MALLOC_FREQ_LIVE=yes is not off, sampled or all" in bad.stderr,
+           f"bad MALLOC_FREQ_LIVE: {bad.stderr!r}")
+
+
+@rt.test
+def test_live_pprof_inuse_for_go_tool_pprof():
+    """--live --format pprof: inuse_objects/inuse_space (and alloc_*) as a Go heap profile."""
+    go = shutil.which("go")
+    expect(go, "no `go` on PATH: `scripts/ensure_deps.sh test` installs Debian's golang-go")
+    r = rt.run_ok([rt.c_program("live_heap"), "leaks"], sample=None,
+                  extra_env={"MALLOC_FREQ_LIVE": "all"})
+    out = os.path.join(r.outdir, "live.pb.gz")
+    rt.mf_print(["--live", "--format", "pprof", "-o", out, r.profile])
+    env = dict(os.environ, HOME=rt.fresh_dir())
+    for index, want in (("inuse_space", "48000B"), ("inuse_objects", "1000"),
+                        ("alloc_objects", "1000")):
+        p = subprocess.run([go, "tool", "pprof", "-sample_index=" + index, "-top", "-unit=B"
+                            if index == "inuse_space" else "-unit=count", out],
+                           capture_output=True, text=True, timeout=300, env=env)
+        expect(p.returncode == 0, f"go tool pprof: {p.stderr[-500:]}")
+        line = [x for x in p.stdout.splitlines() if x.rstrip().endswith("site_leak")]
+        expect(line and line[0].split()[0] == want,
+               f"-sample_index={index}: site_leak's line {line}, expected flat {want}:\n{p.stdout}")
+
+
+@rt.test
+def test_live_save_and_base_show_growth():
+    """--live --save at the first checkpoint, --live --base at the second: what shrank."""
+    c = Checkpoints("all", {})
+    try:
+        c.wait_ready()
+        saved = os.path.join(c.outdir, "first.pb.gz")
+        r = rt.mf_print(["--live", "--save", saved, c.profile])
+        expect(os.path.exists(saved), f"--save made no file: {r.stdout}")
+        c.go_on()
+        c.wait_ready()
+        d = rt.mf_print(["--live", "--base", saved, "--format", "csv", c.profile]).stdout
+        rows = [x for x in csv.DictReader(io.StringIO(d)) if x["level"] == "site"]
+        got = {rt.function_name(rt.csv_frames(x["stack"])[0]): int(x["calls_change"])
+               for x in rows}
+        expect_eq({k: got.get(k) for k in SETS}, {"site_keep_small": -1000, "site_keep_big": -150},
+                  "live allocations' change from the first checkpoint")
+        c.finish()
+    finally:
+        c.kill()
+
+
+@rt.test
+def test_live_threads_and_frees_on_other_threads():
+    """4 threads allocate and free at once (all temporary), hand 1,000 blocks each to the
+    main thread, which frees them after they exited (freed, never temporary, no lifetime
+    in the allocating thread's calls), and keep 5 each to the end."""
+    r = rt.run_ok([rt.c_program("live_heap"), "threads"], sample=None,
+                  extra_env={"MALLOC_FREQ_LIVE": "all"})
+    rows = live_csv(r.profile)
+    expect_eq((site_sum(rows, "site_churn", "alive"), site_sum(rows, "site_churn", "freed")),
+              (0, 80000), "site_churn: alive, freed")
+    expect_eq({x["temporary_pct"] for x in rows if x["site"] == "site_churn"}, {"100.00"},
+              "site_churn: temporary")
+    expect_eq((site_sum(rows, "site_handoff", "alive"), site_sum(rows, "site_handoff", "freed")),
+              (0, 4000), "site_handoff: alive, freed")
+    hand = [x for x in rows if x["site"] == "site_handoff"]
+    expect_eq({(x["temporary_pct"], x["median_life_calls"]) for x in hand}, {("0.00", "")},
+              "site_handoff: freed by another thread: not temporary, no life in calls")
+    expect(all(x["median_life_ns"] for x in hand), "site_handoff: no lifetime in time")
+    expect_eq((site_sum(rows, "site_thread_kept", "alive"),
+               site_sum(rows, "site_thread_kept", "alive_bytes")), (20, 20 * 56),
+              "site_thread_kept: alive at exit")
+
+
+@rt.test
+def test_live_damaged_files_are_named_and_survived():
+    """A truncated live file is named and skipped; one whose tables hold garbage (records
+    with any state, address, weight and stack reference) is read without a crash, and what
+    its references cannot find is counted, not followed."""
+    r = rt.run_ok([rt.c_program("live_heap"), "leaks"], sample=None,
+                  extra_env={"MALLOC_FREQ_LIVE": "all"})
+    live = [f for f in os.listdir(r.profile) if f.startswith("live.")]
+    expect_eq(len(live), 1, "live files")
+    short = rt.fresh_dir()
+    shutil.copytree(r.profile, os.path.join(short, "p"))
+    path = os.path.join(short, "p", live[0])
+    with open(path, "r+b") as f:
+        f.truncate(100)
+    p = rt.mf_print(["--live", os.path.join(short, "p")], check=False)
+    expect(p.returncode == 1 and live[0] in p.stderr and "skipped" in p.stderr,
+           f"truncated live file: rc {p.returncode}, stderr {p.stderr!r}")
+    noisy = rt.fresh_dir()
+    shutil.copytree(r.profile, os.path.join(noisy, "p"))
+    path = os.path.join(noisy, "p", live[0])
+    with open(path, "r+b") as f:
+        head = f.read(64)
+        cap, scap = struct.unpack_from("<II", head, 32)
+        roff, soff = struct.unpack_from("<QQ", head, 40)
+        for i in range(0, cap, 7):  # live records with random fields
+            f.seek(roff + 64 * i)
+            f.write(struct.pack("<II", 2, 0) + os.urandom(56))
+        for i in range(0, scap, 3):  # statistics with random keys and counts
+            f.seek(soff + 768 * i)
+            f.write(os.urandom(768))
+    for fmt in ("tree", "csv"):
+        p = rt.mf_print(["--live", "--format", fmt, os.path.join(noisy, "p")], check=False)
+        expect(p.returncode == 0, f"garbage tables, {fmt}: rc {p.returncode}, {p.stderr[-300:]!r}")
+
+
+@rt.test
+def test_live_table_full_is_counted_never_waited_for():
+    """300,000 blocks alive, more than the 262,144 records of MALLOC_FREQ_LIVE=all: the
+    program runs as usual, every allocation is either recorded or counted as missing, and
+    the header says how many are missing."""
+    r = rt.run_ok([rt.c_program("live_heap"), "many"], sample=None,
+                  extra_env={"MALLOC_FREQ_LIVE": "all"})
+    alive = site_sum(live_csv(r.profile), "site_many", "alive")
+    tree = rt.mf_print(["--live", r.profile]).stdout
+    m = re.search(r"; ([\d,]+) more found its table full and are missing", tree)
+    expect(m, f"the header does not say the table was full:\n{tree[:800]}")
+    dropped = int(m.group(1).replace(",", ""))
+    expect(dropped > 0 and alive <= 262144, f"alive {alive}, dropped {dropped}")
+    expect_eq(alive + dropped, 300000, "site_many recorded + missing")
