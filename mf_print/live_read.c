@@ -143,8 +143,10 @@ static uint32_t mf_ref_stack(struct mf_live_ctx *c, const struct mf_process *pr,
         e->depth > frames_room - e->frames)
         return UINT32_MAX;
     const uint64_t *frames = (const uint64_t *)(f->data + off + entries_end) + e->frames;
-    struct mf_stack_probe probe = {c->p, c->process, e->depth, e->flags, frames};
-    return mf_map_get(&c->stacks, mf_stack_key(c->process, e->depth, e->flags, frames),
+    /* the reader keeps one stack for all its size classes' entries (mf_add_stack) */
+    uint32_t flags = e->flags & ~MF_ENTRY_SIZED;
+    struct mf_stack_probe probe = {c->p, c->process, e->depth, flags, frames};
+    return mf_map_get(&c->stacks, mf_stack_key(c->process, e->depth, flags, frames),
                       mf_stack_is, &probe);
 }
 
