@@ -23,6 +23,10 @@ struct mf_table {
     uint64_t *index; /* anonymous memory; NULL with one segment, or if it could not be had:
                       * then each segment is probed */
     uint64_t index_slots; /* a power of two */
+    /* The entry found or made last, and its segment: a thread's next call comes from the
+     * same stack more often than not, which is then found by one comparison, no hash. */
+    struct mf_entry *last;
+    struct mf_segment_header *last_seg;
 };
 
 struct mf_slot; /* a thread's cold state, its table and its slow path's stack (mf_internal.h) */

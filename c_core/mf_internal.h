@@ -70,6 +70,7 @@ struct mf_options {
     uint64_t large; /* MALLOC_FREQ_LARGE: calls of this many bytes and more are all recorded; 0 off */
     uint32_t max_depth;
     uint32_t unwinder; /* MF_UNWIND_* */
+    bool unwind_rules; /* libunwind through the rule cache (not MALLOC_FREQ_UNWIND=libunwind-only) */
     const char *base_dir; /* MALLOC_FREQ_DIR, or NULL for the working directory */
     const char *libunwind; /* MALLOC_FREQ_LIBUNWIND: the library to dlopen */
     bool secure; /* AT_SECURE (set-user-ID...): nothing read, loaded or written */
@@ -129,6 +130,10 @@ void mf_core_start_now(void);
 void mf_core_before_threads(void); /* pthread_create: load libunwind while it may be */
 extern int (*mf_unw_backtrace)(void **, int); /* NULL: the frame-pointer walk */
 int mf_unwind_fp(void **pcs, int max); /* from the calling thread's slot's entry_fp */
+/* With libunwind: the stack from the unwind rules libunwind taught for each return address
+ * (mf_unwind.c), or -1 and the libunwind function to call instead. */
+extern struct mf_rule_slot *mf_rules; /* NULL: no rules (MALLOC_FREQ_UNWIND=libunwind-only) */
+int mf_unwind_cached(struct mf_slot *s, int max, int (**bt)(void **, int));
 /* Fills s->pcs with up to max return addresses, on the slot's stack, and returns the count;
  * the first *own of them are the profiler's frames, then comes the front end's slow path
  * (s->ret). */
@@ -136,6 +141,13 @@ static inline __attribute__((always_inline)) uint32_t mf_unwind(struct mf_slot *
                                                                 uint32_t *own)
 {
     int (*bt)(void **, int) = mf_unw_backtrace ? mf_unw_backtrace : mf_unwind_fp;
+    if (bt != mf_unwind_fp && mf_rules) {
+        int c = mf_unwind_cached(s, (int)max, &bt);
+        if (c >= 0) {
+            *own = 0; /* the walk starts at s->ret */
+            return (uint32_t)c;
+        }
+    }
     uint32_t n = (uint32_t)mf_backtrace_on_stack(s->stack_top, bt, (void **)s->pcs, (int)max);
     *own = 0;
     for (uint32_t i = 0; i < n && i < MF_OWN_FRAMES_MAX; i++) {

@@ -22,6 +22,7 @@ struct mf_options mf_opt = {
     .max_depth = MF_DEPTH_DEFAULT,
     .large = MF_LARGE_DEFAULT,
     .unwinder = MF_UNWIND_LIBUNWIND,
+    .unwind_rules = true,
     .libunwind = "libunwind.so.8",
 };
 
@@ -75,8 +76,11 @@ void mf_options_read(void)
     if (u) {
         if (strcmp(u, "fp") == 0)
             mf_opt.unwinder = MF_UNWIND_FP;
+        else if (strcmp(u, "libunwind-only") == 0)
+            mf_opt.unwind_rules = false;
         else if (strcmp(u, "libunwind") != 0)
-            mf_warn("MALLOC_FREQ_UNWIND=", u, " is neither libunwind nor fp; using the default (", "libunwind)");
+            mf_warn("MALLOC_FREQ_UNWIND=", u, " is not libunwind, libunwind-only or fp; using the default (",
+                    "libunwind)");
     }
     const char *l = getenv("MALLOC_FREQ_LIBUNWIND");
     if (l && *l)

@@ -235,30 +235,6 @@ static struct mf_entry *mf_probe(struct mf_segment_header *seg, uint64_t h, cons
             return &e[i];
 }
 
-/* The stack's entry in any segment, or NULL. */
-static struct mf_entry *mf_find(struct mf_table *tab, uint64_t h, const uintptr_t *pcs,
-                                uint32_t depth, uint32_t flags)
-{
-    if (!tab->index) {
-        for (uint32_t s = 0; s < tab->nseg; s++) {
-            struct mf_entry *e = mf_probe(tab->seg[s], h, pcs, depth, flags);
-            if (e->hash)
-                return e;
-        }
-        return NULL;
-    }
-    uint64_t mask = tab->index_slots - 1;
-    for (uint64_t j = h & mask; tab->index[j]; j = (j + 1) & mask) {
-        if ((tab->index[j] ^ h) >> 32)
-            continue;
-        struct mf_segment_header *seg;
-        struct mf_entry *e = mf_ref_entry(tab, tab->index[j], &seg);
-        if (mf_entry_is(seg, e, h, pcs, depth, flags))
-            return e;
-    }
-    return NULL;
-}
-
 static bool mf_segment_has_room(struct mf_segment_header *seg, uint32_t depth)
 {
     return (seg->entries_used + 1) * 2 <= seg->capacity &&
@@ -276,19 +252,61 @@ static bool mf_table_grow(struct mf_table *tab)
     return failed;
 }
 
+/* The last entry's frames against pcs, without the hash. */
+static bool mf_is_last(const struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
+                       uint32_t flags)
+{
+    const struct mf_entry *e = tab->last;
+    if (!e || e->depth != depth || e->flags != flags)
+        return false;
+    const uint64_t *f = &mf_frames(tab->last_seg)[e->frames];
+    for (uint32_t i = 0; i < depth; i++)
+        if (f[i] != pcs[i])
+            return false;
+    return true;
+}
+
 struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                                uint32_t flags)
 {
-    return mf_find(tab, mf_stack_hash(pcs, depth), pcs, depth, flags);
+    if (mf_is_last(tab, pcs, depth, flags))
+        return tab->last;
+    uint64_t h = mf_stack_hash(pcs, depth);
+    struct mf_segment_header *seg = NULL;
+    struct mf_entry *e;
+    if (!tab->index) {
+        for (uint32_t k = 0; k < tab->nseg; k++) {
+            e = mf_probe(tab->seg[k], h, pcs, depth, flags);
+            if (e->hash) {
+                seg = tab->seg[k];
+                break;
+            }
+        }
+    } else {
+        uint64_t mask = tab->index_slots - 1;
+        for (uint64_t j = h & mask; tab->index[j]; j = (j + 1) & mask) {
+            if ((tab->index[j] ^ h) >> 32)
+                continue;
+            e = mf_ref_entry(tab, tab->index[j], &seg);
+            if (mf_entry_is(seg, e, h, pcs, depth, flags))
+                break;
+            seg = NULL;
+        }
+    }
+    if (!seg)
+        return NULL;
+    tab->last = e;
+    tab->last_seg = seg;
+    return e;
 }
 
 struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                                  uint32_t flags)
 {
-    uint64_t h = mf_stack_hash(pcs, depth);
-    struct mf_entry *e = mf_find(tab, h, pcs, depth, flags);
+    struct mf_entry *e = mf_table_find(tab, pcs, depth, flags);
     if (e)
         return e;
+    uint64_t h = mf_stack_hash(pcs, depth);
     if (tab->nseg == 0 || !mf_segment_has_room(tab->seg[tab->nseg - 1], depth)) {
         if ((tab->hdr->flags & MF_THREAD_TABLE_FULL) || mf_table_grow(tab)) {
             tab->hdr->flags |= MF_THREAD_TABLE_FULL;
@@ -308,6 +326,8 @@ struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uin
     seg->frames_used += depth;
     seg->entries_used++;
     __atomic_store_n(&e->hash, h, __ATOMIC_RELEASE);
+    tab->last = e;
+    tab->last_seg = seg;
     return e;
 }
 

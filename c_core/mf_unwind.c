@@ -5,8 +5,10 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
+#include <sys/mman.h>
 #include <sys/single_threaded.h>
 #include <string.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "mf_internal.h"
@@ -25,6 +27,21 @@ int (*mf_unw_backtrace)(void **, int);
 bool mf_unwind_frozen;
 static bool mf_unwind_tried;
 
+/* libunwind's cursor API, for learning unwind rules (mf_unwind_learn). Its header is not
+ * needed: on x86-64 unw_context_t is a ucontext_t and unw_cursor_t 127 words. */
+#define MF_UNW_CURSOR_WORDS 127
+#define MF_UNW_RBP 6
+#define MF_UNW_RSP 7
+#define MF_UNW_RIP 16
+static int (*mf_unw_getcontext)(ucontext_t *);
+static int (*mf_unw_init_local)(void *cursor, ucontext_t *);
+static int (*mf_unw_step)(void *cursor);
+static int (*mf_unw_get_reg)(void *cursor, int reg, uint64_t *value);
+/* unw_proc_info_t starts with start_ip, end_ip; for a frame without CFI libunwind returns
+ * success all the same, with [ip, ip + 1). */
+static int (*mf_unw_get_proc_info)(void *cursor, uint64_t *info);
+#define MF_UNW_PROC_INFO_WORDS 32 /* unw_proc_info_t takes 11 */
+
 /* dlopen from inside malloc risks the loader's lock (DESIGN §4): another thread may hold it
  * and wait for a lock our caller holds, or this thread may be inside the loader, half-way
  * through changing its lists. Neither can be when the process has one thread and the
@@ -39,6 +56,8 @@ void mf_unwind_load_if_safe(void)
         return;
     mf_unwind_init();
 }
+
+static void mf_rules_init(void *lib);
 
 void mf_unwind_init(void)
 {
@@ -69,6 +88,7 @@ void mf_unwind_init(void)
     if (set_policy && local_as)
         set_policy(*local_as, MF_UNW_CACHE_PER_THREAD);
     mf_unw_backtrace = (int (*)(void **, int))bt;
+    mf_rules_init(lib);
 }
 
 /* The mapping that holds `here`, from /proc/self/maps read with raw system calls:
@@ -139,4 +159,210 @@ int mf_unwind_fp(void **out, int max)
         fp = next;
     }
     return n;
+}
+
+/* ---- unwind rules per return address ------------------------------------------------
+ * libunwind takes ~10 ns a frame on x86-64 (its fast trace looks each return address up in
+ * a hash table, and that lookup lies on the walk's chain of dependent loads), a frame-
+ * pointer walk ~2 ns but is wrong through code without frame pointers. For each return
+ * address libunwind has stepped from, this table keeps how it did: by the frame pointer
+ * (CFA = rbp + 16, return address and caller's rbp below it), by the stack pointer
+ * (CFA = rsp + k, rbp left as it was), or that the stack ends there. A stack whose every
+ * frame has such a rule is walked from the rules (mf_unwind_cached), the loads of the rules
+ * off the walk's chain; a frame with another rule (a signal frame, rbp saved and reused)
+ * takes libunwind's unw_backtrace, one with none yet libunwind's cursor, which learns it
+ * (mf_unwind_learn). Only frames with CFI get a rule (without, libunwind guesses from the
+ * frame pointer and what it may read, which differs from one call to the next): the rule
+ * of an address is then the CFI's there, so one observation holds for all; a later one
+ * that differs marks the address for libunwind all the same.
+ * Rules carry the module epoch they were learnt in: a library loaded where another one was
+ * is learnt anew. Shared by the threads: slots are claimed by compare-and-swap, lookups are
+ * plain loads, nothing is ever freed. */
+#define MF_RULES_BITS 14
+#define MF_RULES_SLOTS (1u << MF_RULES_BITS)
+#define MF_RULES_PROBES 8
+#define MF_RULE_EPOCH_SHIFT 8
+#define MF_RULE_K_SHIFT 24
+#define MF_RULE_EPOCH_MASK (0xffffull << MF_RULE_EPOCH_SHIFT)
+enum { MF_RULE_NONE, MF_RULE_FP, MF_RULE_SP, MF_RULE_END, MF_RULE_OTHER };
+struct mf_rule_slot {
+    uintptr_t pc;
+    uint64_t rule; /* kind | epoch << MF_RULE_EPOCH_SHIFT | k << MF_RULE_K_SHIFT; 0 = none yet */
+};
+struct mf_rule_slot *mf_rules;
+
+static void mf_rules_init(void *lib)
+{
+    if (!mf_opt.unwind_rules)
+        return;
+    mf_unw_getcontext = (int (*)(ucontext_t *))dlsym(lib, "_Ux86_64_getcontext");
+    mf_unw_init_local = (int (*)(void *, ucontext_t *))dlsym(lib, MF_UNW_PREFIX "init_local");
+    mf_unw_step = (int (*)(void *))dlsym(lib, MF_UNW_PREFIX "step");
+    mf_unw_get_reg = (int (*)(void *, int, uint64_t *))dlsym(lib, MF_UNW_PREFIX "get_reg");
+    mf_unw_get_proc_info = (int (*)(void *, uint64_t *))dlsym(lib, MF_UNW_PREFIX "get_proc_info");
+#if defined(__x86_64__)
+    if (!mf_unw_getcontext || !mf_unw_init_local || !mf_unw_step || !mf_unw_get_reg ||
+        !mf_unw_get_proc_info)
+        return;
+    void *m = mmap(NULL, MF_RULES_SLOTS * sizeof *mf_rules, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m != MAP_FAILED)
+        __atomic_store_n(&mf_rules, (struct mf_rule_slot *)m, __ATOMIC_RELEASE);
+#endif
+}
+
+static uint32_t mf_rule_home(uintptr_t pc)
+{
+    return (uint32_t)((pc * 0x9e3779b97f4a7c15u) >> (64 - MF_RULES_BITS));
+}
+
+/* The rule kept for pc, of whatever epoch, or MF_RULE_NONE. */
+static uint64_t mf_rule_get(const struct mf_rule_slot *r, uintptr_t pc)
+{
+    for (uint32_t i = 0, j = mf_rule_home(pc); i < MF_RULES_PROBES; i++, j = (j + 1) & (MF_RULES_SLOTS - 1)) {
+        uintptr_t p = __atomic_load_n(&r[j].pc, __ATOMIC_ACQUIRE);
+        if (p == pc)
+            return __atomic_load_n(&r[j].rule, __ATOMIC_ACQUIRE);
+        if (!p)
+            break;
+    }
+    return MF_RULE_NONE;
+}
+
+/* Records what libunwind did at pc: the first observation in an epoch is the rule, a later
+ * one that differs makes it MF_RULE_OTHER (libunwind for good). A full neighbourhood keeps
+ * nothing: that address takes libunwind. */
+static void mf_rule_observe(uintptr_t pc, uint64_t rule)
+{
+    struct mf_rule_slot *r = mf_rules;
+    uint64_t epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE) & 0xffff;
+    rule |= epoch << MF_RULE_EPOCH_SHIFT;
+    for (uint32_t i = 0, j = mf_rule_home(pc); i < MF_RULES_PROBES; i++, j = (j + 1) & (MF_RULES_SLOTS - 1)) {
+        uintptr_t p = 0;
+        if (!__atomic_compare_exchange_n(&r[j].pc, &p, pc, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) &&
+            p != pc)
+            continue;
+        uint64_t old = __atomic_load_n(&r[j].rule, __ATOMIC_ACQUIRE);
+        for (;;) {
+            uint64_t want = rule;
+            if (old && ((old >> MF_RULE_EPOCH_SHIFT) & 0xffff) == epoch)
+                want = old == rule ? old : (MF_RULE_OTHER | epoch << MF_RULE_EPOCH_SHIFT);
+            if (want == old || __atomic_compare_exchange_n(&r[j].rule, &old, want, false,
+                                                           __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
+                return;
+        }
+    }
+}
+
+static bool mf_on_stack(const struct mf_slot *s, uintptr_t lo, uintptr_t hi)
+{
+    return s->stack_lo <= lo && lo <= hi && hi <= s->stack_hi;
+}
+
+/* The rule of the frame at ip (its stack pointer sp, frame pointer bp, whether it has
+ * CFI) from the step libunwind made to its caller's (nip, nsp, nbp). */
+static void mf_rule_learn(const struct mf_slot *s, bool cfi, uint64_t ip, uint64_t sp,
+                          uint64_t bp, uint64_t nip, uint64_t nsp, uint64_t nbp)
+{
+    uint64_t rule = MF_RULE_OTHER;
+    if (!cfi)
+        ;
+    else if (bp >= sp && bp + 16 == nsp && !(bp & 7) && mf_on_stack(s, sp, nsp) &&
+        ((const uintptr_t *)bp)[1] == nip && ((const uintptr_t *)bp)[0] == nbp)
+        rule = MF_RULE_FP;
+    else if (nbp == bp && nsp > sp && nsp - sp < (1ull << 32) && !(nsp & 7) &&
+             mf_on_stack(s, sp, nsp) && ((const uintptr_t *)nsp)[-1] == nip)
+        rule = MF_RULE_SP | (nsp - sp) << MF_RULE_K_SHIFT;
+    mf_rule_observe(ip, rule);
+}
+
+/* Called like unw_backtrace (mf_backtrace_on_stack, on the slot's stack): libunwind's
+ * cursor stepped frame by frame teaches the rule of each frame it stepped from; the stack
+ * returned is unw_backtrace's all the same, so that libunwind's own cache sees every walk
+ * it saw before (through a frame without CFI its answers depend on what it cached). */
+static __attribute__((noinline)) void mf_unwind_learn_rules(void)
+{
+    struct mf_slot *s = mf_tls.slot;
+    ucontext_t uc;
+    uint64_t cursor[MF_UNW_CURSOR_WORDS];
+    if (mf_unw_getcontext(&uc) < 0 || mf_unw_init_local(cursor, &uc) < 0)
+        return;
+    uint64_t ip = 0, sp = 0, bp = 0, info[MF_UNW_PROC_INFO_WORDS];
+    int max = MF_DEPTH_MAX + MF_OWN_FRAMES_MAX + 1;
+    bool have = false, cfi = false;
+    int n = 0, r = 1;
+    while (n < max) {
+        if (have)
+            cfi = mf_unw_get_proc_info(cursor, info) == 0 && !(info[0] == ip && info[1] == ip + 1);
+        if ((r = mf_unw_step(cursor)) <= 0)
+            break;
+        uint64_t nip, nsp, nbp;
+        if (mf_unw_get_reg(cursor, MF_UNW_RIP, &nip) < 0 || mf_unw_get_reg(cursor, MF_UNW_RSP, &nsp) < 0 ||
+            mf_unw_get_reg(cursor, MF_UNW_RBP, &nbp) < 0) {
+            have = false;
+            break;
+        }
+        if (have)
+            mf_rule_learn(s, cfi, ip, sp, bp, nip, nsp, nbp);
+        n++;
+        ip = nip, sp = nsp, bp = nbp, have = true;
+    }
+    if (have && r <= 0)
+        mf_rule_observe(ip, r == 0 && cfi ? MF_RULE_END : MF_RULE_OTHER);
+}
+
+static int mf_unwind_learn(void **pcs, int max)
+{
+    mf_unwind_learn_rules();
+    return mf_unw_backtrace(pcs, max);
+}
+
+/* The stack from mf_record_slow's frame by the rules alone, starting at its return address
+ * (no profiler frame), or -1 with *bt set to the libunwind function to ask instead: where a
+ * rule is missing the learner, where a frame has another rule or the walk would leave the
+ * stack mapping, unw_backtrace. Reads only inside the mapping that holds the first frame. */
+int mf_unwind_cached(struct mf_slot *s, int max, int (**bt)(void **, int))
+{
+    const struct mf_rule_slot *rules = mf_rules;
+    uint64_t epoch = (uint64_t)(__atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE) & 0xffff)
+                     << MF_RULE_EPOCH_SHIFT;
+    uintptr_t *pcs = s->pcs, fp = s->entry_fp;
+    if (fp < s->stack_lo || fp >= s->stack_hi)
+        mf_stack_bounds(s, fp);
+    uintptr_t top = s->stack_hi - 16; /* the last place a frame record fits */
+    *bt = mf_unw_backtrace;
+    if (fp < s->stack_lo || fp > top || (fp & 7))
+        return -1;
+    uintptr_t pc = ((const uintptr_t *)fp)[1], bp = ((const uintptr_t *)fp)[0], sp = fp + 16;
+    int n = 0;
+    for (;;) {
+        pcs[n++] = pc;
+        if (MF_UNLIKELY(n == max))
+            return n;
+        /* Most addresses sit in their home slot: one load, off the walk's chain. */
+        const struct mf_rule_slot *home = &rules[mf_rule_home(pc)];
+        uint64_t rule = __atomic_load_n(&home->pc, __ATOMIC_ACQUIRE) == pc
+                            ? __atomic_load_n(&home->rule, __ATOMIC_ACQUIRE)
+                            : mf_rule_get(rules, pc);
+        if ((rule ^ epoch) & MF_RULE_EPOCH_MASK)
+            rule = MF_RULE_NONE;
+        if (MF_LIKELY((rule & 0xff) == MF_RULE_FP)) {
+            if (bp < sp || bp > top || (bp & 7))
+                return -1;
+            pc = ((const uintptr_t *)bp)[1];
+            sp = bp + 16;
+            bp = ((const uintptr_t *)bp)[0];
+        } else if ((rule & 0xff) == MF_RULE_SP) {
+            sp += rule >> MF_RULE_K_SHIFT;
+            if (sp > top + 16 || (sp & 7))
+                return -1;
+            pc = ((const uintptr_t *)sp)[-1];
+        } else {
+            if ((rule & 0xff) == MF_RULE_END)
+                return n;
+            if ((rule & 0xff) == MF_RULE_NONE)
+                *bt = mf_unwind_learn;
+            return -1;
+        }
+    }
 }
