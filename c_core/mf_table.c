@@ -259,11 +259,7 @@ static bool mf_is_last(const struct mf_table *tab, const uintptr_t *pcs, uint32_
     const struct mf_entry *e = tab->last;
     if (!e || e->depth != depth || e->flags != flags)
         return false;
-    const uint64_t *f = &mf_frames(tab->last_seg)[e->frames];
-    for (uint32_t i = 0; i < depth; i++)
-        if (f[i] != pcs[i])
-            return false;
-    return true;
+    return memcmp(&mf_frames(tab->last_seg)[e->frames], pcs, depth * sizeof *pcs) == 0;
 }
 
 struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,

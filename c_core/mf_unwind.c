@@ -183,7 +183,6 @@ int mf_unwind_fp(void **out, int max)
 #define MF_RULES_PROBES 8
 #define MF_RULE_EPOCH_SHIFT 8
 #define MF_RULE_K_SHIFT 24
-#define MF_RULE_EPOCH_MASK (0xffffull << MF_RULE_EPOCH_SHIFT)
 enum { MF_RULE_NONE, MF_RULE_FP, MF_RULE_SP, MF_RULE_END, MF_RULE_OTHER };
 struct mf_rule_slot {
     uintptr_t pc;
@@ -217,7 +216,7 @@ static uint32_t mf_rule_home(uintptr_t pc)
 }
 
 /* The rule kept for pc, of whatever epoch, or MF_RULE_NONE. */
-static uint64_t mf_rule_get(const struct mf_rule_slot *r, uintptr_t pc)
+static __attribute__((noinline)) uint64_t mf_rule_get(const struct mf_rule_slot *r, uintptr_t pc)
 {
     for (uint32_t i = 0, j = mf_rule_home(pc); i < MF_RULES_PROBES; i++, j = (j + 1) & (MF_RULES_SLOTS - 1)) {
         uintptr_t p = __atomic_load_n(&r[j].pc, __ATOMIC_ACQUIRE);
@@ -339,28 +338,28 @@ int mf_unwind_cached(struct mf_slot *s, int max, int (**bt)(void **, int))
         pcs[n++] = pc;
         if (MF_UNLIKELY(n == max))
             return n;
-        /* Most addresses sit in their home slot: one load, off the walk's chain. */
+        /* Most addresses sit in their home slot: one load, off the walk's chain. The kind
+         * and the epoch are compared at once. */
         const struct mf_rule_slot *home = &rules[mf_rule_home(pc)];
         uint64_t rule = __atomic_load_n(&home->pc, __ATOMIC_ACQUIRE) == pc
                             ? __atomic_load_n(&home->rule, __ATOMIC_ACQUIRE)
                             : mf_rule_get(rules, pc);
-        if ((rule ^ epoch) & MF_RULE_EPOCH_MASK)
-            rule = MF_RULE_NONE;
-        if (MF_LIKELY((rule & 0xff) == MF_RULE_FP)) {
+        uint64_t kind = rule & ((1u << MF_RULE_K_SHIFT) - 1);
+        if (MF_LIKELY(kind == (MF_RULE_FP | epoch))) {
             if (bp < sp || bp > top || (bp & 7))
                 return -1;
             pc = ((const uintptr_t *)bp)[1];
             sp = bp + 16;
             bp = ((const uintptr_t *)bp)[0];
-        } else if ((rule & 0xff) == MF_RULE_SP) {
+        } else if (kind == (MF_RULE_SP | epoch)) {
             sp += rule >> MF_RULE_K_SHIFT;
             if (sp > top + 16 || (sp & 7))
                 return -1;
             pc = ((const uintptr_t *)sp)[-1];
         } else {
-            if ((rule & 0xff) == MF_RULE_END)
+            if (kind == (MF_RULE_END | epoch))
                 return n;
-            if ((rule & 0xff) == MF_RULE_NONE)
+            if (kind != (MF_RULE_OTHER | epoch)) /* none yet, or from another epoch */
                 *bt = mf_unwind_learn;
             return -1;
         }
