@@ -40,6 +40,11 @@ static int (*mf_unw_get_reg)(void *cursor, int reg, uint64_t *value);
 /* unw_proc_info_t starts with start_ip, end_ip; for a frame without CFI libunwind returns
  * success all the same, with [ip, ip + 1). */
 static int (*mf_unw_get_proc_info)(void *cursor, uint64_t *info);
+/* unw_save_loc_t: {int type; 8-byte aligned union {addr, regnum}; ...}: where the
+ * register's value in the cursor's frame is kept. */
+static int (*mf_unw_get_save_loc)(void *cursor, int reg, uint64_t *loc);
+#define MF_UNW_SLT_MEMORY 1
+#define MF_UNW_SLT_REG 2
 #define MF_UNW_PROC_INFO_WORDS 32 /* unw_proc_info_t takes 11 */
 
 /* dlopen from inside malloc risks the loader's lock (DESIGN §4): another thread may hold it
@@ -167,7 +172,8 @@ int mf_unwind_fp(void **out, int max)
  * pointer walk ~2 ns but is wrong through code without frame pointers. For each return
  * address libunwind has stepped from, this table keeps how it did: by the frame pointer
  * (CFA = rbp + 16, return address and caller's rbp below it), by the stack pointer
- * (CFA = rsp + k, rbp left as it was), or that the stack ends there. A stack whose every
+ * (CFA = rsp + k, rbp left as it was or saved at CFA - 8 * off), or that the stack ends
+ * there. A stack whose every
  * frame has such a rule is walked from the rules (mf_unwind_cached), the loads of the rules
  * off the walk's chain; a frame with another rule (a signal frame, rbp saved and reused)
  * takes libunwind's unw_backtrace, one with none yet libunwind's cursor, which learns it
@@ -182,11 +188,14 @@ int mf_unwind_fp(void **out, int max)
 #define MF_RULES_SLOTS (1u << MF_RULES_BITS)
 #define MF_RULES_PROBES 8
 #define MF_RULE_EPOCH_SHIFT 8
-#define MF_RULE_K_SHIFT 24
-enum { MF_RULE_NONE, MF_RULE_FP, MF_RULE_SP, MF_RULE_END, MF_RULE_OTHER };
+#define MF_RULE_KIND_BITS 24 /* kind and epoch */
+#define MF_RULE_OFF_SHIFT 24 /* MF_RULE_SP_SAVED: rbp lies at CFA - 8 * off */
+#define MF_RULE_K_SHIFT 40   /* MF_RULE_SP*: CFA = sp + k */
+#define MF_RULE_FRAME_MAX (64u << 10) /* larger frames are left to libunwind */
+enum { MF_RULE_NONE, MF_RULE_FP, MF_RULE_SP, MF_RULE_SP_SAVED, MF_RULE_END, MF_RULE_OTHER };
 struct mf_rule_slot {
     uintptr_t pc;
-    uint64_t rule; /* kind | epoch << MF_RULE_EPOCH_SHIFT | k << MF_RULE_K_SHIFT; 0 = none yet */
+    uint64_t rule; /* kind | epoch << 8 | off << 24 | k << 40; 0 = none yet */
 };
 struct mf_rule_slot *mf_rules;
 
@@ -199,9 +208,10 @@ static void mf_rules_init(void *lib)
     mf_unw_step = (int (*)(void *))dlsym(lib, MF_UNW_PREFIX "step");
     mf_unw_get_reg = (int (*)(void *, int, uint64_t *))dlsym(lib, MF_UNW_PREFIX "get_reg");
     mf_unw_get_proc_info = (int (*)(void *, uint64_t *))dlsym(lib, MF_UNW_PREFIX "get_proc_info");
+    mf_unw_get_save_loc = (int (*)(void *, int, uint64_t *))dlsym(lib, MF_UNW_PREFIX "get_save_loc");
 #if defined(__x86_64__)
     if (!mf_unw_getcontext || !mf_unw_init_local || !mf_unw_step || !mf_unw_get_reg ||
-        !mf_unw_get_proc_info)
+        !mf_unw_get_proc_info || !mf_unw_get_save_loc)
         return;
     void *m = mmap(NULL, MF_RULES_SLOTS * sizeof *mf_rules, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -259,19 +269,33 @@ static bool mf_on_stack(const struct mf_slot *s, uintptr_t lo, uintptr_t hi)
 }
 
 /* The rule of the frame at ip (its stack pointer sp, frame pointer bp, whether it has
- * CFI) from the step libunwind made to its caller's (nip, nsp, nbp). */
+ * CFI) from the step libunwind made to its caller's (nip, nsp, nbp, and where the CFI put
+ * nbp: loc, a word of unw_save_loc_t each). A frame-pointer frame is told by its record; a
+ * stack-pointer frame left rbp alone or saved it inside the frame, where the record is not
+ * (a frame realigned at run time keeps one at rbp, and its size varies). Where the CFI
+ * keeps the caller's rbp, libunwind says: in this frame if saved here, else further down
+ * (a callee's frame, the context) or in a register. Anything else is libunwind's. */
 static void mf_rule_learn(const struct mf_slot *s, bool cfi, uint64_t ip, uint64_t sp,
-                          uint64_t bp, uint64_t nip, uint64_t nsp, uint64_t nbp)
+                          uint64_t bp, uint64_t nip, uint64_t nsp, uint64_t nbp,
+                          const uint64_t *loc)
 {
     uint64_t rule = MF_RULE_OTHER;
-    if (!cfi)
+    if (!cfi || !mf_on_stack(s, sp, nsp) || (sp & 7) || (nsp & 7))
         ;
-    else if (bp >= sp && bp + 16 == nsp && !(bp & 7) && mf_on_stack(s, sp, nsp) &&
-        ((const uintptr_t *)bp)[1] == nip && ((const uintptr_t *)bp)[0] == nbp)
+    else if (bp >= sp && bp + 16 == nsp && ((const uintptr_t *)bp)[1] == nip &&
+             ((const uintptr_t *)bp)[0] == nbp)
         rule = MF_RULE_FP;
-    else if (nbp == bp && nsp > sp && nsp - sp < (1ull << 32) && !(nsp & 7) &&
-             mf_on_stack(s, sp, nsp) && ((const uintptr_t *)nsp)[-1] == nip)
-        rule = MF_RULE_SP | (nsp - sp) << MF_RULE_K_SHIFT;
+    else if (nsp > sp && nsp - sp <= MF_RULE_FRAME_MAX && ((const uintptr_t *)nsp)[-1] == nip) {
+        uint32_t type = (uint32_t)loc[0];
+        uint64_t at = loc[1];
+        bool in_frame = type == MF_UNW_SLT_MEMORY && at >= sp && at < nsp;
+        if (!in_frame && (type == MF_UNW_SLT_MEMORY || type == MF_UNW_SLT_REG) && nbp == bp)
+            rule = MF_RULE_SP; /* kept by a callee or in a register: not this frame's */
+        else if (in_frame && at + 8 < nsp && !(at & 7) && at != bp && *(const uintptr_t *)at == nbp)
+            rule = MF_RULE_SP_SAVED | (nsp - at) / 8 << MF_RULE_OFF_SHIFT;
+        if (rule != MF_RULE_OTHER)
+            rule |= (nsp - sp) << MF_RULE_K_SHIFT;
+    }
     mf_rule_observe(ip, rule);
 }
 
@@ -295,14 +319,14 @@ static __attribute__((noinline)) void mf_unwind_learn_rules(void)
             cfi = mf_unw_get_proc_info(cursor, info) == 0 && !(info[0] == ip && info[1] == ip + 1);
         if ((r = mf_unw_step(cursor)) <= 0)
             break;
-        uint64_t nip, nsp, nbp;
+        uint64_t nip, nsp, nbp, loc[8];
         if (mf_unw_get_reg(cursor, MF_UNW_RIP, &nip) < 0 || mf_unw_get_reg(cursor, MF_UNW_RSP, &nsp) < 0 ||
-            mf_unw_get_reg(cursor, MF_UNW_RBP, &nbp) < 0) {
+            mf_unw_get_reg(cursor, MF_UNW_RBP, &nbp) < 0 || mf_unw_get_save_loc(cursor, MF_UNW_RBP, loc) < 0) {
             have = false;
             break;
         }
         if (have)
-            mf_rule_learn(s, cfi, ip, sp, bp, nip, nsp, nbp);
+            mf_rule_learn(s, cfi, ip, sp, bp, nip, nsp, nbp, loc);
         n++;
         ip = nip, sp = nsp, bp = nbp, have = true;
     }
@@ -344,18 +368,20 @@ int mf_unwind_cached(struct mf_slot *s, int max, int (**bt)(void **, int))
         uint64_t rule = __atomic_load_n(&home->pc, __ATOMIC_ACQUIRE) == pc
                             ? __atomic_load_n(&home->rule, __ATOMIC_ACQUIRE)
                             : mf_rule_get(rules, pc);
-        uint64_t kind = rule & ((1u << MF_RULE_K_SHIFT) - 1);
+        uint64_t kind = rule & ((1u << MF_RULE_KIND_BITS) - 1);
         if (MF_LIKELY(kind == (MF_RULE_FP | epoch))) {
             if (bp < sp || bp > top || (bp & 7))
                 return -1;
             pc = ((const uintptr_t *)bp)[1];
             sp = bp + 16;
             bp = ((const uintptr_t *)bp)[0];
-        } else if (kind == (MF_RULE_SP | epoch)) {
+        } else if (kind == (MF_RULE_SP | epoch) || kind == (MF_RULE_SP_SAVED | epoch)) {
             sp += rule >> MF_RULE_K_SHIFT;
             if (sp > top + 16 || (sp & 7))
                 return -1;
             pc = ((const uintptr_t *)sp)[-1];
+            if (kind == (MF_RULE_SP_SAVED | epoch)) /* off <= k / 8: inside this frame */
+                bp = ((const uintptr_t *)sp)[-(ptrdiff_t)((rule >> MF_RULE_OFF_SHIFT) & 0xffff)];
         } else {
             if (kind == (MF_RULE_END | epoch))
                 return n;
