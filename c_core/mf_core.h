@@ -52,7 +52,6 @@ struct mf_thread {
     uint64_t weight;          /* calls the next sample stands for; 0 = no interval drawn yet */
     uint64_t drawn;           /* calls the current sampling interval covers (the rate's denominator) */
     uint64_t exact_left;      /* calls of the process-wide exact budget this thread holds */
-    uint64_t exact_ns;        /* time its exact samples took, not yet taken off the budget */
     uint64_t early_calls;     /* calls before start-up finished: unprofiled, weight 1 */
     uint64_t early_bytes;
     uint32_t state;           /* enum mf_thread_state (mf_internal.h) */
