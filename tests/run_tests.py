@@ -989,7 +989,8 @@ def test_default_mode_agrees_with_exact():
     def var(site, calls):
         return max(sq_of[site] - calls, w * (w - 1))
     hot = site_totals(rows, "site_hot")
-    expect(hot[2] < hot[0] // 100, f"site_hot: {hot[2]} samples for {hot[0]} calls")
+    # At most the exact stretch (the first 100,000 calls) and 1 in 100 of the rest.
+    expect(hot[2] < 100000 + hot[0] // 100, f"site_hot: {hot[2]} samples for {hot[0]} calls")
     bad = []
     for site, (known, size) in SAMPLED_SITES.items():
         calls, nbytes, samples = site_totals(rows, site)

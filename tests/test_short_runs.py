@@ -114,13 +114,9 @@ def _git_env(repo):
             "GIT_AUTHOR_DATE": "2026-01-01T00:00:00", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00"}
 
 
-_repo = []
-
-
 def _small_repository():
-    """A repository of 40 commits over 6 files (the issue's "small repository"), made once."""
-    if _repo:
-        return _repo[0]
+    """A repository of 40 commits over 6 files (the issue's "small repository"), made anew
+    for each test (a passing test's directories are removed)."""
     repo = os.path.join(rt.fresh_dir(), "repo")
     os.makedirs(repo)
     env = dict(os.environ, **_git_env(repo))
@@ -140,7 +136,6 @@ def _small_repository():
                                   for i in range(12))
         git("add", "-A")
         git("commit", "-q", "-m", f"change {c}\n\nthe body of change {c}")
-    _repo.append(repo)
     return repo
 
 
