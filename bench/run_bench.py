@@ -66,7 +66,6 @@ HDR_TOTAL_CALLS, HDR_NSEGMENTS, HDR_SEG_OFFSET = 64, 344, 352
 PROC_SAMPLE_INTERVAL = 56  # struct mf_process_header: sample_interval, exact_calls, ...
 PROC_COST_SHARE = 76  # ... max_depth, cost_share_ppm
 PROC_FLAGS, PROC_TLS_DIRECT = 48, 2  # flags, MF_PROCESS_TLS_DIRECT
-EXACT_MS = 5.0  # MF_EXACT_NS_MAX: the exact stretch's time cap
 SEG_ENTRIES_OFFSET = 64  # entries start this far into a segment (MF_SEGMENT_ENTRIES_OFFSET)
 # hash, depth, flags, frames, samples, calls, bytes, calls_sq, bytes_var
 ENTRY = struct.Struct("<QIIQQQQQd")
@@ -590,11 +589,11 @@ def report(ws, runs, shares, perf_note, failures, elapsed):
                 modes |= r.profile["modes"]
     for interval, exact, ppm in sorted(modes):
         say("Default mode in this build: every call recorded for the first %s calls of each process"
-            " or %g ms of recording, whichever comes first, then %s; at the costs above the exact"
-            " stretch alone costs %s per process."
-            % ("{:,}".format(exact), EXACT_MS, "each thread's interval set so that samples take about"
+            " (a cap counted in calls, no time cap), then %s; at the costs above the exact"
+            " stretch alone costs %s per process that makes that many calls."
+            % ("{:,}".format(exact), "each thread's interval set so that samples take about"
                " %g%% of its time" % (ppm / 1e4) if interval == 0 else "1 in %s" % "{:,}".format(interval),
-               ", ".join("%s %.1f ms" % (w.name, min(exact * ns / 1e6, EXACT_MS))
+               ", ".join("%s %.1f ms" % (w.name, exact * ns / 1e6)
                          for w, ns in per_call_ns if ns == ns)))
         say("")
 

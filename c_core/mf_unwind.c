@@ -151,14 +151,18 @@ int mf_unwind_fp(void **out, int max)
         mf_stack_bounds(s, lo);
     int n = 0;
     /* fp + 2 would wrap for a garbage fp near the top of the address space: compare fp
-     * itself against the last slot that still holds a whole frame record. */
-    while (n < max && (uintptr_t)fp >= lo && (uintptr_t)fp <= s->stack_hi - 2 * sizeof *fp &&
-           ((uintptr_t)fp & 7) == 0) {
+     * itself against the last slot that still holds a whole frame record. Each frame lies
+     * above the one before, so the first is the only one to check against the bottom; the
+     * top is held in a local (stores to pcs could alias the slot's fields). */
+    uintptr_t top = s->stack_hi - 2 * sizeof *fp;
+    if ((uintptr_t)fp < s->stack_lo || s->stack_hi < 2 * sizeof *fp)
+        return 0;
+    while (n < max && (uintptr_t)fp <= top && ((uintptr_t)fp & 7) == 0) {
         uintptr_t pc = fp[1];
+        uintptr_t *next = (uintptr_t *)fp[0];
         if (!pc)
             break;
         pcs[n++] = pc;
-        uintptr_t *next = (uintptr_t *)fp[0];
         if (next <= fp)
             break;
         fp = next;
