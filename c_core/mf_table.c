@@ -269,7 +269,7 @@ struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint3
         return tab->last;
     uint64_t h = mf_stack_hash(pcs, depth);
     struct mf_segment_header *seg = NULL;
-    struct mf_entry *e;
+    struct mf_entry *e = NULL;
     if (!tab->index) {
         for (uint32_t k = 0; k < tab->nseg; k++) {
             e = mf_probe(tab->seg[k], h, pcs, depth, flags);
