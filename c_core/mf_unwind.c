@@ -177,11 +177,10 @@ int mf_unwind_fp(void **out, int max)
  * address libunwind has stepped from, this table keeps how it did: by the frame pointer
  * (CFA = rbp + 16, return address and caller's rbp below it), by the stack pointer
  * (CFA = rsp + k, rbp left as it was or saved at CFA - 8 * off), or that the stack ends
- * there. A stack whose every
- * frame has such a rule is walked from the rules (mf_unwind_cached), the loads of the rules
- * off the walk's chain; a frame with another rule (a signal frame, rbp saved and reused)
- * takes libunwind's unw_backtrace, one with none yet libunwind's cursor, which learns it
- * (mf_unwind_learn). Only frames with CFI get a rule (without, libunwind guesses from the
+ * there. A stack whose every frame has such a rule is walked from the rules
+ * (mf_unwind_cached), the loads of the rules off the walk's chain; a frame with another
+ * rule (a signal frame, a realigned frame) takes libunwind's unw_backtrace, one with none
+ * yet libunwind's cursor, which learns it (mf_unwind_learn). Only frames with CFI get a rule (without, libunwind guesses from the
  * frame pointer and what it may read, which differs from one call to the next): the rule
  * of an address is then the CFI's there, so one observation holds for all; a later one
  * that differs marks the address for libunwind all the same.
