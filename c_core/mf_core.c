@@ -436,6 +436,7 @@ static void mf_thread_setup(struct mf_thread *t)
         s->interval = 0, s->call_ns = s->sample_ns = 0;
     s->sample_end_ns = s->samples = 0;
     s->stack_lo = s->stack_hi = 0;
+    s->learn_credit_ns = MF_LEARN_CREDIT_NS;
     s->flush_lock = 0;
     memset(&s->proxied, 0, sizeof s->proxied);
     s->table = NULL;

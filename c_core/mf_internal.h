@@ -49,6 +49,7 @@ struct mf_slot {
     uint64_t sample_end_ns; /* CLOCK_MONOTONIC when the last sample finished */
     double call_ns, sample_ns;
     uintptr_t stack_lo, stack_hi; /* the stack mapping the frame-pointer unwinder walks */
+    int64_t learn_credit_ns; /* time rule walks saved, less what learning walks took (mf_unwind.c) */
     /* The sample in hand, for the function that runs on the slot's stack. */
     uintptr_t entry_fp;  /* mf_record_slow's frame on the program's stack */
     uintptr_t ret;       /* its return address: where the profiler's frames end */
@@ -134,6 +135,12 @@ int mf_unwind_fp(void **pcs, int max); /* from the calling thread's slot's entry
  * (mf_unwind.c), or -1 and the libunwind function to call instead. */
 extern struct mf_rule_slot *mf_rules; /* NULL: no rules (MALLOC_FREQ_UNWIND=libunwind-only) */
 int mf_unwind_cached(struct mf_slot *s, int max, int (**bt)(void **, int));
+/* A learning walk costs 10 us to 0.5 ms (libunwind's cursor blocks signals at every step, a
+ * system call, and looks up each frame's CFI): a thread learns only with the time the rule
+ * walk has saved it (~7 ns a frame against unw_backtrace) and a 2 ms start, so that where
+ * stacks are too many and too varied to learn (gcc's cc1) libunwind answers, as before. */
+#define MF_LEARN_CREDIT_NS 2000000
+#define MF_RULE_SAVES_NS_PER_FRAME 7
 /* Fills s->pcs with up to max return addresses, on the slot's stack, and returns the count;
  * the first *own of them are the profiler's frames, then comes the front end's slow path
  * (s->ret). */

@@ -187,7 +187,7 @@ int mf_unwind_fp(void **out, int max)
  * Rules carry the module epoch they were learnt in: a library loaded where another one was
  * is learnt anew. Shared by the threads: slots are claimed by compare-and-swap, lookups are
  * plain loads, nothing is ever freed. */
-#define MF_RULES_BITS 14
+#define MF_RULES_BITS 15
 #define MF_RULES_SLOTS (1u << MF_RULES_BITS)
 #define MF_RULES_PROBES 8
 #define MF_RULE_EPOCH_SHIFT 8
@@ -201,6 +201,10 @@ struct mf_rule_slot {
     uint64_t rule; /* kind | epoch << 8 | off << 24 | k << 40; 0 = none yet */
 };
 struct mf_rule_slot *mf_rules;
+/* An address found no room: from then on an address without a rule is libunwind's, not
+ * learnt (a learning walk costs several unw_backtrace's, and would be made at every sample
+ * through that address). */
+static bool mf_rules_full;
 
 static void mf_rules_init(void *lib)
 {
@@ -264,6 +268,7 @@ static void mf_rule_observe(uintptr_t pc, uint64_t rule)
                 return;
         }
     }
+    __atomic_store_n(&mf_rules_full, true, __ATOMIC_RELAXED);
 }
 
 static bool mf_on_stack(const struct mf_slot *s, uintptr_t lo, uintptr_t hi)
@@ -339,7 +344,9 @@ static __attribute__((noinline)) void mf_unwind_learn_rules(void)
 
 static int mf_unwind_learn(void **pcs, int max)
 {
+    uint64_t t0 = mf_mono_ns();
     mf_unwind_learn_rules();
+    mf_tls.slot->learn_credit_ns -= (int64_t)(mf_mono_ns() - t0);
     return mf_unw_backtrace(pcs, max);
 }
 
@@ -364,7 +371,7 @@ int mf_unwind_cached(struct mf_slot *s, int max, int (**bt)(void **, int))
     for (;;) {
         pcs[n++] = pc;
         if (MF_UNLIKELY(n == max))
-            return n;
+            break;
         /* Most addresses sit in their home slot: one load, off the walk's chain. The kind
          * and the epoch are compared at once. */
         const struct mf_rule_slot *home = &rules[mf_rule_home(pc)];
@@ -387,10 +394,14 @@ int mf_unwind_cached(struct mf_slot *s, int max, int (**bt)(void **, int))
                 bp = ((const uintptr_t *)sp)[-(ptrdiff_t)((rule >> MF_RULE_OFF_SHIFT) & 0xffff)];
         } else {
             if (kind == (MF_RULE_END | epoch))
-                return n;
-            if (kind != (MF_RULE_OTHER | epoch)) /* none yet, or from another epoch */
+                break;
+            if (kind != (MF_RULE_OTHER | epoch) && /* none yet, or from another epoch */
+                !__atomic_load_n(&mf_rules_full, __ATOMIC_RELAXED) && s->learn_credit_ns > 0)
                 *bt = mf_unwind_learn;
             return -1;
         }
     }
+    if (s->learn_credit_ns < MF_LEARN_CREDIT_NS)
+        s->learn_credit_ns += MF_RULE_SAVES_NS_PER_FRAME * n;
+    return n;
 }
