@@ -35,7 +35,6 @@ uint64_t mf_thread_seq;
  * earlier one (the parent's, before fork) never writes into it again. */
 static uint64_t mf_gen = 1;
 static int64_t mf_exact_budget;  /* calls still to record exactly, process-wide */
-static int64_t mf_exact_ns_left; /* time the exact stretch may still take, process-wide */
 static uint64_t mf_exact_taken;  /* calls of the exact stretch handed to threads */
 /* A MADV_WIPEONFORK page: it reads 0 in any child, also one made by _Fork() or clone(),
  * which run no atfork handler. A load, where asking getpid() would be a system call. A
@@ -90,20 +89,13 @@ static uint64_t mf_rng_next(struct mf_slot *s)
     return r;
 }
 
-/* The exact stretch ends after mf_opt.exact_calls calls or MF_EXACT_NS_MAX of recording,
- * whichever comes first: deep stacks (gcc's cc1 at ~1 us a sample) and processes that
- * live a few milliseconds each (a build's cc1 and as) would otherwise pay up to 20 ms
- * each. A thread settles its exact samples' time when it takes the next chunk. */
+/* The exact stretch is the process's first mf_opt.exact_calls calls (100,000), a cap
+ * counted in calls, not in time: a time cap (5 ms until this version) ran out on a busy
+ * machine, or on a short run's first, cold samples, and left a short run sampled. */
 static bool mf_take_exact(struct mf_thread *t)
 {
     if (t->exact_left)
         return true;
-    if (t->exact_ns) {
-        int64_t ns = __atomic_sub_fetch(&mf_exact_ns_left, (int64_t)t->exact_ns, __ATOMIC_RELAXED);
-        t->exact_ns = 0;
-        if (ns <= 0)
-            __atomic_store_n(&mf_exact_budget, 0, __ATOMIC_RELAXED);
-    }
     int64_t left = __atomic_load_n(&mf_exact_budget, __ATOMIC_RELAXED);
     while (left > 0) {
         int64_t take = left < MF_EXACT_CHUNK ? left : MF_EXACT_CHUNK;
@@ -286,10 +278,10 @@ static void mf_totals_add(struct mf_table *tab, struct mf_totals *to, int fn, ui
 
 static bool mf_nothing_pending(const struct mf_thread *t)
 {
+    uint64_t any = 0; /* no branch per function: this runs at every recorded call */
     for (int fn = 0; fn < MF_FN_COUNT; fn++)
-        if (t->pending.calls[fn])
-            return false;
-    return true;
+        any |= t->pending.calls[fn];
+    return !any;
 }
 
 /* The owner's flush: the pending counts, less what the process's exit already took, go to
@@ -448,6 +440,7 @@ static void mf_thread_setup(struct mf_thread *t)
     s->live_calls = 0;
     s->live_pending = false;
     s->stack_lo = s->stack_hi = 0;
+    s->learn_credit_ns = MF_LEARN_CREDIT_NS;
     s->flush_lock = 0;
     memset(&s->proxied, 0, sizeof s->proxied);
     s->table = NULL;
@@ -711,8 +704,6 @@ void mf_record_slow(enum mf_fn fn, size_t size)
     mf_call_on_stack(s->stack_top, mf_sample_on_stack, t); /* the table */
     if (adaptive) {
         uint64_t t1 = mf_mono_ns();
-        if (t->exact)
-            t->exact_ns += t1 - t0;
         mf_adapt(t, t0, t1, s->new_stack);
     }
     mf_leave(t, mf_arm(t, mf_next_countdown(t)));
@@ -737,7 +728,6 @@ static void mf_process_start(void)
     mf_stamp = mf_new_stamp();
     __atomic_store_n(&mf_thread_seq, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&mf_exact_budget, (int64_t)mf_opt.exact_calls, __ATOMIC_RELAXED);
-    __atomic_store_n(&mf_exact_ns_left, (int64_t)MF_EXACT_NS_MAX, __ATOMIC_RELAXED);
     __atomic_store_n(&mf_exact_taken, 0, __ATOMIC_RELAXED);
     if (mf_lazy_start)
         mf_unwind_load_if_safe(); /* the process's first allocation call, if it is safe */
@@ -806,7 +796,7 @@ static void mf_after_fork_child(void)
     t->exiting = false;
     t->sample_left = 0;
     t->weight = 0;
-    t->exact_left = t->exact_ns = 0;
+    t->exact_left = 0;
     t->exact = false;
     t->exit_round = 0;
     if (!mf_disabled) {
@@ -843,17 +833,12 @@ static void mf_thread_exit(void *arg)
         pthread_setspecific(mf_thread_key, t);
         return;
     }
-    /* The exact stretch's time is settled when a thread takes its next chunk of it: a
-     * thread that ends first settles here, and gives back the calls it did not use, or
-     * thousands of short threads would each take a chunk and never pay for it. */
-    if (t->exact_ns || t->exact_left) {
-        int64_t ns = __atomic_sub_fetch(&mf_exact_ns_left, (int64_t)t->exact_ns, __ATOMIC_RELAXED);
-        if (ns <= 0)
-            __atomic_store_n(&mf_exact_budget, 0, __ATOMIC_RELAXED);
-        else if (t->exact_left)
-            __atomic_fetch_add(&mf_exact_budget, (int64_t)t->exact_left, __ATOMIC_RELAXED);
+    /* A thread that ends gives back the calls of the exact stretch it did not use, or
+     * thousands of short threads would each take a chunk and leave the stretch short. */
+    if (t->exact_left) {
+        __atomic_fetch_add(&mf_exact_budget, (int64_t)t->exact_left, __ATOMIC_RELAXED);
         __atomic_fetch_sub(&mf_exact_taken, t->exact_left, __ATOMIC_RELAXED);
-        t->exact_ns = t->exact_left = 0;
+        t->exact_left = 0;
     }
     if (s && t->state == MF_THREAD_READY && s->gen == mf_gen) {
         mf_flush(t);

@@ -23,6 +23,10 @@ struct mf_table {
     uint64_t *index; /* anonymous memory; NULL with one segment, or if it could not be had:
                       * then each segment is probed */
     uint64_t index_slots; /* a power of two */
+    /* The entry found or made last, and its segment: a thread's next call comes from the
+     * same stack more often than not, which is then found by one comparison, no hash. */
+    struct mf_entry *last;
+    struct mf_segment_header *last_seg;
 };
 
 struct mf_slot; /* a thread's cold state, its table and its slow path's stack (mf_internal.h) */
@@ -48,7 +52,6 @@ struct mf_thread {
     uint64_t weight;          /* calls the next sample stands for; 0 = no interval drawn yet */
     uint64_t drawn;           /* calls the current sampling interval covers (the rate's denominator) */
     uint64_t exact_left;      /* calls of the process-wide exact budget this thread holds */
-    uint64_t exact_ns;        /* time its exact samples took, not yet taken off the budget */
     uint64_t early_calls;     /* calls before start-up finished: unprofiled, weight 1 */
     uint64_t early_bytes;
     uint32_t state;           /* enum mf_thread_state (mf_internal.h) */

@@ -226,8 +226,11 @@ struct mf_entry {
  * object allocation to malloc, not only the large ones (pymalloc serves the rest from its
  * own pools, which the profile cannot see). */
 #define MF_PROCESS_PYTHONMALLOC 4u
+/* The exact stretch has no time cap (MF_EXACT_NS_MAX): it ends after exact_calls calls.
+ * Without this flag (older cores) it also ended after MF_EXACT_NS_MAX of recording. */
+#define MF_PROCESS_EXACT_BY_CALLS 8u
 
-#define MF_EXACT_NS_MAX 5000000u /* 5 ms; see exact_calls */
+#define MF_EXACT_NS_MAX 5000000u /* 5 ms: the exact stretch's time cap in older cores */
 #define MF_UNWIND_LIBUNWIND 0u
 #define MF_UNWIND_FP 1u
 
@@ -247,14 +250,15 @@ struct mf_process_header {
      * 0 = default mode, where each thread sets it so that samples take cost_share_ppm of
      * its time. */
     uint64_t sample_interval;
-    /* The exact stretch: the process's first exact_calls calls are recorded exactly, or as
-     * many as MF_EXACT_NS_MAX of recording time allows if fewer. */
+    /* The exact stretch: the process's first exact_calls calls are recorded exactly (without
+     * MF_PROCESS_EXACT_BY_CALLS, fewer if MF_EXACT_NS_MAX of recording time came first). */
     uint64_t exact_calls;
     uint32_t max_depth;
     uint32_t cost_share_ppm;
     char exe[256]; /* /proc/self/exe, NUL-terminated (truncated if longer) */
     /* Written at exit (MF_PROCESS_EXITED): the calls the exact stretch recorded, fewer than
-     * exact_calls when its time cap ended it first or the process made fewer calls. */
+     * exact_calls when the process made fewer calls, when threads still running held part
+     * of the stretch, or (without MF_PROCESS_EXACT_BY_CALLS) when its time cap ended it. */
     uint64_t exact_recorded;
     /* MALLOC_FREQ_LARGE: every call of at least this many bytes is recorded, with weight 1,
      * outside the sampled stream; 0 = off. */

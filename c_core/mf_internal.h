@@ -49,6 +49,7 @@ struct mf_slot {
     uint64_t sample_end_ns; /* CLOCK_MONOTONIC when the last sample finished */
     double call_ns, sample_ns;
     uintptr_t stack_lo, stack_hi; /* the stack mapping the frame-pointer unwinder walks */
+    int64_t learn_credit_ns; /* time rule walks saved, less what learning walks took (mf_unwind.c) */
     /* The sample in hand, for the function that runs on the slot's stack. */
     uintptr_t entry_fp;  /* mf_record_slow's frame on the program's stack */
     uintptr_t ret;       /* its return address: where the profiler's frames end */
@@ -76,6 +77,7 @@ struct mf_options {
     uint64_t large; /* MALLOC_FREQ_LARGE: calls of this many bytes and more are all recorded; 0 off */
     uint32_t max_depth;
     uint32_t unwinder; /* MF_UNWIND_* */
+    bool unwind_rules; /* libunwind through the rule cache (not MALLOC_FREQ_UNWIND=libunwind-only) */
     const char *base_dir; /* MALLOC_FREQ_DIR, or NULL for the working directory */
     const char *libunwind; /* MALLOC_FREQ_LIBUNWIND: the library to dlopen */
     bool secure; /* AT_SECURE (set-user-ID...): nothing read, loaded or written */
@@ -144,6 +146,16 @@ void mf_core_start_now(void);
 void mf_core_before_threads(void); /* pthread_create: load libunwind while it may be */
 extern int (*mf_unw_backtrace)(void **, int); /* NULL: the frame-pointer walk */
 int mf_unwind_fp(void **pcs, int max); /* from the calling thread's slot's entry_fp */
+/* With libunwind: the stack from the unwind rules libunwind taught for each return address
+ * (mf_unwind.c), or -1 and the libunwind function to call instead. */
+extern struct mf_rule_slot *mf_rules; /* NULL: no rules (MALLOC_FREQ_UNWIND=libunwind-only) */
+int mf_unwind_cached(struct mf_slot *s, int max, int (**bt)(void **, int));
+/* A learning walk costs 10 us to 0.5 ms (libunwind's cursor blocks signals at every step, a
+ * system call, and looks up each frame's CFI): a thread learns only with the time the rule
+ * walk has saved it (~7 ns a frame against unw_backtrace) and a 2 ms start, so that where
+ * stacks are too many and too varied to learn (gcc's cc1) libunwind answers, as before. */
+#define MF_LEARN_CREDIT_NS 2000000
+#define MF_RULE_SAVES_NS_PER_FRAME 7
 /* Fills s->pcs with up to max return addresses, on the slot's stack, and returns the count;
  * the first *own of them are the profiler's frames, then comes the front end's slow path
  * (s->ret). */
@@ -151,6 +163,13 @@ static inline __attribute__((always_inline)) uint32_t mf_unwind(struct mf_slot *
                                                                 uint32_t *own)
 {
     int (*bt)(void **, int) = mf_unw_backtrace ? mf_unw_backtrace : mf_unwind_fp;
+    if (bt != mf_unwind_fp && mf_rules) {
+        int c = mf_unwind_cached(s, (int)max, &bt);
+        if (c >= 0) {
+            *own = 0; /* the walk starts at s->ret */
+            return (uint32_t)c;
+        }
+    }
     uint32_t n = (uint32_t)mf_backtrace_on_stack(s->stack_top, bt, (void **)s->pcs, (int)max);
     *own = 0;
     for (uint32_t i = 0; i < n && i < MF_OWN_FRAMES_MAX; i++) {

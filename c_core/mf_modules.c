@@ -71,7 +71,7 @@ static bool mf_process_write(int fd, const void *buf, size_t len, uint64_t off)
 static uint32_t mf_process_flags(void)
 {
     return (mf_tls_direct ? MF_PROCESS_TLS_DIRECT : 0) |
-           (mf_opt.pythonmalloc ? MF_PROCESS_PYTHONMALLOC : 0);
+           (mf_opt.pythonmalloc ? MF_PROCESS_PYTHONMALLOC : 0) | MF_PROCESS_EXACT_BY_CALLS;
 }
 
 static void mf_modules_collect(void);

@@ -7,9 +7,9 @@
 #include "mf_internal.h"
 
 /* Default mode: record every call for the first MF_EXACT_CALLS calls of the process, then
- * at the interval each thread's cost budget allows (mf_adapt). Chosen from `make bench`;
- * see README "Sampling". */
-#define MF_EXACT_CALLS 20000u
+ * at the interval each thread's cost budget allows (mf_adapt): a run of up to 100,000 calls
+ * is exact, one a little longer within a few per cent (README "Short runs"). */
+#define MF_EXACT_CALLS 100000u
 /* Above this a "sample interval" is a typo, not a setting: it would leave no samples. */
 #define MF_SAMPLE_MAX 1000000000u
 /* Calls of this many bytes and more are recorded every time, with weight 1 (README
@@ -22,6 +22,7 @@ struct mf_options mf_opt = {
     .max_depth = MF_DEPTH_DEFAULT,
     .large = MF_LARGE_DEFAULT,
     .unwinder = MF_UNWIND_LIBUNWIND,
+    .unwind_rules = true,
     .libunwind = "libunwind.so.8",
 };
 
@@ -63,6 +64,8 @@ void mf_options_read(void)
         mf_opt.sample_interval = v;
         mf_opt.exact_calls = 0;
     }
+    if (!mf_opt.sample_interval && mf_env_u64("MALLOC_FREQ_EXACT", 0, MF_SAMPLE_MAX, "100000", &v))
+        mf_opt.exact_calls = v;
     if (mf_env_u64("MALLOC_FREQ_SEED", 0, UINT64_MAX, "random", &v)) {
         mf_opt.seed = v;
         mf_opt.seed_set = true;
@@ -75,8 +78,11 @@ void mf_options_read(void)
     if (u) {
         if (strcmp(u, "fp") == 0)
             mf_opt.unwinder = MF_UNWIND_FP;
+        else if (strcmp(u, "libunwind-only") == 0)
+            mf_opt.unwind_rules = false;
         else if (strcmp(u, "libunwind") != 0)
-            mf_warn("MALLOC_FREQ_UNWIND=", u, " is neither libunwind nor fp; using the default (", "libunwind)");
+            mf_warn("MALLOC_FREQ_UNWIND=", u, " is not libunwind, libunwind-only or fp; using the default (",
+                    "libunwind)");
     }
     const char *l = getenv("MALLOC_FREQ_LIBUNWIND");
     if (l && *l)

@@ -241,30 +241,6 @@ static struct mf_entry *mf_probe(struct mf_segment_header *seg, uint64_t h, cons
             return &e[i];
 }
 
-/* The stack's entry in any segment, or NULL. */
-static struct mf_entry *mf_find(struct mf_table *tab, uint64_t h, const uintptr_t *pcs,
-                                uint32_t depth, uint32_t flags)
-{
-    if (!tab->index) {
-        for (uint32_t s = 0; s < tab->nseg; s++) {
-            struct mf_entry *e = mf_probe(tab->seg[s], h, pcs, depth, flags);
-            if (e->hash)
-                return e;
-        }
-        return NULL;
-    }
-    uint64_t mask = tab->index_slots - 1;
-    for (uint64_t j = h & mask; tab->index[j]; j = (j + 1) & mask) {
-        if ((tab->index[j] ^ h) >> 32)
-            continue;
-        struct mf_segment_header *seg;
-        struct mf_entry *e = mf_ref_entry(tab, tab->index[j], &seg);
-        if (mf_entry_is(seg, e, h, pcs, depth, flags))
-            return e;
-    }
-    return NULL;
-}
-
 static bool mf_segment_has_room(struct mf_segment_header *seg, uint32_t depth)
 {
     return (seg->entries_used + 1) * 2 <= seg->capacity &&
@@ -282,20 +258,59 @@ static bool mf_table_grow(struct mf_table *tab)
     return failed;
 }
 
+/* The last entry's frames against pcs, without the hash. */
+static bool mf_is_last(const struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
+                       uint32_t flags)
+{
+    const struct mf_entry *e = tab->last;
+    if (!e || e->depth != depth || e->flags != flags)
+        return false;
+    return memcmp(&mf_frames(tab->last_seg)[e->frames], pcs,
+                  mf_words(depth, flags) * sizeof *pcs) == 0;
+}
+
 struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                                uint32_t flags)
 {
-    return mf_find(tab, mf_stack_hash(pcs, mf_words(depth, flags)), pcs, depth, flags);
+    if (mf_is_last(tab, pcs, depth, flags))
+        return tab->last;
+    uint64_t h = mf_stack_hash(pcs, mf_words(depth, flags));
+    struct mf_segment_header *seg = NULL;
+    struct mf_entry *e = NULL;
+    if (!tab->index) {
+        for (uint32_t k = 0; k < tab->nseg; k++) {
+            e = mf_probe(tab->seg[k], h, pcs, depth, flags);
+            if (e->hash) {
+                seg = tab->seg[k];
+                break;
+            }
+        }
+    } else {
+        uint64_t mask = tab->index_slots - 1;
+        for (uint64_t j = h & mask; tab->index[j]; j = (j + 1) & mask) {
+            if ((tab->index[j] ^ h) >> 32)
+                continue;
+            e = mf_ref_entry(tab, tab->index[j], &seg);
+            if (mf_entry_is(seg, e, h, pcs, depth, flags))
+                break;
+            seg = NULL;
+        }
+    }
+    if (!seg)
+        return NULL;
+    tab->last = e;
+    tab->last_seg = seg;
+    return e;
 }
 
 struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                                  uint32_t flags)
 {
-    uint32_t words = mf_words(depth, flags);
-    uint64_t h = mf_stack_hash(pcs, words);
-    struct mf_entry *e = mf_find(tab, h, pcs, depth, flags);
+    struct mf_entry *e = mf_table_find(tab, pcs, depth, flags);
     if (e)
         return e;
+    uint32_t words = mf_words(depth, flags);
+    uint64_t h = mf_stack_hash(pcs, words);
     if (tab->nseg == 0 || !mf_segment_has_room(tab->seg[tab->nseg - 1], words)) {
         if ((tab->hdr->flags & MF_THREAD_TABLE_FULL) || mf_table_grow(tab)) {
             tab->hdr->flags |= MF_THREAD_TABLE_FULL;
@@ -315,6 +330,8 @@ struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uin
     seg->frames_used += words;
     seg->entries_used++;
     __atomic_store_n(&e->hash, h, __ATOMIC_RELEASE);
+    tab->last = e;
+    tab->last_seg = seg;
     return e;
 }
 

@@ -79,11 +79,14 @@ static enum mf_stretch mf_stretch_of(const struct mf_process *pr)
         return MF_STRETCH_UNKNOWN; /* still running, or killed: written at exit */
     if (pr->exact_recorded >= pr->exact_calls)
         return MF_STRETCH_DONE;
-    /* Fewer than the setting: either the 5 ms cap ended the stretch and calls followed it,
+    /* Fewer than the setting: either the 5 ms cap ended the stretch (older cores) or threads
+     * still running at exit held part of it, and calls followed it,
      * or the process ended inside it and every call it made was recorded exactly. The count
      * is taken in the profiler's exit handler, so calls after it (later exit handlers) are
      * not in it: tell the two apart by the calls instead. Sampled calls, or more calls than
      * the stretch allows, came after the stretch. */
+    if (pr->flags & MF_PROCESS_EXACT_BY_CALLS) /* calls outside the stretch (before start-up, */
+        return pr->sampled ? MF_STRETCH_CAPPED : MF_STRETCH_WHOLE_RUN; /* at exit) are exact */
     return pr->sampled || pr->calls > pr->exact_calls ? MF_STRETCH_CAPPED : MF_STRETCH_WHOLE_RUN;
 }
 
@@ -100,6 +103,7 @@ void mf_sampling_text(const struct mf_profile *p, char *buf, size_t size)
      * recorded when capped, the setting and the cost share. */
     uint32_t count[4] = {0}, ndefault = 0;
     uint64_t capped_lo = UINT64_MAX, capped_hi = 0, setting = 0, ppm = 0;
+    bool timed = false; /* a process whose stretch had the time cap (an older core) */
     for (uint32_t i = 0; i < p->nprocs; i++) {
         const struct mf_process *pr = &p->procs[i];
         if (!pr->has_file)
@@ -123,6 +127,8 @@ void mf_sampling_text(const struct mf_profile *p, char *buf, size_t size)
             }
             setting = pr->exact_calls > setting ? pr->exact_calls : setting;
             ppm = pr->cost_share_ppm > ppm ? pr->cost_share_ppm : ppm;
+            if (!(pr->flags & MF_PROCESS_EXACT_BY_CALLS))
+                timed = true;
         }
     }
     if (!any) {
@@ -139,12 +145,15 @@ void mf_sampling_text(const struct mf_profile *p, char *buf, size_t size)
     if (!ndefault)
         return;
     double cap_ms = MF_EXACT_NS_MAX / 1e6, share = (double)ppm / 1e4;
+    char most[40] = "";
+    if (timed)
+        snprintf(most, sizeof most, ", %g ms at most", cap_ms);
     mf_fmt_count(b, setting);
     mf_put(buf, size, &at, "%s", sep);
     if (count[MF_STRETCH_WHOLE_RUN] == ndefault) {
         mf_put(buf, size, &at, "every call exact: %s within %s exact stretch (the first %s "
-               "calls, %g ms at most)", ndefault == 1 ? "the process ended" : "each process ended",
-               ndefault == 1 ? "its" : "their", b, cap_ms);
+               "calls%s)", ndefault == 1 ? "the process ended" : "each process ended",
+               ndefault == 1 ? "its" : "their", b, most);
         return;
     }
     const char *each = ndefault == 1 ? "" : " of each process";
@@ -155,22 +164,28 @@ void mf_sampling_text(const struct mf_profile *p, char *buf, size_t size)
         mf_fmt_count(a, capped_lo);
         snprintf(range, sizeof range, "%s%s%s", a, capped_hi != capped_lo ? " to " : "",
                  capped_hi != capped_lo ? mf_fmt_count(hi, capped_hi) : "");
-        mf_put(buf, size, &at, "first %s calls%s exact (the %g ms cap on the exact stretch "
-               "came before %s), then adaptive", range, each, cap_ms, b);
+        if (timed)
+            mf_put(buf, size, &at, "first %s calls%s exact (the %g ms cap on the exact stretch "
+                   "came before %s), then adaptive", range, each, cap_ms, b);
+        else
+            mf_put(buf, size, &at, "first %s calls%s exact (threads still running at exit held "
+                   "the rest of the %s), then adaptive", range, each, b);
     } else if (count[MF_STRETCH_UNKNOWN] == ndefault) {
-        mf_put(buf, size, &at, "first %s calls%s exact or fewer (the stretch stops at %g ms: "
-               "its length is written at exit, and %s not exited: still running, exec'd or "
-               "killed), then adaptive", b, each, cap_ms,
+        mf_put(buf, size, &at, "first %s calls%s exact or fewer (%s%sits length is written at "
+               "exit, and %s not exited: still running, exec'd or killed), then adaptive", b,
+               each, timed ? "the stretch stops at 5 ms" : "", timed ? ": " : "",
                ndefault == 1 ? "the process has" : "no process has");
     } else {
         /* A mix: say how many processes each outcome had. */
-        mf_put(buf, size, &at, "first %s calls of each process exact (%g ms at most), then "
-               "adaptive (samples take <= %g%% of time); the exact stretch ", b, cap_ms, share);
+        mf_put(buf, size, &at, "first %s calls of each process exact%s%s%s, then adaptive "
+               "(samples take <= %g%% of time); the exact stretch ", b, timed ? " (" : "",
+               timed ? most + 2 : "", timed ? ")" : "", share);
         const char *sep2 = "";
         if (count[MF_STRETCH_DONE])
             mf_put(buf, size, &at, "%scompleted in %u", sep2, count[MF_STRETCH_DONE]), sep2 = ", ";
         if (count[MF_STRETCH_CAPPED]) {
-            mf_put(buf, size, &at, "%scut short by its time cap in %u (%s", sep2,
+            mf_put(buf, size, &at, "%scut short %s in %u (%s", sep2,
+                   timed ? "by its time cap" : "(threads still running held the rest)",
                    count[MF_STRETCH_CAPPED], mf_fmt_count(a, capped_lo));
             if (capped_hi != capped_lo)
                 mf_put(buf, size, &at, " to %s", mf_fmt_count(a, capped_hi));

@@ -33,8 +33,8 @@
 //! counts in thread-local storage and writes its counts to its file every 4,096 calls, at
 //! every sample and at thread and process exit, so only a process that ends without running
 //! any code (`kill -9`, a crash, `exec`) can leave fewer than 4,096 calls a thread out, and
-//! only when sampling. Call stacks are recorded for the first 20,000 calls (or as many as
-//! 5 ms of recording allows), then each thread samples as often as keeps the cost near 0.3 %
+//! only when sampling. Call stacks are recorded for the first 100,000 calls (a short run is
+//! exact), then each thread samples as often as keeps the cost near 0.3 %
 //! of its time, each sample standing for the calls around it;
 //! `MALLOC_FREQ_SAMPLE=1` records every call (exact counts per stack, slower),
 //! `MALLOC_FREQ_SAMPLE=N` samples 1 in N from the start, and with it `MALLOC_FREQ_SEED`

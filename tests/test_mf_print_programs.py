@@ -324,6 +324,10 @@ def sampling_line(text):
     return m.group(1)
 
 
+PROCESS_FLAGS = 48  # struct mf_process_header.flags
+MF_PROCESS_EXACT_BY_CALLS = 8
+
+
 def exact_recorded(profile):
     (path,) = rt.process_files(profile)
     with open(path, "rb") as f:
@@ -339,32 +343,33 @@ def test_sampling_line_says_how_the_run_was_sampled():
     cases["exact"] = (r, "exact: every call recorded")
     r = rt.run_ok([shallow, "50000"], sample="1000")
     cases["fixed"] = (r, "1 in 1,000 calls sampled")
-    # Default mode, a run shorter than the exact stretch: every call exact. Few calls and
-    # frame pointers, so that even a loaded machine does not take 5 ms to record them.
-    r = rt.run_ok([shallow, "500"], sample=None, extra_env={"MALLOC_FREQ_UNWIND": "fp"})
+    # Default mode, a run shorter than the exact stretch (100,000 calls): every call exact.
+    r = rt.run_ok([shallow, "500"], sample=None)
     cases["short"] = (r, "every call exact: the process ended within its exact stretch (the "
-                         "first 20,000 calls, 5 ms at most)")
-    # Default mode, the stretch cut short by its 5 ms cap: 400 frames deep (deep_loop).
-    r = rt.run_ok([rt.c_program("deep_loop")], sample=None, extra_env={"MALLOC_FREQ_DEPTH": "512"})
-    n = exact_recorded(r.profile)
-    rt.expect(0 < n < 20000, f"deep_loop's exact stretch recorded {n} calls")
-    cases["capped"] = (r, f"first {n:,} calls exact (the 5 ms cap on the exact stretch came "
-                          "before 20,000), then adaptive (samples take <= 0.3% of time)")
-    # Default mode, the stretch completed: shallow stacks, frame pointers (~100 ns a sample).
-    # A loaded machine can stretch 20,000 samples past 5 ms: try a few times.
-    for attempt in range(5):
-        r = rt.run_ok([shallow, "200000"], sample=None, extra_env={"MALLOC_FREQ_UNWIND": "fp"})
-        if exact_recorded(r.profile) == 20000:
-            break
-    rt.expect_eq(exact_recorded(r.profile), 20000, "shallow_calls' exact stretch, 5 tries")
-    cases["completed"] = (r, "first 20,000 calls exact, then adaptive (samples take <= 0.3% of "
+                         "first 100,000 calls)")
+    # Default mode, the stretch completed: counted in calls, so on a loaded machine too.
+    r = rt.run_ok([shallow, "200000"], sample=None)
+    rt.expect_eq(exact_recorded(r.profile), 100000, "shallow_calls' exact stretch")
+    cases["completed"] = (r, "first 100,000 calls exact, then adaptive (samples take <= 0.3% of "
                              "time)")
+    # A profile of an older core, whose stretch stopped after 5 ms of recording: no
+    # MF_PROCESS_EXACT_BY_CALLS, and fewer calls recorded than the setting.
+    r = rt.run_ok([shallow, "200000"], sample=None)
+    n = 1234
+    with open(rt.process_files(r.profile)[0], "r+b") as f:
+        flags = struct.unpack_from("<I", f.read(PROCESS_FLAGS + 4), PROCESS_FLAGS)[0]
+        f.seek(PROCESS_FLAGS)
+        f.write(struct.pack("<I", flags & ~MF_PROCESS_EXACT_BY_CALLS))
+        f.seek(PROCESS_EXACT_RECORDED)
+        f.write(struct.pack("<Q", n))
+    cases["capped"] = (r, f"first {n:,} calls exact (the 5 ms cap on the exact stretch came "
+                          "before 100,000), then adaptive (samples take <= 0.3% of time)")
     for what, (r, want) in cases.items():
         rt.expect_eq(sampling_line(rt.tree_text(r.profile)), want, f"sampling line ({what})")
     # The processes together: each outcome counted.
     dirs = [cases[k][0].profile for k in ("short", "capped", "completed")]
     both = sampling_line(rt.tree_text(*dirs))
-    rt.expect_eq(both, "first 20,000 calls of each process exact (5 ms at most), then adaptive "
+    rt.expect_eq(both, "first 100,000 calls of each process exact (5 ms at most), then adaptive "
                        "(samples take <= 0.3% of time); the exact stretch completed in 1, cut "
                        f"short by its time cap in 1 ({n:,} calls exact), was the whole run in "
                        "1 (every call exact)", "sampling line of three default-mode runs")

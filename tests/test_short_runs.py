@@ -1,0 +1,165 @@
+"""Short runs in the default mode (README "Short runs"): a run of up to 100,000 calls lies
+inside the exact stretch, which is counted in calls, never cut short by time, so every count
+is exact and the header says so; a longer one is exact for its first 100,000 calls and then
+sampled, and says that. Real programs: tests/programs/short_runs.c (five sites 30 frames
+deep, known counts) and `git log -p` on a small repository made here, against its exact
+profile (MALLOC_FREQ_SAMPLE=1). Also: the rule walk that makes exact capture cheap
+(c_core/mf_unwind.c) gives libunwind's stacks, frame for frame, with and without frame
+pointers and through git's own code."""
+import os
+import shutil
+import subprocess
+
+import run_tests as rt
+from run_tests import expect, expect_eq
+
+# short_runs.c: site -> (calls per 50, bytes per call)
+SHORT_SITES = {"site_a": (20, 24), "site_b": (15, 40), "site_c": (10, 72), "site_d": (4, 136),
+               "site_e": (1, 264)}
+STRETCH = 100_000  # MF_EXACT_CALLS (c_core/mf_options.c)
+
+
+def _sampling_line(profile):
+    for line in rt.mf_print([profile]).stdout.splitlines():
+        if line.startswith("  sampling"):
+            return line.split(None, 1)[1]
+    raise rt.TestFailure(f"no sampling line in mf_print's report of {profile}")
+
+
+def _short_runs(flags=()):
+    name = "short_runs" + "".join(f.replace("-", "_") for f in flags)
+    if not flags:
+        return rt.build("short_runs", ["short_runs.c"])
+    out = os.path.join(rt.OUT, name)
+    if not os.path.exists(out):
+        os.makedirs(rt.OUT, exist_ok=True)
+        cmd = ["gcc", "-g", "-Wall", "-Wextra", "-Werror"] + list(flags) + [
+            "-o", out, os.path.join(rt.PROGRAMS, "short_runs.c")]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        expect(r.returncode == 0, f"cannot compile {name}: {r.stderr.strip()}")
+    return out
+
+
+@rt.test
+def test_short_runs_of_up_to_100000_calls_are_exact_in_the_default_mode():
+    prog = _short_runs()
+    for n in (10_000, 100_000):
+        r = rt.run_ok([prog, str(n)], sample=None)
+        expect_eq(r.stdout, f"{n} calls\n", "short_runs' output")
+        rows = rt.csv_rows(r.profile)
+        got = {s: rt.site_totals(rows, s)[:2] for s in SHORT_SITES}
+        want = {s: (n // 50 * k, n // 50 * k * size) for s, (k, size) in SHORT_SITES.items()}
+        # Exact, not only within the issue's +-10 %: the run is inside the exact stretch.
+        expect_eq(got, want, f"short_runs {n}: (calls, bytes) per site in the default mode")
+        expect_eq(_sampling_line(r.profile), "every call exact: the process ended within its "
+                  f"exact stretch (the first {STRETCH:,} calls)", f"short_runs {n}: sampling line")
+
+
+@rt.test
+def test_a_run_past_the_stretch_is_exact_for_100000_calls_then_estimated():
+    prog = _short_runs()
+    n = 300_000
+    r = rt.run_ok([prog, str(n)], sample=None, extra_env={"MALLOC_FREQ_SEED": "7"})
+    expect_eq(_sampling_line(r.profile), f"first {STRETCH:,} calls exact, then adaptive (samples "
+              "take <= 0.3% of time)", "sampling line of a run past the exact stretch")
+    rows = rt.csv_rows(r.profile)
+    samples = sum(row.samples for row in rows)
+    expect(samples >= STRETCH, f"{samples} samples: fewer than the exact stretch's {STRETCH:,}")
+    for site, (k, _) in SHORT_SITES.items():
+        calls, _, _ = rt.site_totals(rows, site)
+        known = n // 50 * k
+        # The stretch holds 100,000 * k / 50 of them exactly; the rest is an unbiased
+        # estimate. Loose bounds (the interval after the stretch depends on the machine's
+        # speed): the exact part alone, and no more than twice the truth.
+        expect(STRETCH // 50 * k <= calls <= 2 * known,
+               f"{site}: estimate {calls}, known {known}, exact part {STRETCH // 50 * k}")
+
+
+def _csv_by_stack(profile):
+    return sorted((tuple(row.stack), row.calls, row.bytes, row.samples)
+                  for row in rt.csv_rows(profile, extra=("--no-trim", "--full-stacks")))
+
+
+def _same_stacks_both_ways(argv, what, extra_env=None):
+    """Runs argv at N=1 with the rule walk and with libunwind alone: the same CSV."""
+    runs = {}
+    for unwind in ("libunwind", "libunwind-only"):
+        env = dict(extra_env or {}, MALLOC_FREQ_UNWIND=unwind)
+        r = rt.run_ok(argv, extra_env=env)
+        expect_eq(r.stderr, "", f"{what} ({unwind}): stderr")
+        runs[unwind] = _csv_by_stack(r.profile)
+    a, b = runs["libunwind"], runs["libunwind-only"]
+    expect(len(a) > 1, f"{what}: {len(a)} stacks")
+    diff = sorted(set(a) ^ set(b))[:4]
+    expect(a == b, f"{what}: the rule walk's stacks differ from libunwind's, e.g. {diff}")
+
+
+@rt.test
+def test_rule_walk_gives_libunwinds_stacks():
+    # With frame pointers, without (-O2: rbp saved and reused), and a program built by
+    # someone else with neither (git, through libc and libz).
+    _same_stacks_both_ways([_short_runs(), "20000"], "short_runs")
+    _same_stacks_both_ways([_short_runs(("-O2", "-fomit-frame-pointer")), "20000"],
+                           "short_runs -O2 -fomit-frame-pointer")
+    git = shutil.which("git")
+    if git:
+        repo = _small_repository()
+        _same_stacks_both_ways([git, "-C", repo, "--no-pager", "log", "-p"], "git log -p",
+                               _git_env(repo))
+
+
+def _git_env(repo):
+    home = os.path.dirname(repo)
+    return {"HOME": home, "GIT_CONFIG_NOSYSTEM": "1", "GIT_PAGER": "cat", "LC_ALL": "C",
+            "GIT_AUTHOR_DATE": "2026-01-01T00:00:00", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00"}
+
+
+def _small_repository():
+    """A repository of 40 commits over 6 files (the issue's "small repository"), made anew
+    for each test (a passing test's directories are removed)."""
+    repo = os.path.join(rt.fresh_dir(), "repo")
+    os.makedirs(repo)
+    env = dict(os.environ, **_git_env(repo))
+
+    def git(*args):
+        subprocess.run(["git", "-C", repo] + list(args), check=True, env=env,
+                       capture_output=True)
+
+    git("init", "-q")
+    git("config", "user.name", "Short Run")
+    git("config", "user.email", "short@run.invalid")
+    for c in range(40):
+        for f in range(6):
+            if (c + f) % 3 == 0:
+                with open(os.path.join(repo, f"file{f}.txt"), "a") as fh:
+                    fh.writelines(f"commit {c} file {f} line {i}: {'x' * (c % 7 + i)}\n"
+                                  for i in range(12))
+        git("add", "-A")
+        git("commit", "-q", "-m", f"change {c}\n\nthe body of change {c}")
+    return repo
+
+
+@rt.test
+def test_git_log_on_a_small_repository_matches_its_exact_profile():
+    git = shutil.which("git")
+    if not git:
+        print("  git not found: skipped")
+        return
+    repo = _small_repository()
+    argv = [git, "-C", repo, "--no-pager", "log", "-p"]
+    exact = rt.run_ok(argv, extra_env=_git_env(repo))
+    default = rt.run_ok(argv, sample=None, extra_env=_git_env(repo))
+    expect_eq(default.stdout, exact.stdout, "git log -p's output, default mode and N=1")
+    want, got = {}, {}
+    for rows, into in ((rt.csv_rows(exact.profile), want), (rt.csv_rows(default.profile), got)):
+        for row in rows:
+            into[row.site] = into.get(row.site, 0) + row.calls
+    total = sum(want.values())
+    expect(total > 1000, f"git log -p made {total} calls: too few to be a test")
+    bad = [(site, calls, got.get(site, 0)) for site, calls in want.items()
+           if calls >= total / 100 and abs(got.get(site, 0) - calls) > calls / 10]
+    expect(not bad, f"git log -p, sites with >= 1% of {total} calls off by more than 10% in the "
+                    f"default mode (site, exact, default): {bad}")
+    line = _sampling_line(default.profile)
+    expect(line.startswith("every call exact") or line.startswith(f"first {STRETCH:,} calls"),
+           f"git log -p's sampling line: {line!r}")
