@@ -153,7 +153,7 @@ void mf_sampling_text(const struct mf_profile *p, char *buf, size_t size)
     if (count[MF_STRETCH_WHOLE_RUN] == ndefault) {
         mf_put(buf, size, &at, "every call exact: %s within %s exact stretch (the first %s "
                "calls%s)", ndefault == 1 ? "the process ended" : "each process ended",
-               ndefault == 1 ? "its" : "their", b, most);
+               "its", b, most);
         return;
     }
     const char *each = ndefault == 1 ? "" : " of each process";

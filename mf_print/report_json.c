@@ -111,10 +111,12 @@ static void mf_json_sampling(FILE *out, const struct mf_process *pr)
     } else if (pr->sample_interval == 1) {
         fputs("{\"mode\": \"exact\"}", out);
     } else if (pr->sample_interval == 0) {
-        fprintf(out, "{\"mode\": \"adaptive\", \"exact_calls\": %llu, \"exact_ns_max\": %u, "
-                     "\"cost_share\": %g}",
-                (unsigned long long)pr->exact_calls, MF_EXACT_NS_MAX,
-                (double)pr->cost_share_ppm / 1e6);
+        /* exact_ns_max only where the stretch had a time cap (a file of an older core) */
+        fprintf(out, "{\"mode\": \"adaptive\", \"exact_calls\": %llu, ",
+                (unsigned long long)pr->exact_calls);
+        if (!(pr->flags & MF_PROCESS_EXACT_BY_CALLS))
+            fprintf(out, "\"exact_ns_max\": %u, ", MF_EXACT_NS_MAX);
+        fprintf(out, "\"cost_share\": %g}", (double)pr->cost_share_ppm / 1e6);
     } else {
         fprintf(out, "{\"mode\": \"interval\", \"interval\": %llu, \"exact_calls\": %llu}",
                 (unsigned long long)pr->sample_interval, (unsigned long long)pr->exact_calls);
