@@ -7,6 +7,15 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Newton's method: neither the library nor mf_print links libm. */
+static inline double mf_sqrt(double x)
+{
+    double r = x > 1 ? x / 2 : 1;
+    for (int i = 0; i < 64 && x > 0; i++)
+        r = (r + x / r) / 2;
+    return x > 0 ? r : 0;
+}
+
 /* 2 atanh(s) = log((1 + s) / (1 - s)), for |s| <= 1/3: the series until its terms vanish. */
 static inline double mf_2atanh(double s)
 {

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "diff.h"
+#include "mf_math.h"
 #include "mf_print.h"
 #include "pprof_read.h"
 
@@ -278,14 +279,6 @@ static void mf_vals_add(struct mf_diff_vals *v, const struct mf_diff_vals *x)
     v->estimated |= x->estimated;
 }
 
-static double mf_dsqrt(double x) /* Newton's method: mf_print links no libm */
-{
-    double r = x > 1 ? x / 2 : 1;
-    for (int i = 0; i < 64 && x > 0; i++)
-        r = (r + x / r) / 2;
-    return x > 0 ? r : 0;
-}
-
 static int64_t mf_sub(uint64_t a, uint64_t b)
 {
     uint64_t d = a >= b ? a - b : b - a;
@@ -308,7 +301,7 @@ static void mf_judge(struct mf_diff_row *r, const uint64_t interval[2])
         double v = (double)r->v[k].var, n = (double)interval[k];
         var += n > 1 && v < n * (n - 1) ? n * (n - 1) : v;
     }
-    r->error = mf_dsqrt(var);
+    r->error = mf_sqrt(var);
     double mag = r->dcalls < 0 ? -(double)r->dcalls : (double)r->dcalls;
     r->significant = r->dcalls != 0 && (!estimated || mag > MF_DIFF_SIGMAS * r->error);
 }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mf_math.h"
 #include "mf_print.h"
 #include "model.h"
 #include "transform.h"
@@ -253,4 +254,24 @@ void mf_model_frames(const struct mf_model *m, const struct mf_stack *s, struct 
     }
     for (size_t i = 0; i < n; i++)
         out->v[out->n++] = mf_model_ref_frame(m, refs[i]);
+}
+
+double mf_calls_se(uint64_t calls, uint64_t var, uint64_t interval)
+{
+    double v = (double)var, n = (double)interval;
+    if (!calls)
+        return 0;
+    if (interval > 1 && v < n * (n - 1))
+        v = n * (n - 1);
+    return mf_sqrt(v);
+}
+
+double mf_bytes_se(uint64_t calls, uint64_t bytes, double var, uint64_t interval)
+{
+    double n = (double)interval, mean = calls ? (double)bytes / (double)calls : 0;
+    if (!bytes)
+        return 0;
+    if (interval > 1 && var < n * (n - 1) * mean * mean)
+        var = n * (n - 1) * mean * mean;
+    return mf_sqrt(var);
 }

@@ -111,4 +111,13 @@ uint32_t mf_model_frame_refs(const struct mf_model *m, const struct mf_stack *s,
 /* The frame a reference stands for. */
 struct mf_frame mf_model_ref_frame(const struct mf_model *m, uint32_t ref);
 
+/* The standard error of an estimate of calls (of bytes) whose samples' weights add var to its
+ * variance, every report's ±: a sample of weight w adds w(w-1) (bytes: w(w-1)s^2), so the
+ * exact stretch's samples of weight 1 add none; for a run sampled 1 in N throughout this is
+ * calls/sqrt(samples), as DESIGN §2 says. With no weighted sample yet, calls after the exact
+ * stretch may still have been missed: one sample at the interval (of the mean size) is the
+ * floor. 0 for nothing counted. */
+double mf_calls_se(uint64_t calls, uint64_t var, uint64_t interval);
+double mf_bytes_se(uint64_t calls, uint64_t bytes, double var, uint64_t interval);
+
 #endif

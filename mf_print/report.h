@@ -77,8 +77,6 @@ void mf_sites_sort(struct mf_sites *t); /* by calls, then by the names */
 void mf_sites_free(struct mf_sites *t);
 const uint32_t *mf_site_names(const struct mf_sites *t, const struct mf_site_row *r);
 /* The standard error of an estimate of calls or bytes, as the tree's ± takes it. */
-double mf_calls_se(uint64_t calls, uint64_t var, uint64_t interval);
-double mf_bytes_se(uint64_t calls, uint64_t bytes, double var, uint64_t interval);
 uint64_t mf_size_class_hi(uint32_t c); /* the largest size of class c; UINT64_MAX: no end */
 /* pc0..pc{K-1},calls,calls_stderr,bytes,bytes_stderr,mean_size,samples,via[,size_min,size_max]
  * [,program]: one row per site (and size class), sorted by calls. */

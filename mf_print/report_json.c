@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mf_math.h"
 #include "mf_print.h"
 #include "report.h"
 #include "transform.h"
@@ -69,39 +70,16 @@ static const char *mf_bool(bool b)
     return b ? "true" : "false";
 }
 
-/* Newton's method: the Makefile links no libm. */
-static double mf_sqrt(double x)
-{
-    double r = x > 1 ? x / 2 : 1;
-    for (int i = 0; i < 64 && x > 0; i++)
-        r = (r + x / r) / 2;
-    return x > 0 ? r : 0;
-}
-
-/* The standard error of an estimated count of calls, as the tree's ± (report_tree.c): a
- * sample of weight w adds w(w-1) to the variance; with no weighted sample yet, one sample
- * at the interval is counted, since calls after the exact stretch may have been missed. */
+/* The tree's ± as standard errors; 0 for exact counts. */
 static double mf_calls_stderr(const struct mf_model *m, const struct mf_stack *s)
 {
-    if (!s->estimated || !s->calls)
-        return 0;
-    double v = (double)s->var, n = (double)m->sample_interval;
-    if (m->sample_interval > 1 && v < n * (n - 1))
-        v = n * (n - 1);
-    return mf_sqrt(v);
+    return s->estimated ? mf_calls_se(s->calls, s->var, m->sample_interval) : 0;
 }
 
-/* The same for bytes: a sample of weight w and size s adds w(w-1)s^2; the floor is one
- * sample at the interval of the stack's mean size. */
 static double mf_bytes_stderr(const struct mf_model *m, const struct mf_stack *s)
 {
-    if (!s->estimated || !s->bytes || !s->calls)
-        return 0;
-    double v = s->bytes_var, n = (double)m->sample_interval;
-    double mean = (double)s->bytes / (double)s->calls;
-    if (m->sample_interval > 1 && v < n * (n - 1) * mean * mean)
-        v = n * (n - 1) * mean * mean;
-    return mf_sqrt(v);
+    return s->estimated && s->calls ? mf_bytes_se(s->calls, s->bytes, s->bytes_var,
+                                                  m->sample_interval) : 0;
 }
 
 static void mf_json_sampling(FILE *out, const struct mf_process *pr)

@@ -6,18 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mf_math.h"
 #include "mf_print.h"
 #include "process_life.h"
 #include "report.h"
-
-/* Newton's method: the Makefile links no libm (as report_sizes.c). */
-static double mf_sqrt(double x)
-{
-    double r = x > 1 ? x / 2 : 1;
-    for (int i = 0; i < 64 && x > 0; i++)
-        r = (r + x / r) / 2;
-    return x > 0 ? r : 0;
-}
 
 /* Per site (or per stack for CSV): what the lifetime table shows. */
 struct mf_live_row {

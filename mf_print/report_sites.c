@@ -10,35 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mf_math.h"
 #include "mf_print.h"
 #include "report.h"
-
-/* Newton's method: the Makefile links no libm. */
-static double mf_sqrt(double x)
-{
-    double r = x > 1 ? x / 2 : 1;
-    for (int i = 0; i < 64 && x > 0; i++)
-        r = (r + x / r) / 2;
-    return x > 0 ? r : 0;
-}
-
-/* The tree's standard errors (report_tree.c, mf_rel_error_pct and mf_bytes_error_pct), in
- * calls and bytes: with no weighted sample yet, one sample at the interval. */
-double mf_calls_se(uint64_t calls, uint64_t var, uint64_t interval)
-{
-    double v = (double)var, n = (double)interval;
-    if (calls && interval > 1 && v < n * (n - 1))
-        v = n * (n - 1);
-    return mf_sqrt(v);
-}
-
-double mf_bytes_se(uint64_t calls, uint64_t bytes, double var, uint64_t interval)
-{
-    double n = (double)interval, mean = calls ? (double)bytes / (double)calls : 0;
-    if (bytes && interval > 1 && var < n * (n - 1) * mean * mean)
-        var = n * (n - 1) * mean * mean;
-    return mf_sqrt(var);
-}
 
 /* A row's key as the map compares it: part, via, size class, then depth names. */
 struct mf_site_key {

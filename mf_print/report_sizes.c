@@ -13,19 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mf_math.h"
 #include "mf_print.h"
 #include "report.h"
 
 #define MF_BAR_WIDTH 30
-
-/* Newton's method: the Makefile links no libm. */
-static double mf_sqrt(double x)
-{
-    double r = x > 1 ? x / 2 : 1;
-    for (int i = 0; i < 64 && x > 0; i++)
-        r = (r + x / r) / 2;
-    return x > 0 ? r : 0;
-}
 
 /* One row: a size range and what fell into it. */
 struct mf_size_row {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mf_math.h"
 #include "mf_print.h"
 #include "names.h"
 #include "process_life.h"
@@ -17,40 +18,15 @@
 
 static const char *const mf_fn_names[] = {MF_FN_NAMES};
 
-/* Newton's method: the Makefile links no libm. */
-static double mf_sqrt(double x)
-{
-    double r = x > 1 ? x / 2 : 1;
-    for (int i = 0; i < 64 && x > 0; i++)
-        r = (r + x / r) / 2;
-    return x > 0 ? r : 0;
-}
-
-/* The relative standard error of an estimate, in percent. A sample of weight w adds w(w-1)
- * to the variance (the writer keeps the sum of w^2 per stack: var = sum w^2 - calls), so
- * samples of weight 1 (the exact stretch) add none; for a run sampled 1 in N throughout
- * this is 100/sqrt(samples), as DESIGN §2 says. With no weighted sample yet, calls after
- * the exact stretch may still have been missed: count one sample at the interval. */
+/* The relative standard errors of an estimate, in percent (mf_calls_se, mf_bytes_se). */
 static double mf_rel_error_pct(uint64_t calls, uint64_t var, uint64_t interval)
 {
-    if (!calls)
-        return 0;
-    double v = (double)var, n = (double)interval;
-    if (interval > 1 && v < n * (n - 1))
-        v = n * (n - 1);
-    return 100.0 * mf_sqrt(v) / (double)calls;
+    return calls ? 100.0 * mf_calls_se(calls, var, interval) / (double)calls : 0;
 }
 
-/* The same for bytes: a sample of weight w and size s adds w(w-1)s^2 (the writer keeps that
- * sum per stack); with no weighted sample yet, one sample at the interval of the mean size. */
 static double mf_bytes_error_pct(uint64_t calls, uint64_t bytes, double var, uint64_t interval)
 {
-    if (!bytes)
-        return 0;
-    double n = (double)interval, mean = calls ? (double)bytes / (double)calls : 0;
-    if (interval > 1 && var < n * (n - 1) * mean * mean)
-        var = n * (n - 1) * mean * mean;
-    return 100.0 * mf_sqrt(var) / (double)bytes;
+    return bytes ? 100.0 * mf_bytes_se(calls, bytes, var, interval) / (double)bytes : 0;
 }
 
 /* "±4.1%", "±12%", "±>999%" */
