@@ -19,10 +19,11 @@
  *            first child), and its frame
  *   ends     the stacks, per node where stacks end, in preorder: its distance from the
  *            previous such node times 2 plus 1 if an estimate, calls, bytes (and the
- *            variance of calls in an estimated profile); then, when the profile has a live
- *            heap (MALLOC_FREQ_LIVE, read by mf_live_attach whether or not --live is
- *            given), its live allocations and live bytes (and their variances, estimated);
- *            the page sums them up the tree
+ *            variance of calls in an estimated profile); the page sums them up the tree.
+ *            When the profile has a live heap (MALLOC_FREQ_LIVE, read by mf_live_attach
+ *            whether or not --live is given: "live" in the data) the distance is times 4
+ *            plus 2 if something of the stacks is alive, and those add their live
+ *            allocations and live bytes (and their variances, estimated)
  * Numbers in nodes and ends are written 5 bits a character (mf_varint), without commas:
  * as JSON arrays of numbers a page of 10^5 stacks was twice the size and drawn twice as late.
  * A node's calls, bytes and variance are the sums of the stacks through it, as in the tree,
@@ -552,12 +553,16 @@ static void mf_html_data(FILE *out, const struct mf_model *m, struct mf_htree *t
         if (!x->end)
             continue;
         const struct mf_hend *e = &t->ends[x->end - 1];
-        mf_varint(&v, (uint64_t)(k - last) << 1 | e->estimated);
+        bool alive = live && e->live_calls; /* most stacks have nothing alive: no numbers */
+        if (live)
+            mf_varint(&v, (uint64_t)(k - last) << 2 | (uint64_t)alive << 1 | e->estimated);
+        else
+            mf_varint(&v, (uint64_t)(k - last) << 1 | e->estimated);
         mf_varint(&v, e->calls);
         mf_varint(&v, e->bytes);
         if (m->estimated)
             mf_varint(&v, e->var);
-        if (live) {
+        if (alive) {
             mf_varint(&v, e->live_calls);
             mf_varint(&v, e->live_bytes);
             if (m->estimated) {

@@ -443,6 +443,23 @@ def test_html_100k_stacks_open_fast():
     expect(size < 1_500_000, f"the page is {size:,} bytes")
     expect(on_screen < 2000, f"the graph was on screen {on_screen:.0f} ms after the page's start")
 
+    # Every stack alive at exit (MALLOC_FREQ_LIVE=all): the live weights add a few characters
+    # a stack, and --live opens on live bytes as fast.
+    r = rt.run_ok([rt.c_program("html_100k_stacks"), "keep"], extra_env={"MALLOC_FREQ_LIVE": "all"})
+    html = html_report(r.profile, "html_100k_stacks_live", "--live")
+    size = os.path.getsize(html)
+    (load,) = drive(html, [{"op": "load", "summary": "site_leaf"}])
+    expect_eq(load["summary"], {"frames": 100000, "calls": 100000, "bytes": 4000000,
+                                "live_calls": 100000, "live_bytes": 4000000, "min_calls": 1,
+                                "max_calls": 1}, "site_leaf's frames, all alive")
+    expect_eq(load["state"]["weight"], "live_bytes", "--live opens on live bytes")
+    timing, fcp = load["timing"], load["first_contentful_paint"]
+    on_screen = max(timing["painted"], fcp)
+    print(f"  100,000 stacks all alive: {size:,} bytes of HTML; the graph in live bytes on "
+          f"screen at {on_screen:.0f} ms", flush=True)
+    expect(size < 1_500_000, f"the page with live weights is {size:,} bytes")
+    expect(on_screen < 2000, f"the live graph was on screen {on_screen:.0f} ms after the page's start")
+
 
 @rt.test
 def test_html_how_processes_ended():
