@@ -595,7 +595,7 @@ int main(int argc, char **argv)
         return 2;
     /* The flame graph keeps the counts as read and adds the live heap's as weights of their
      * own (report_html.c): --live only makes it start on live bytes. */
-    if (format == MF_FORMAT_HTML && !sizes && !o.by_site) {
+    if (format == MF_FORMAT_HTML) {
         if (mf_live_attach(&profile, live) && live)
             return 1;
     } else if (live && mf_live_read(&profile)) {

@@ -504,7 +504,7 @@ static void mf_html_data(FILE *out, const struct mf_model *m, struct mf_htree *t
     }
     fprintf(out, "{\"version\":1,\"weight\":\"%s\",\"total_calls\":%llu,\"total_bytes\":%llu,"
             "\"interval\":%llu,\"estimated\":%s,",
-            mf_live_wanted ? "live_bytes" : o->weight_bytes ? "bytes" : "calls",
+            mf_live_wanted ? "live_bytes" : o->weight_bytes ? "bytes" : "calls", /* --live */
             (unsigned long long)mf_profile_total_calls(p),
             (unsigned long long)mf_profile_total_bytes(p),
             (unsigned long long)m->sample_interval, m->estimated ? "true" : "false");
