@@ -150,13 +150,8 @@ static uint32_t mf_ref_stack(struct mf_live_ctx *c, const struct mf_process *pr,
                       mf_stack_is, &probe);
 }
 
-struct mf_live_sum {
-    uint64_t samples, calls, bytes, var;
-    double bytes_var;
-};
-
 /* One process's live file: its records into sums[], its statistics into p->lifetimes. */
-static void mf_live_process(struct mf_live_ctx *c, struct mf_live_sum *sums)
+static void mf_live_process(struct mf_live_ctx *c, struct mf_live_count *sums)
 {
     struct mf_profile *p = c->p;
     const struct mf_process *pr = &p->procs[c->process];
@@ -206,7 +201,7 @@ static void mf_live_process(struct mf_live_ctx *c, struct mf_live_sum *sums)
             p->live_unmatched++;
             continue;
         }
-        struct mf_live_sum *s = &sums[si];
+        struct mf_live_count *s = &sums[si];
         uint64_t w = x.weight;
         s->samples++;
         s->calls += w;
@@ -241,7 +236,7 @@ static void mf_live_process(struct mf_live_ctx *c, struct mf_live_sum *sums)
     free(data);
 }
 
-bool mf_live_read(struct mf_profile *p)
+bool mf_live_attach(struct mf_profile *p, bool required)
 {
     struct mf_live_ctx c = {.p = p};
     for (uint32_t i = 0; i < p->nstacks; i++) {
@@ -251,7 +246,7 @@ bool mf_live_read(struct mf_profile *p)
         mf_map_put(&c.stacks, mf_stack_key(s->process, s->depth, s->flags, s->frames),
                    mf_stack_is, &probe, i, &added);
     }
-    struct mf_live_sum *sums = mf_xcalloc((size_t)p->nstacks + 1, sizeof *sums);
+    struct mf_live_count *sums = mf_xcalloc((size_t)p->nstacks + 1, sizeof *sums);
     p->lifetimes = mf_xcalloc((size_t)p->nstacks + 1, sizeof *p->lifetimes);
     for (c.process = 0; c.process < p->nprocs; c.process++)
         if (p->procs[c.process].has_file)
@@ -259,11 +254,23 @@ bool mf_live_read(struct mf_profile *p)
     mf_map_free(&c.stacks);
     free(c.files);
     if (!p->live_files) {
-        mf_error("no live heap recorded in %s: profile with MALLOC_FREQ_LIVE=sampled (or all)",
-                 p->nprocs ? mf_esc(p->procs[0].dir) : "the profile");
+        if (required)
+            mf_error("no live heap recorded in %s: profile with MALLOC_FREQ_LIVE=sampled (or all)",
+                     p->nprocs ? mf_esc(p->procs[0].dir) : "the profile");
         free(sums);
+        free(p->lifetimes);
+        p->lifetimes = NULL;
         return true;
     }
+    p->live = sums;
+    return false;
+}
+
+bool mf_live_read(struct mf_profile *p)
+{
+    if (mf_live_attach(p, true))
+        return true;
+    const struct mf_live_count *sums = p->live;
     /* The view: every count is the live heap's. */
     p->alloc_calls = mf_xcalloc((size_t)p->nstacks + 1, sizeof *p->alloc_calls);
     p->alloc_bytes = mf_xcalloc((size_t)p->nstacks + 1, sizeof *p->alloc_bytes);
@@ -296,6 +303,5 @@ bool mf_live_read(struct mf_profile *p)
     p->unprofiled_samples = p->unprofiled_calls = p->unprofiled_bytes = p->unprofiled_var = 0;
     p->unprofiled_bytes_var = 0;
     p->live_view = true;
-    free(sums);
     return false;
 }

@@ -593,8 +593,14 @@ int main(int argc, char **argv)
     }
     if (nprograms && mf_programs_keep(&profile, programs, nprograms))
         return 2;
-    if (live && mf_live_read(&profile))
+    /* The flame graph keeps the counts as read and adds the live heap's as weights of their
+     * own (report_html.c): --live only makes it start on live bytes. */
+    if (format == MF_FORMAT_HTML) {
+        if (mf_live_attach(&profile, live) && live)
+            return 1;
+    } else if (live && mf_live_read(&profile)) {
         return 1;
+    }
 
     struct mf_output output;
     if (mf_output_open(&output, o.output, save != NULL))

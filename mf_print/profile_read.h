@@ -109,6 +109,14 @@ struct mf_profile {
     uint64_t live_unmatched;  /* live records whose stack entry was not in the profile read */
     struct mf_lifetimes *lifetimes; /* per stack: its freed sampled allocations */
     uint64_t *alloc_calls, *alloc_bytes; /* per stack: its calls and bytes, as read */
+    struct mf_live_count *live; /* per stack: its live allocations (mf_live_attach), or NULL */
+};
+
+/* A stack's sampled allocations alive, weighted (the live view's samples, calls, bytes, var
+ * and bytes_var). */
+struct mf_live_count {
+    uint64_t samples, calls, bytes, var;
+    double bytes_var;
 };
 
 /* The freed sampled allocations of a stack (struct mf_live_stats, summed), weighted. */
@@ -122,6 +130,10 @@ struct mf_lifetimes {
  * mf_profile_drop_frames) and turns p into the live view. Returns true, after saying why,
  * if no process of p recorded its live heap. */
 bool mf_live_read(struct mf_profile *p);
+/* Reads the live heap files as mf_live_read does into p->live and p->lifetimes, but leaves
+ * the counts as read (the flame graph offers both). Returns true if no process of p
+ * recorded its live heap, after saying so if required. */
+bool mf_live_attach(struct mf_profile *p, bool required);
 extern bool mf_live_wanted; /* --live: --base reads its directories' live heap too */
 
 /* Adds the files of one malloc_freq.<pid> directory to p (call mf_profile_finish after the

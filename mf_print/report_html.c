@@ -19,7 +19,11 @@
  *            first child), and its frame
  *   ends     the stacks, per node where stacks end, in preorder: its distance from the
  *            previous such node times 2 plus 1 if an estimate, calls, bytes (and the
- *            variance of calls in an estimated profile); the page sums them up the tree
+ *            variance of calls in an estimated profile); the page sums them up the tree.
+ *            When the profile has a live heap (MALLOC_FREQ_LIVE, read by mf_live_attach
+ *            whether or not --live is given: "live" in the data) the distance is times 4
+ *            plus 2 if something of the stacks is alive, and those add their live
+ *            allocations and live bytes (and their variances, estimated)
  * Numbers in nodes and ends are written 5 bits a character (mf_varint), without commas:
  * as JSON arrays of numbers a page of 10^5 stacks was twice the size and drawn twice as late.
  * A node's calls, bytes and variance are the sums of the stacks through it, as in the tree,
@@ -72,6 +76,8 @@ struct mf_hnode {
 
 struct mf_hend {
     uint64_t calls, bytes, var;
+    uint64_t live_calls, live_bytes, live_var; /* the live heap's, when read (mf_live_attach) */
+    double live_bytes_var;
     bool estimated;
 };
 
@@ -153,6 +159,13 @@ static void mf_htree_build(struct mf_htree *t, const struct mf_model *m)
         e->bytes += s->bytes;
         e->var += s->var;
         e->estimated |= s->estimated;
+        if (m->p->live && s->raw != UINT32_MAX) {
+            const struct mf_live_count *l = &m->p->live[s->raw];
+            e->live_calls += l->calls;
+            e->live_bytes += l->bytes;
+            e->live_var += l->var;
+            e->live_bytes_var += l->bytes_var;
+        }
     }
     free(fr.v);
     mf_map_free(&t->child_ids);
@@ -337,10 +350,6 @@ static void mf_html_header(FILE *out, const struct mf_model *m, const struct mf_
                 running, p->nprocs);
     fputs("</td></tr>\n", out);
 
-    if (p->live_view) /* --live: every count below is the live heap's (live_read.c) */
-        fprintf(out, "<tr><th>live heap</th><td id=\"mf-live\">%s: \"calls\" are the "
-                "allocations alive, \"bytes\" their bytes (<code>mf_print --live</code>)</td></tr>\n",
-                running ? "alive when read" : "still allocated when the process ended");
     fprintf(out, "<tr><th>calls</th><td><b id=\"mf-total-calls\">%s</b> (exact), "
             "<b id=\"mf-total-bytes\">%s</b> requested (%s B)</td></tr>\n",
             mf_fmt_count(a, mf_profile_total_calls(p)),
@@ -362,6 +371,20 @@ static void mf_html_header(FILE *out, const struct mf_model *m, const struct mf_
     }
     fputs(*sep ? "</td></tr>\n" : "none</td></tr>\n", out);
     fprintf(out, "<tr><th>threads</th><td>%u</td></tr>\n", p->nthreads);
+    if (p->live) { /* MALLOC_FREQ_LIVE: the live heap, the page's live weights */
+        uint64_t live_calls = 0, live_bytes = 0;
+        for (uint32_t i = 0; i < p->nstacks; i++) {
+            live_calls += p->live[i].calls;
+            live_bytes += p->live[i].bytes;
+        }
+        const char *est = m->estimated ? "~" : "";
+        fprintf(out, "<tr><th>live heap</th><td id=\"mf-live\">%s: <b id=\"mf-live-calls\">%s%s</b> "
+                "allocations, <b id=\"mf-live-bytes\">%s%s</b> (%s%s B), the weights "
+                "“live allocations” and “live bytes” (<code>MALLOC_FREQ_LIVE</code>)</td></tr>\n",
+                running ? "alive when read" : "still allocated when the process ended", est,
+                mf_fmt_count(a, live_calls), est, mf_fmt_bytes(b, (double)live_bytes), est,
+                mf_fmt_count(c, live_bytes));
+    }
     fputs("<tr><th>sampling</th><td id=\"mf-sampling\">", out);
     mf_html_sampling(out, p);
     if (m->estimated)
@@ -438,6 +461,13 @@ static void mf_varint(struct mf_varint *v, uint64_t x)
         fputs("\",\n\"", v->out); /* the next string of the array, between two numbers */
 }
 
+/* A variance of bytes for the page: a whole number, held below 2^64 (its square root, 4 GiB,
+ * is then already far beyond any live site's bytes in a sampled profile). */
+static uint64_t mf_var_number(double v)
+{
+    return v >= 1.8e19 ? (uint64_t)1.8e19 : (uint64_t)(v + 0.5);
+}
+
 static void mf_html_data(FILE *out, const struct mf_model *m, struct mf_htree *t,
                          const struct mf_report_options *o)
 {
@@ -466,12 +496,22 @@ static void mf_html_data(FILE *out, const struct mf_model *m, struct mf_htree *t
     mf_map_free(&frame_ids);
 
     const struct mf_profile *p = m->p;
+    bool live = p->live != NULL;
+    uint64_t live_calls = 0, live_bytes = 0;
+    for (uint32_t i = 0; live && i < t->nends; i++) {
+        live_calls += t->ends[i].live_calls;
+        live_bytes += t->ends[i].live_bytes;
+    }
     fprintf(out, "{\"version\":1,\"weight\":\"%s\",\"total_calls\":%llu,\"total_bytes\":%llu,"
-            "\"interval\":%llu,\"estimated\":%s,\n\"strings\":[",
-            o->weight_bytes ? "bytes" : "calls",
+            "\"interval\":%llu,\"estimated\":%s,",
+            mf_live_wanted ? "live_bytes" : o->weight_bytes ? "bytes" : "calls", /* --live */
             (unsigned long long)mf_profile_total_calls(p),
             (unsigned long long)mf_profile_total_bytes(p),
             (unsigned long long)m->sample_interval, m->estimated ? "true" : "false");
+    if (live)
+        fprintf(out, "\"live\":true,\"live_calls\":%llu,\"live_bytes\":%llu,",
+                (unsigned long long)live_calls, (unsigned long long)live_bytes);
+    fputs("\n\"strings\":[", out);
     for (uint32_t i = 0; i < strs.n; i++) {
         if (i)
             fputc(',', out);
@@ -513,11 +553,23 @@ static void mf_html_data(FILE *out, const struct mf_model *m, struct mf_htree *t
         if (!x->end)
             continue;
         const struct mf_hend *e = &t->ends[x->end - 1];
-        mf_varint(&v, (uint64_t)(k - last) << 1 | e->estimated);
+        bool alive = live && e->live_calls; /* most stacks have nothing alive: no numbers */
+        if (live)
+            mf_varint(&v, (uint64_t)(k - last) << 2 | (uint64_t)alive << 1 | e->estimated);
+        else
+            mf_varint(&v, (uint64_t)(k - last) << 1 | e->estimated);
         mf_varint(&v, e->calls);
         mf_varint(&v, e->bytes);
         if (m->estimated)
             mf_varint(&v, e->var);
+        if (alive) {
+            mf_varint(&v, e->live_calls);
+            mf_varint(&v, e->live_bytes);
+            if (m->estimated) {
+                mf_varint(&v, e->live_var);
+                mf_varint(&v, mf_var_number(e->live_bytes_var));
+            }
+        }
         last = k;
     }
     fputs("\"]}", out);

@@ -158,8 +158,9 @@ def test_live_leaks_at_exit():
     with open(html, encoding="utf-8") as f:
         page = f.read()
     expect('<td id="mf-live">still allocated when the process ended' in page,
-           "the flame graph does not say it shows the live heap")
-    expect('"total_calls":1003,"total_bytes":48048' in page, "the flame graph's live totals")
+           "the flame graph does not say it has the live heap")
+    expect('"weight":"live_bytes"' in page and '"live_calls":1003,"live_bytes":48048' in page,
+           "the flame graph's live totals, opened on live bytes")
     tree = rt.mf_print(["--live", r.profile]).stdout
     expect("at exit    1,003 allocations, 46.9 KiB" in tree, f"tree header:\n{tree[:600]}")
     expect("1,000   99.70%   46.9 KiB  site_leak" in tree, f"tree:\n{tree}")

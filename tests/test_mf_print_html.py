@@ -7,6 +7,8 @@ at the pixels of a screenshot, kept in build/html/.
 
 Needs /usr/bin/chromium (MF_CHROMIUM to use another), node and npm; runs `npm ci` in
 tests/html the first time (playwright-core, pinned in tests/html/package-lock.json)."""
+import csv
+import io
 import json
 import math
 import os
@@ -441,6 +443,23 @@ def test_html_100k_stacks_open_fast():
     expect(size < 1_500_000, f"the page is {size:,} bytes")
     expect(on_screen < 2000, f"the graph was on screen {on_screen:.0f} ms after the page's start")
 
+    # Every stack alive at exit (MALLOC_FREQ_LIVE=all): the live weights add a few characters
+    # a stack, and --live opens on live bytes as fast.
+    r = rt.run_ok([rt.c_program("html_100k_stacks"), "keep"], extra_env={"MALLOC_FREQ_LIVE": "all"})
+    html = html_report(r.profile, "html_100k_stacks_live", "--live")
+    size = os.path.getsize(html)
+    (load,) = drive(html, [{"op": "load", "summary": "site_leaf"}])
+    expect_eq(load["summary"], {"frames": 100000, "calls": 100000, "bytes": 4000000,
+                                "live_calls": 100000, "live_bytes": 4000000, "min_calls": 1,
+                                "max_calls": 1}, "site_leaf's frames, all alive")
+    expect_eq(load["state"]["weight"], "live_bytes", "--live opens on live bytes")
+    timing, fcp = load["timing"], load["first_contentful_paint"]
+    on_screen = max(timing["painted"], fcp)
+    print(f"  100,000 stacks all alive: {size:,} bytes of HTML; the graph in live bytes on "
+          f"screen at {on_screen:.0f} ms", flush=True)
+    expect(size < 1_500_000, f"the page with live weights is {size:,} bytes")
+    expect(on_screen < 2000, f"the live graph was on screen {on_screen:.0f} ms after the page's start")
+
 
 @rt.test
 def test_html_how_processes_ended():
@@ -471,3 +490,169 @@ def test_html_how_processes_ended():
         line = [x for x in images if x.startswith(f"pid {r.pid} {prog}: ")]
         expect(len(line) == 1 and line[0].endswith(", " + end),
                f"{prog}'s image should have {end}: {images!r}")
+
+
+# ---- the live heap (MALLOC_FREQ_LIVE): the live weights ------------------------------------
+
+def live_heap_sets(env, checkpoints, make):
+    """tests/programs/live_heap.c sets under the profiler, stopped at its checkpoint number
+    `checkpoints` (1: every block alive, 2: half of them freed) while make(profile) runs."""
+    outdir = rt.fresh_dir()
+    p = subprocess.Popen([rt.c_program("live_heap"), "sets"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=outdir,
+                         env=rt.profiled_env(outdir, sample=None, extra=env))
+    profile = os.path.join(outdir, f"malloc_freq.{p.pid}")
+    try:
+        for k in range(checkpoints):
+            if k:
+                p.stdin.write("go\n")
+                p.stdin.flush()
+            line = p.stdout.readline()
+            expect_eq(line, "ready\n", "live_heap at its checkpoint")
+        made = make(profile)
+        p.communicate("go\n" * (3 - checkpoints), timeout=rt.TIMEOUT)  # on to its exit
+        expect_eq(p.returncode, 0, "live_heap's exit status")
+        return profile, made
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+
+
+def live_totals(profile):
+    """The live heap's allocations and bytes, as mf_print --live --format csv sums them."""
+    r = rt.mf_print(["--live", "--format", "csv", profile])
+    expect_eq(r.stderr, "", "mf_print --live --format csv's stderr")
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    return sum(int(x["alive"]) for x in rows), sum(int(x["alive_bytes"]) for x in rows)
+
+
+@rt.test
+def test_html_live_weights_exact():
+    """live_heap sets at MALLOC_FREQ_LIVE=all, after it freed half of its blocks: plain
+    --format html offers live allocations and live bytes beside calls and bytes; in live
+    bytes site_keep_big (150 of 300 blocks of 5,000 bytes alive) is drawn at its exact share
+    of the live bytes, hover gives both its calls and what of them is alive, the search
+    share is of the live bytes; --live opens on live bytes. A screenshot is checked."""
+    def make(profile):
+        return (html_report(profile, "live_heap"), html_report(profile, "live_heap_live", "--live"),
+                live_totals(profile), rt.exact_total_calls(profile))
+
+    profile, (html, html_live, (live_calls, live_bytes), total) = live_heap_sets(
+        {"MALLOC_FREQ_LIVE": "all"}, 2, make)
+    expect(live_bytes > 850000 and live_calls > 1150, f"live heap {live_calls}, {live_bytes} B")
+    shot = os.path.join(SHOTS, "live_heap.png")
+    width = 1200 - 32
+    load, as_live, hover, searched, screenshot = drive(html, [
+        {"op": "load", "find": "site_keep_small", "frames": False},
+        {"op": "click", "selector": "#mf-w-live_bytes"},
+        {"op": "hover_frame", "name": "site_keep_big"},
+        {"op": "search", "text": "site_keep"},
+        {"op": "screenshot", "path": shot, "hover": "site_keep_big"},
+    ])
+
+    # Opened on calls, as before, with the live heap in the header and the node.
+    expect_eq(load["state"]["weight"], "calls", "plain --format html opens on calls")
+    header = load["header"]
+    expect(f"live heap\talive when read: {fmt_count(live_calls)} allocations, "
+           f"{fmt_bytes(live_bytes)} ({fmt_count(live_bytes)} B)" in header,
+           f"the live heap in the header: {header!r}")
+    (small,) = load["found"]
+    expect_eq((small["calls"], small["bytes"], small["live_calls"], small["live_bytes"],
+               small["live_error_text"], small["live_calls_pct"]),
+              (2000, 200000, 1000, 100000, "", fmt_pct(1000, live_calls)), "site_keep_small")
+
+    # Live bytes: every width a share of the live bytes; site_keep_big's exact.
+    st = as_live["state"]
+    expect_eq(st["weight"], "live_bytes", "weight after clicking live bytes")
+    expect_eq(st["zoom_text"], f"Showing all {fmt_bytes(live_bytes)} live. Click a frame to zoom "
+                               "into it.", "the zoom line in live bytes")
+    top = expect_geometry(as_live["frames"], "live_bytes", width)
+    expect_eq((top["live_calls"], top["live_bytes"]), (live_calls, live_bytes), "the root's live heap")
+    big = the(as_live["frames"], "site_keep_big")
+    expect_eq((big["calls"], big["bytes"], big["live_calls"], big["live_bytes"], big["live_bytes_pct"]),
+              (300, 1500000, 150, 750000, fmt_pct(750000, live_bytes)), "site_keep_big in live bytes")
+    expect(abs(big["w"] - 750000 / live_bytes * width) < 1e-6, f"site_keep_big is {big['w']} px wide")
+
+    tip = hover["tip"]
+    expect(tip is not None, "no tooltip over site_keep_big")
+    expect_eq(tip[0], "site_keep_big", "tooltip's function")
+    expect_eq(tip[2:6], [
+        f"calls: 300 ({fmt_pct(300, total)} of all calls)",
+        f"bytes: {fmt_bytes(1500000)} (1,500,000 B, {fmt_pct(1500000, load_total_bytes(load))} of all bytes)",
+        f"alive: 150 ({fmt_pct(150, live_calls)} of all live allocations)",
+        f"live bytes: {fmt_bytes(750000)} (750,000 B, {fmt_pct(750000, live_bytes)} of all live bytes)",
+    ], "tooltip over site_keep_big")
+
+    # The search's share is of the live bytes: both sites, 850,000 bytes alive.
+    expect_eq(searched["state"]["match_text"],
+              f"matched: {fmt_bytes(850000)} live, {fmt_pct(850000, live_bytes)} of all live bytes",
+              "search share in live bytes")
+    lit = sorted(f["live_bytes"] for f in searched["frames"] if f["matched"])
+    expect_eq(lit, [100000, 750000], "the matched frames' live bytes")
+
+    # The screenshot: site_keep_big's rectangle is as wide as its live bytes, in its colour,
+    # highlighted by the search; the live bytes button pressed.
+    png = read_png(screenshot["path"])
+    big = the(screenshot["frames"], "site_keep_big")
+    expect(abs(big["w"] - 750000 / live_bytes * width) < 1e-6, "site_keep_big's width on screen")
+    expect_eq(rgb(big["color"]), MATCH_COLOR, "site_keep_big highlighted")
+    for f in screenshot["frames"]:
+        if f["w"] < 8:
+            continue
+        band, whole = (color_share(png, screenshot["canvas"], f, band) for band in (True, False))
+        expect(band > 0.95 and whole > 0.5, f"{f['name']} at x={f['x']:.0f} y={f['y']}: "
+               f"{band:.0%} of its top and {whole:.0%} of all its pixels are {f['color']} in {shot}")
+
+    # --live: the same page, opened on live bytes.
+    (opened,) = drive(html_live, [{"op": "load"}])
+    expect_eq(opened["state"]["weight"], "live_bytes", "--live --format html opens on live bytes")
+    expect_eq([(f["name"], f["w"]) for f in opened["frames"]],
+              [(f["name"], f["w"]) for f in as_live["frames"]], "--live draws what the toggle drew")
+
+
+def load_total_bytes(load):
+    m = re.search(r"\(([\d,]+) B\)", load["header"].split("calls\t", 1)[1])
+    return int(m.group(1).replace(",", ""))
+
+
+@rt.test
+def test_html_live_weights_sampled_as_the_tree():
+    """MALLOC_FREQ_LIVE=sampled at an interval of 4: the page's live estimates, their ±
+    errors (of the allocations and of the bytes) and shares are mf_print --live's tree's;
+    a profile without a live heap has no live weight."""
+    def make(profile):
+        return (html_report(profile, "live_heap_sampled"),
+                rt.mf_print(["--live", "--threshold", "0", profile]).stdout)
+
+    env = {"MALLOC_FREQ_LIVE": "sampled", "MALLOC_FREQ_SAMPLE": "4", "MALLOC_FREQ_SEED": "7"}
+    profile, (html, tree) = live_heap_sets(env, 1, make)
+    lines = {}
+    for m in map(rt._TREE_LINE.match, tree.splitlines()):
+        if m and rt.TreeLine(m).top:
+            lines[rt.TreeLine(m).name] = m
+    load, hover = drive(html, [{"op": "load", "find": "site_keep_big", "frames": False},
+                               {"op": "hover_frame", "name": "site_keep_big"}])
+    (node,) = load["found"]
+    m = lines["site_keep_big"]
+    line = rt.TreeLine(m)
+    expect(node["estimated"] and line.error and line.bytes_error, "site_keep_big is an estimate")
+    expect_eq((node["live_calls_text"], node["live_error_text"], node["live_calls_pct"],
+               node["live_bytes_text"], node["live_bytes_error_text"]),
+              (f"~{line.calls:,}", f"±{line.error}", f"{line.percent:.2f}%", "~" + m.group(5),
+               f"±{line.bytes_error}"), "site_keep_big: page against the --live tree")
+    expect_eq(hover["tip"][4], f"alive: ~{line.calls:,} ±{line.error} ({line.percent:.2f}% of all "
+                               "live allocations)", "tooltip's live allocations")
+    expect(hover["tip"][5].startswith(f"live bytes: ~{m.group(5)} ±{line.bytes_error} ("),
+           f"tooltip's live bytes {hover['tip'][5]!r}")
+    expect("live heap\talive when read: ~" in load["header"], f"header: {load['header']!r}")
+
+    # Without MALLOC_FREQ_LIVE: calls and bytes only, and --live says why it cannot.
+    r = rt.run_ok([rt.c_program("exact_sites")])
+    plain = html_report(r.profile, "exact_sites_no_live")
+    (opened,) = drive(plain, [{"op": "load", "frames": False}])
+    expect("live heap" not in opened["header"], "a live heap row without a live heap")
+    with open(plain, encoding="utf-8") as f:
+        expect('"live":' not in f.read(), "live weights without a live heap")
+    no = rt.mf_print(["--live", "--format", "html", "-o", plain + ".live", r.profile], check=False)
+    expect(no.returncode == 1 and "no live heap recorded" in no.stderr, f"--live: {no.stderr!r}")
