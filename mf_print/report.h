@@ -51,6 +51,8 @@ void mf_report_csv_by_program(FILE *out, const struct mf_model *const *models,
 /* One interned string as a CSV field, percent-encoded and quoted as the CSV report's frames
  * are (report_csv.c). */
 void mf_csv_name_field(FILE *out, uint32_t id);
+/* n interned names joined by ';' as one CSV field, as the CSV report's stack column. */
+void mf_csv_names_field(FILE *out, const uint32_t *names, uint32_t n);
 
 /* --by site (report_sites.c): rows keyed by the innermost `depth` frames shown of each stack
  * and its via (0 pads a stack with fewer frames), per part (a program of --by program),

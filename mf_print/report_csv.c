@@ -620,3 +620,20 @@ void mf_csv_name_field(FILE *out, uint32_t id)
     else
         fputs(e->text, out);
 }
+
+void mf_csv_names_field(FILE *out, const uint32_t *names, uint32_t n)
+{
+    bool quote = false;
+    for (uint32_t k = 0; k < n && !quote; k++)
+        quote = mf_enc_of(names[k])->needs_quotes;
+    if (quote)
+        fputc('"', out);
+    for (uint32_t k = 0; k < n; k++) {
+        if (k)
+            fputc(';', out);
+        const struct mf_enc *e = mf_enc_of(names[k]);
+        fputs(quote ? e->quoted : e->text, out);
+    }
+    if (quote)
+        fputc('"', out);
+}

@@ -291,25 +291,16 @@ void mf_report_lifetimes(FILE *out, const struct mf_model *m, bool sort_temporar
     free(rows);
 }
 
-/* A frame for a CSV field: '%', ';', ',', '"', control bytes and bytes above 0x7e as %XX. */
-static void mf_csv_frame(FILE *out, const char *s)
-{
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c < 0x20 || *c > 0x7e || *c == '%' || *c == ';' || *c == ',' || *c == '"')
-            fprintf(out, "%%%02X", *c);
-        else
-            fputc(*c, out);
-    }
-}
-
 void mf_report_live_csv(FILE *out, const struct mf_model *m, bool sort_temporary)
 {
     mf_sort_temporary = sort_temporary;
     uint32_t n;
     struct mf_live_row *rows = mf_live_rows(m, true, &n);
     fputs("alive,alive_bytes,alive_variance,samples,freed,temporary_pct,median_life_calls,"
-          "median_life_ns,outside_main,alloc_calls,stack\n", out);
+          "median_life_ns,outside_main,alloc_calls,stack,via\n", out);
     struct mf_frames fr = {0};
+    uint32_t *names = NULL;
+    size_t names_cap = 0;
     for (uint32_t i = 0; i < n; i++) {
         const struct mf_live_row *r = &rows[i];
         /* lifetimes: empty where nothing was freed (or, in calls, freed by this thread) */
@@ -327,13 +318,18 @@ void mf_report_live_csv(FILE *out, const struct mf_model *m, bool sort_temporary
                 (unsigned long long)r->samples, (unsigned long long)r->life.freed, tmp, lc, lt,
                 r->outside_main, (unsigned long long)r->alloc_calls);
         mf_model_frames(m, &m->stacks[r->stack], &fr);
-        for (uint32_t k = 0; k < fr.n; k++) {
-            if (k)
-                fputc(';', out);
-            mf_csv_frame(out, mf_str(fr.v[k].name));
+        if (fr.n > names_cap) {
+            names_cap = fr.n;
+            names = mf_xrealloc(names, names_cap * sizeof *names);
         }
+        for (uint32_t k = 0; k < fr.n; k++)
+            names[k] = fr.v[k].name;
+        mf_csv_names_field(out, names, fr.n); /* encoded as the CSV's stack column */
+        fputc(',', out);
+        mf_csv_name_field(out, r->via);
         fputc('\n', out);
     }
+    free(names);
     free(fr.v);
     free(rows);
 }

@@ -153,6 +153,12 @@ def test_live_leaks_at_exit():
     early = [x for x in rows if x["site"] == "site_before_main"]
     expect_eq([(x["alive"], x["outside_main"]) for x in early], [("3", "1")],
               "site_before_main (a constructor's): alive, outside main")
+    # the live CSV's stack and via columns are the plain CSV's, byte for byte
+    plain = list(csv.DictReader(io.StringIO(rt.mf_print(["--format", "csv", r.profile]).stdout)))
+    leak_stack = [(x["stack"], x["via"]) for x in rows if x["site"] == "site_leak"]
+    expect_eq(leak_stack, [(x["stack"], x["via"]) for x in plain
+                           if rt.function_name(rt.csv_frames(x["stack"])[0]) == "site_leak"],
+              "site_leak's stack and via: live CSV against the plain CSV")
     html = os.path.join(r.outdir, "live.html")
     rt.mf_print(["--live", "--weight", "bytes", "--format", "html", "-o", html, r.profile])
     with open(html, encoding="utf-8") as f:
