@@ -65,26 +65,6 @@ struct mf_live_ctx {
     struct mf_map stacks; /* (process, depth, flags, frames) -> stack index */
 };
 
-struct mf_stack_probe {
-    const struct mf_profile *p;
-    uint32_t process, depth, flags;
-    const uint64_t *frames;
-};
-
-static bool mf_stack_is(const void *ctx, uint32_t idx)
-{
-    const struct mf_stack_probe *k = ctx;
-    const struct mf_raw_stack *s = &k->p->stacks[idx];
-    return s->process == k->process && s->depth == k->depth && s->flags == k->flags &&
-           memcmp(s->frames, k->frames, k->depth * sizeof *k->frames) == 0;
-}
-
-static uint64_t mf_stack_key(uint32_t process, uint32_t depth, uint32_t flags,
-                             const uint64_t *frames)
-{
-    return mf_hash_u64s(frames, depth, ((uint64_t)process << 32) ^ ((uint64_t)flags << 20) ^ depth);
-}
-
 static void mf_thread_files(struct mf_live_ctx *c, const struct mf_process *pr)
 {
     DIR *d = opendir(pr->dir);
@@ -143,11 +123,8 @@ static uint32_t mf_ref_stack(struct mf_live_ctx *c, const struct mf_process *pr,
         e->depth > frames_room - e->frames)
         return UINT32_MAX;
     const uint64_t *frames = (const uint64_t *)(f->data + off + entries_end) + e->frames;
-    /* the reader keeps one stack for all its size classes' entries (mf_add_stack) */
-    uint32_t flags = e->flags & ~MF_ENTRY_SIZED;
-    struct mf_stack_probe probe = {c->p, c->process, e->depth, flags, frames};
-    return mf_map_get(&c->stacks, mf_stack_key(c->process, e->depth, flags, frames),
-                      mf_stack_is, &probe);
+    struct mf_stack_key key = mf_stack_key_of(c->p, c->process, e, frames);
+    return mf_map_get(&c->stacks, mf_stack_hash(&key), mf_stack_eq, &key);
 }
 
 /* One process's live file: its records into sums[], its statistics into p->lifetimes. */
@@ -241,10 +218,9 @@ bool mf_live_attach(struct mf_profile *p, bool required)
     struct mf_live_ctx c = {.p = p};
     for (uint32_t i = 0; i < p->nstacks; i++) {
         const struct mf_raw_stack *s = &p->stacks[i];
-        struct mf_stack_probe probe = {p, s->process, s->depth, s->flags, s->frames};
+        struct mf_stack_key key = {p, s->process, s->depth, s->flags, s->frames};
         bool added;
-        mf_map_put(&c.stacks, mf_stack_key(s->process, s->depth, s->flags, s->frames),
-                   mf_stack_is, &probe, i, &added);
+        mf_map_put(&c.stacks, mf_stack_hash(&key), mf_stack_eq, &key, i, &added);
     }
     struct mf_live_count *sums = mf_xcalloc((size_t)p->nstacks + 1, sizeof *sums);
     p->lifetimes = mf_xcalloc((size_t)p->nstacks + 1, sizeof *p->lifetimes);

@@ -464,13 +464,19 @@ static const char *mf_check_counts(const struct mf_profile *p, const struct mf_p
     return NULL;
 }
 
-struct mf_stack_key {
-    const struct mf_profile *p;
-    uint32_t process, depth, flags;
-    const uint64_t *frames;
-};
+struct mf_stack_key mf_stack_key_of(const struct mf_profile *p, uint32_t process,
+                                    const struct mf_entry *e, const uint64_t *frames)
+{
+    return (struct mf_stack_key){p, process, e->depth, e->flags & ~MF_ENTRY_SIZED, frames};
+}
 
-static bool mf_stack_eq(const void *ctx, uint32_t idx)
+uint64_t mf_stack_hash(const struct mf_stack_key *k)
+{
+    return mf_hash_u64s(k->frames, k->depth,
+                        ((uint64_t)k->process << 32) ^ ((uint64_t)k->flags << 20) ^ k->depth);
+}
+
+bool mf_stack_eq(const void *ctx, uint32_t idx)
 {
     const struct mf_stack_key *k = ctx;
     const struct mf_raw_stack *s = &k->p->stacks[idx];
@@ -560,19 +566,17 @@ static void mf_add_stack_size(struct mf_profile *p, uint32_t stack, const struct
 static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf_entry *e,
                          const uint64_t *frames, bool in_place)
 {
-    uint32_t flags = e->flags & ~MF_ENTRY_SIZED;
-    struct mf_stack_key key = {p, process, e->depth, flags, frames};
-    uint64_t h = mf_hash_u64s(frames, e->depth,
-                              ((uint64_t)process << 32) ^ ((uint64_t)flags << 20) ^ e->depth);
+    struct mf_stack_key key = mf_stack_key_of(p, process, e, frames);
     bool added;
-    uint32_t idx = mf_map_put(&mf_stack_ids, h, mf_stack_eq, &key, p->nstacks, &added);
+    uint32_t idx = mf_map_put(&mf_stack_ids, mf_stack_hash(&key), mf_stack_eq, &key, p->nstacks,
+                              &added);
     if (added) {
         MF_GROW(p->stacks, p->nstacks, p->stacks_cap);
         struct mf_raw_stack *s = &p->stacks[p->nstacks++];
         memset(s, 0, sizeof *s);
         s->process = process;
         s->depth = e->depth;
-        s->flags = flags;
+        s->flags = key.flags;
         if (in_place) {
             s->frames = (uint64_t *)frames;
         } else {

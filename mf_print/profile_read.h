@@ -159,6 +159,20 @@ void mf_profile_finish(struct mf_profile *p);
  * turned them into locations: the largest part of a big profile's memory. */
 void mf_profile_drop_frames(struct mf_profile *p);
 
+/* A raw stack's identity in p: its process image, depth, flags and frames. A stack entry of
+ * a thread file is keyed without MF_ENTRY_SIZED: the reader keeps one stack for all its size
+ * classes' entries (mf_stack_key_of). mf_stack_eq compares p->stacks[idx] with a key, for
+ * an mf_map keyed by mf_stack_hash. */
+struct mf_stack_key {
+    const struct mf_profile *p;
+    uint32_t process, depth, flags;
+    const uint64_t *frames;
+};
+struct mf_stack_key mf_stack_key_of(const struct mf_profile *p, uint32_t process,
+                                    const struct mf_entry *e, const uint64_t *frames);
+uint64_t mf_stack_hash(const struct mf_stack_key *k);
+bool mf_stack_eq(const void *ctx, uint32_t idx);
+
 /* All calls counted in the thread headers (exact). */
 uint64_t mf_profile_total_calls(const struct mf_profile *p);
 uint64_t mf_profile_total_bytes(const struct mf_profile *p);
