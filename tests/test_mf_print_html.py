@@ -203,6 +203,20 @@ def color_share(png, canvas, f, band=False):
     return same / total
 
 
+def expect_frames_drawn(png, screenshot, shot):
+    """Each frame of the screenshot wide enough to tell (8 pixels) is drawn in its colour: all
+    of the band above its label, most of the rest. Returns how many were checked."""
+    checked = 0
+    for f in screenshot["frames"]:
+        if f["w"] < 8:
+            continue
+        band, whole = (color_share(png, screenshot["canvas"], f, band) for band in (True, False))
+        expect(band > 0.95 and whole > 0.5, f"{f['name']} at x={f['x']:.0f} y={f['y']}: "
+               f"{band:.0%} of its top and {whole:.0%} of all its pixels are {f['color']} in {shot}")
+        checked += 1
+    return checked
+
+
 # ---- the tests -----------------------------------------------------------------------------
 
 @rt.test
@@ -309,14 +323,7 @@ def test_html_exact_sites_in_chromium():
     # The screenshot shows the frames: each frame wide enough in its colour (all of the band
     # above its label, most of the rest), the matched ones in the highlight's.
     png = read_png(screenshot["path"])
-    checked = 0
-    for f in screenshot["frames"]:
-        if f["w"] < 8:
-            continue
-        band, whole = (color_share(png, screenshot["canvas"], f, band) for band in (True, False))
-        expect(band > 0.95 and whole > 0.5, f"{f['name']} at x={f['x']:.0f} y={f['y']}: "
-               f"{band:.0%} of its top and {whole:.0%} of all its pixels are {f['color']} in {shot}")
-        checked += 1
+    checked = expect_frames_drawn(png, screenshot, shot)
     expect(checked >= 40, f"only {checked} frames wide enough to check in {shot}")
     lit = [f for f in screenshot["frames"] if f["matched"] and f["w"] >= 8]
     expect_eq(len(lit), 4, f"highlighted frames wide enough to check in {shot}")
@@ -597,12 +604,7 @@ def test_html_live_weights_exact():
     big = the(screenshot["frames"], "site_keep_big")
     expect(abs(big["w"] - 750000 / live_bytes * width) < 1e-6, "site_keep_big's width on screen")
     expect_eq(rgb(big["color"]), MATCH_COLOR, "site_keep_big highlighted")
-    for f in screenshot["frames"]:
-        if f["w"] < 8:
-            continue
-        band, whole = (color_share(png, screenshot["canvas"], f, band) for band in (True, False))
-        expect(band > 0.95 and whole > 0.5, f"{f['name']} at x={f['x']:.0f} y={f['y']}: "
-               f"{band:.0%} of its top and {whole:.0%} of all its pixels are {f['color']} in {shot}")
+    expect_frames_drawn(png, screenshot, shot)
 
     # --live: the same page, opened on live bytes.
     (opened,) = drive(html_live, [{"op": "load"}])
