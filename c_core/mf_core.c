@@ -440,7 +440,6 @@ static void mf_thread_setup(struct mf_thread *t)
     s->live_calls = 0;
     s->live_pending = false;
     s->stack_lo = s->stack_hi = 0;
-    s->learn_credit_ns = MF_LEARN_CREDIT_NS;
     s->flush_lock = 0;
     memset(&s->proxied, 0, sizeof s->proxied);
     s->table = NULL;
@@ -543,7 +542,8 @@ static void mf_sample_on_stack(void *arg)
          * parent, which waits for us. */
         mf_table_unlock(tab);
         if (mf_check_pid()) {
-            mf_unwind_load_if_safe(); /* deferred libunwind: from the next sample on */
+            if (!mf_rules) /* with rules, libunwind waits until a stack needs it */
+                mf_unwind_load_if_safe(); /* deferred libunwind: from the next sample on */
             if (!mf_modules_cover(pcs, n) || mf_modules_changed())
                 mf_modules_refresh();
         }
@@ -729,7 +729,7 @@ static void mf_process_start(void)
     __atomic_store_n(&mf_thread_seq, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&mf_exact_budget, (int64_t)mf_opt.exact_calls, __ATOMIC_RELAXED);
     __atomic_store_n(&mf_exact_taken, 0, __ATOMIC_RELAXED);
-    if (mf_lazy_start)
+    if (mf_lazy_start && !mf_rules)
         mf_unwind_load_if_safe(); /* the process's first allocation call, if it is safe */
     /* <base>/malloc_freq.<pid>, private, under the base settled at the first start-up
      * (mf_files.c); under AT_SECURE it fails silently. */
@@ -871,9 +871,11 @@ static void mf_setup_start_thread(void)
 }
 
 /* Deferred start-up: the last moment the process has one thread (pthread_create, from
- * lib_preload/mf_guard.c), outside malloc: libunwind is loaded now if it may be (its
- * allocations are the profiler's), or it never could be once other threads run. The
- * files still wait for the first allocation call. */
+ * lib_preload/mf_guard.c), or keeps the right to add to its files (setuid and the rest),
+ * outside malloc: libunwind, which otherwise waits for a stack the rules cannot walk
+ * (mf_unwind.c), is loaded now if it may be (its allocations are the profiler's), or it
+ * never could be once other threads run. The files still wait for the first allocation
+ * call. */
 void mf_core_before_threads(void)
 {
     struct mf_thread *t = &mf_tls;
@@ -902,6 +904,7 @@ void mf_core_init(void)
     mf_options_read();
     pthread_key_create(&mf_thread_key, mf_thread_exit);
     pthread_atfork(mf_before_fork, mf_after_fork_parent, mf_after_fork_child);
+    mf_rules_setup();
     if (mf_lazy_start && !mf_opt.secure) {
         /* Nothing more until the first allocation call: a process that never allocates
          * makes no file and loads no libunwind (README "Overhead": start-up). */

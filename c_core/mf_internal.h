@@ -49,7 +49,6 @@ struct mf_slot {
     uint64_t sample_end_ns; /* CLOCK_MONOTONIC when the last sample finished */
     double call_ns, sample_ns;
     uintptr_t stack_lo, stack_hi; /* the stack mapping the frame-pointer unwinder walks */
-    int64_t learn_credit_ns; /* time rule walks saved, less what learning walks took (mf_unwind.c) */
     /* The sample in hand, for the function that runs on the slot's stack. */
     uintptr_t entry_fp;  /* mf_record_slow's frame on the program's stack */
     uintptr_t ret;       /* its return address: where the profiler's frames end */
@@ -149,13 +148,21 @@ int mf_unwind_fp(void **pcs, int max); /* from the calling thread's slot's entry
 /* With libunwind: the stack from the unwind rules libunwind taught for each return address
  * (mf_unwind.c), or -1 and the libunwind function to call instead. */
 extern struct mf_rule_slot *mf_rules; /* NULL: no rules (MALLOC_FREQ_UNWIND=libunwind-only) */
-int mf_unwind_cached(struct mf_slot *s, int max, int (**bt)(void **, int));
-/* A learning walk costs 10 us to 0.5 ms (libunwind's cursor blocks signals at every step, a
- * system call, and looks up each frame's CFI): a thread learns only with the time the rule
- * walk has saved it (~7 ns a frame against unw_backtrace) and a 2 ms start, so that where
- * stacks are too many and too varied to learn (gcc's cc1) libunwind answers, as before. */
-#define MF_LEARN_CREDIT_NS 2000000
-#define MF_RULE_SAVES_NS_PER_FRAME 7
+void mf_rules_setup(void); /* at start-up, from the options */
+int mf_unwind_cached(struct mf_slot *s, int max);
+/* libunwind's unw_backtrace, loaded now if it is not yet and may be; else the frame-pointer
+ * walk. Called on the program's stack: a load runs on the slot's. */
+int (*mf_unwind_fallback(struct mf_slot *s))(void **, int);
+/* The rule of a return address from its module's CFI (mf_cfi.c): false if no loaded module
+ * holds it. FP: CFA = rbp + 16; SP: CFA = rsp + k, rbp as it was; SP_SAVED: the same with
+ * rbp saved at CFA - 8 * off; END: the outermost frame; OTHER: libunwind's to walk. */
+enum { MF_CFI_OTHER, MF_CFI_FP, MF_CFI_SP, MF_CFI_SP_SAVED, MF_CFI_END };
+#define MF_CFI_FRAME_MAX (64u << 10) /* larger frames are left to libunwind */
+struct mf_cfi_rule {
+    int kind;
+    uint32_t k, off;
+};
+bool mf_cfi_rule_at(uintptr_t pc, struct mf_cfi_rule *rule);
 /* Fills s->pcs with up to max return addresses, on the slot's stack, and returns the count;
  * the first *own of them are the profiler's frames, then comes the front end's slow path
  * (s->ret). */
@@ -163,12 +170,13 @@ static inline __attribute__((always_inline)) uint32_t mf_unwind(struct mf_slot *
                                                                 uint32_t *own)
 {
     int (*bt)(void **, int) = mf_unw_backtrace ? mf_unw_backtrace : mf_unwind_fp;
-    if (bt != mf_unwind_fp && mf_rules) {
-        int c = mf_unwind_cached(s, (int)max, &bt);
+    if (mf_rules && !mf_unwind_frozen && mf_opt.unwinder == MF_UNWIND_LIBUNWIND) {
+        int c = mf_unwind_cached(s, (int)max);
         if (c >= 0) {
             *own = 0; /* the walk starts at s->ret */
             return (uint32_t)c;
         }
+        bt = mf_unwind_fallback(s);
     }
     uint32_t n = (uint32_t)mf_backtrace_on_stack(s->stack_top, bt, (void **)s->pcs, (int)max);
     *own = 0;

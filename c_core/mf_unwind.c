@@ -27,26 +27,6 @@ int (*mf_unw_backtrace)(void **, int);
 bool mf_unwind_frozen;
 static bool mf_unwind_tried;
 
-/* libunwind's cursor API, for learning unwind rules (mf_unwind_learn). Its header is not
- * needed: on x86-64 unw_context_t is a ucontext_t and unw_cursor_t 127 words. */
-#define MF_UNW_CURSOR_WORDS 127
-#define MF_UNW_RBP 6
-#define MF_UNW_RSP 7
-#define MF_UNW_RIP 16
-static int (*mf_unw_getcontext)(ucontext_t *);
-static int (*mf_unw_init_local)(void *cursor, ucontext_t *);
-static int (*mf_unw_step)(void *cursor);
-static int (*mf_unw_get_reg)(void *cursor, int reg, uint64_t *value);
-/* unw_proc_info_t starts with start_ip, end_ip; for a frame without CFI libunwind returns
- * success all the same, with [ip, ip + 1). */
-static int (*mf_unw_get_proc_info)(void *cursor, uint64_t *info);
-/* unw_save_loc_t: {int type; 8-byte aligned union {addr, regnum}; ...}: where the
- * register's value in the cursor's frame is kept. */
-static int (*mf_unw_get_save_loc)(void *cursor, int reg, uint64_t *loc);
-#define MF_UNW_SLT_MEMORY 1
-#define MF_UNW_SLT_REG 2
-#define MF_UNW_PROC_INFO_WORDS 32 /* unw_proc_info_t takes 11 */
-
 /* dlopen from inside malloc risks the loader's lock (DESIGN §4): another thread may hold it
  * and wait for a lock our caller holds, or this thread may be inside the loader, half-way
  * through changing its lists. Neither can be when the process has one thread and the
@@ -61,8 +41,6 @@ void mf_unwind_load_if_safe(void)
         return;
     mf_unwind_init();
 }
-
-static void mf_rules_init(void *lib);
 
 void mf_unwind_init(void)
 {
@@ -92,8 +70,20 @@ void mf_unwind_init(void)
     void **local_as = dlsym(lib, MF_UNW_PREFIX "local_addr_space");
     if (set_policy && local_as)
         set_policy(*local_as, MF_UNW_CACHE_PER_THREAD);
-    mf_unw_backtrace = (int (*)(void **, int))bt;
-    mf_rules_init(lib);
+    __atomic_store_n(&mf_unw_backtrace, (int (*)(void **, int))bt, __ATOMIC_RELEASE);
+}
+
+static void mf_unwind_load_on_stack(void *arg)
+{
+    (void)arg;
+    mf_unwind_load_if_safe();
+}
+
+int (*mf_unwind_fallback(struct mf_slot *s))(void **, int)
+{
+    if (!mf_unw_backtrace && !mf_unwind_tried)
+        mf_call_on_stack(s->stack_top, mf_unwind_load_on_stack, NULL);
+    return mf_unw_backtrace ? mf_unw_backtrace : mf_unwind_fp;
 }
 
 /* The mapping that holds `here`, from /proc/self/maps read with raw system calls:
@@ -174,18 +164,15 @@ int mf_unwind_fp(void **out, int max)
  * libunwind takes ~10 ns a frame on x86-64 (its fast trace looks each return address up in
  * a hash table, and that lookup lies on the walk's chain of dependent loads), a frame-
  * pointer walk ~2 ns but is wrong through code without frame pointers. For each return
- * address libunwind has stepped from, this table keeps how it did: by the frame pointer
- * (CFA = rbp + 16, return address and caller's rbp below it), by the stack pointer
- * (CFA = rsp + k, rbp left as it was or saved at CFA - 8 * off), or that the stack ends
- * there. A stack whose every frame has such a rule is walked from the rules
- * (mf_unwind_cached), the loads of the rules off the walk's chain; a frame with another
- * rule (a signal frame, a realigned frame) takes libunwind's unw_backtrace, one with none
- * yet libunwind's cursor, which learns it (mf_unwind_learn). Only frames with CFI get a rule (without, libunwind guesses from the
- * frame pointer and what it may read, which differs from one call to the next): the rule
- * of an address is then the CFI's there, so one observation holds for all; a later one
- * that differs marks the address for libunwind all the same.
- * Rules carry the module epoch they were learnt in: a library loaded where another one was
- * is learnt anew. Shared by the threads: slots are claimed by compare-and-swap, lookups are
+ * address the walk meets, this table keeps how to step from it, read once from the
+ * module's CFI (mf_cfi.c): by the frame pointer (CFA = rbp + 16, return address and
+ * caller's rbp below it), by the stack pointer (CFA = rsp + k, rbp left as it was or saved
+ * at CFA - 8 * off), that the stack ends there, or that libunwind must walk it (a signal
+ * frame, a realigned frame, code without CFI). A stack whose every frame has a rule the
+ * walk follows is walked from the rules (mf_unwind_cached), the loads of the rules off the
+ * walk's chain; any other takes libunwind's unw_backtrace, loaded then.
+ * Rules carry the module epoch they were read in: a library loaded where another one was
+ * is read anew. Shared by the threads: slots are claimed by compare-and-swap, lookups are
  * plain loads, nothing is ever freed. */
 #define MF_RULES_BITS 15
 #define MF_RULES_SLOTS (1u << MF_RULES_BITS)
@@ -194,31 +181,20 @@ int mf_unwind_fp(void **out, int max)
 #define MF_RULE_KIND_BITS 24 /* kind and epoch */
 #define MF_RULE_OFF_SHIFT 24 /* MF_RULE_SP_SAVED: rbp lies at CFA - 8 * off */
 #define MF_RULE_K_SHIFT 40   /* MF_RULE_SP*: CFA = sp + k */
-#define MF_RULE_FRAME_MAX (64u << 10) /* larger frames are left to libunwind */
 enum { MF_RULE_NONE, MF_RULE_FP, MF_RULE_SP, MF_RULE_SP_SAVED, MF_RULE_END, MF_RULE_OTHER };
 struct mf_rule_slot {
     uintptr_t pc;
     uint64_t rule; /* kind | epoch << 8 | off << 24 | k << 40; 0 = none yet */
 };
 struct mf_rule_slot *mf_rules;
-/* An address found no room: from then on an address without a rule is libunwind's, not
- * learnt (a learning walk costs several unw_backtrace's, and would be made at every sample
- * through that address). */
+/* An address found no room: from then on an address without a rule is libunwind's (its
+ * CFI would be read at every sample through it). */
 static bool mf_rules_full;
 
-static void mf_rules_init(void *lib)
+void mf_rules_setup(void)
 {
-    if (!mf_opt.unwind_rules)
-        return;
-    mf_unw_getcontext = (int (*)(ucontext_t *))dlsym(lib, "_Ux86_64_getcontext");
-    mf_unw_init_local = (int (*)(void *, ucontext_t *))dlsym(lib, MF_UNW_PREFIX "init_local");
-    mf_unw_step = (int (*)(void *))dlsym(lib, MF_UNW_PREFIX "step");
-    mf_unw_get_reg = (int (*)(void *, int, uint64_t *))dlsym(lib, MF_UNW_PREFIX "get_reg");
-    mf_unw_get_proc_info = (int (*)(void *, uint64_t *))dlsym(lib, MF_UNW_PREFIX "get_proc_info");
-    mf_unw_get_save_loc = (int (*)(void *, int, uint64_t *))dlsym(lib, MF_UNW_PREFIX "get_save_loc");
 #if defined(__x86_64__)
-    if (!mf_unw_getcontext || !mf_unw_init_local || !mf_unw_step || !mf_unw_get_reg ||
-        !mf_unw_get_proc_info || !mf_unw_get_save_loc)
+    if (!mf_opt.unwind_rules || mf_opt.unwinder != MF_UNWIND_LIBUNWIND || mf_rules)
         return;
     void *m = mmap(NULL, MF_RULES_SLOTS * sizeof *mf_rules, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -245,116 +221,65 @@ static __attribute__((noinline)) uint64_t mf_rule_get(const struct mf_rule_slot 
     return MF_RULE_NONE;
 }
 
-/* Records what libunwind did at pc: the first observation in an epoch is the rule, a later
- * one that differs makes it MF_RULE_OTHER (libunwind for good). A full neighbourhood keeps
- * nothing: that address takes libunwind. */
-static void mf_rule_observe(uintptr_t pc, uint64_t rule)
+/* Keeps pc's rule (with its epoch). Two threads reading the same CFI store the same rule;
+ * a full neighbourhood keeps nothing. */
+static void mf_rule_store(uintptr_t pc, uint64_t rule)
 {
     struct mf_rule_slot *r = mf_rules;
-    uint64_t epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE) & 0xffff;
-    rule |= epoch << MF_RULE_EPOCH_SHIFT;
     for (uint32_t i = 0, j = mf_rule_home(pc); i < MF_RULES_PROBES; i++, j = (j + 1) & (MF_RULES_SLOTS - 1)) {
         uintptr_t p = 0;
         if (!__atomic_compare_exchange_n(&r[j].pc, &p, pc, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) &&
             p != pc)
             continue;
-        uint64_t old = __atomic_load_n(&r[j].rule, __ATOMIC_ACQUIRE);
-        for (;;) {
-            uint64_t want = rule;
-            if (old && ((old >> MF_RULE_EPOCH_SHIFT) & 0xffff) == epoch)
-                want = old == rule ? old : (MF_RULE_OTHER | epoch << MF_RULE_EPOCH_SHIFT);
-            if (want == old || __atomic_compare_exchange_n(&r[j].rule, &old, want, false,
-                                                           __ATOMIC_RELEASE, __ATOMIC_ACQUIRE))
-                return;
-        }
+        __atomic_store_n(&r[j].rule, rule, __ATOMIC_RELEASE);
+        return;
     }
     __atomic_store_n(&mf_rules_full, true, __ATOMIC_RELAXED);
 }
 
-static bool mf_on_stack(const struct mf_slot *s, uintptr_t lo, uintptr_t hi)
-{
-    return s->stack_lo <= lo && lo <= hi && hi <= s->stack_hi;
-}
+struct mf_rule_query {
+    uintptr_t pc;
+    uint64_t epoch, rule;
+};
 
-/* The rule of the frame at ip (its stack pointer sp, frame pointer bp, whether it has
- * CFI) from the step libunwind made to its caller's (nip, nsp, nbp, and where the CFI put
- * nbp: loc, a word of unw_save_loc_t each). A frame-pointer frame is told by its record; a
- * stack-pointer frame left rbp alone or saved it inside the frame, where the record is not
- * (a frame realigned at run time keeps one at rbp, and its size varies). Where the CFI
- * keeps the caller's rbp, libunwind says: in this frame if saved here, else further down
- * (a callee's frame, the context) or in a register. Anything else is libunwind's. */
-static void mf_rule_learn(const struct mf_slot *s, bool cfi, uint64_t ip, uint64_t sp,
-                          uint64_t bp, uint64_t nip, uint64_t nsp, uint64_t nbp,
-                          const uint64_t *loc)
+/* pc's rule from its module's CFI, kept (MF_RULE_NONE if the table is full). On the slot's
+ * stack: the loader's iteration and the CFI's rows take more than a sample may take of the
+ * program's. */
+static void mf_rule_read_on_stack(void *arg)
 {
-    uint64_t rule = MF_RULE_OTHER;
-    if (!cfi || !mf_on_stack(s, sp, nsp) || (sp & 7) || (nsp & 7))
-        ;
-    else if (bp >= sp && bp + 16 == nsp && ((const uintptr_t *)bp)[1] == nip &&
-             ((const uintptr_t *)bp)[0] == nbp)
-        rule = MF_RULE_FP;
-    else if (nsp > sp && nsp - sp <= MF_RULE_FRAME_MAX && ((const uintptr_t *)nsp)[-1] == nip) {
-        uint32_t type = (uint32_t)loc[0];
-        uint64_t at = loc[1];
-        bool in_frame = type == MF_UNW_SLT_MEMORY && at >= sp && at < nsp;
-        if (!in_frame && (type == MF_UNW_SLT_MEMORY || type == MF_UNW_SLT_REG) && nbp == bp)
-            rule = MF_RULE_SP; /* kept by a callee or in a register: not this frame's */
-        else if (in_frame && at + 8 < nsp && !(at & 7) && at != bp && *(const uintptr_t *)at == nbp)
-            rule = MF_RULE_SP_SAVED | (nsp - at) / 8 << MF_RULE_OFF_SHIFT;
-        if (rule != MF_RULE_OTHER)
-            rule |= (nsp - sp) << MF_RULE_K_SHIFT;
-    }
-    mf_rule_observe(ip, rule);
-}
-
-/* Called like unw_backtrace (mf_backtrace_on_stack, on the slot's stack): libunwind's
- * cursor stepped frame by frame teaches the rule of each frame it stepped from; the stack
- * returned is unw_backtrace's all the same, so that libunwind's own cache sees every walk
- * it saw before (through a frame without CFI its answers depend on what it cached). */
-static __attribute__((noinline)) void mf_unwind_learn_rules(void)
-{
-    struct mf_slot *s = mf_tls.slot;
-    ucontext_t uc;
-    uint64_t cursor[MF_UNW_CURSOR_WORDS];
-    if (mf_unw_getcontext(&uc) < 0 || mf_unw_init_local(cursor, &uc) < 0)
+    struct mf_rule_query *q = arg;
+    uintptr_t pc = q->pc;
+    uint64_t epoch = q->epoch;
+    struct mf_cfi_rule c;
+    q->rule = MF_RULE_NONE;
+    if (__atomic_load_n(&mf_rules_full, __ATOMIC_RELAXED))
         return;
-    uint64_t ip = 0, sp = 0, bp = 0, info[MF_UNW_PROC_INFO_WORDS];
-    int max = MF_DEPTH_MAX + MF_OWN_FRAMES_MAX + 1;
-    bool have = false, cfi = false;
-    int n = 0, r = 1;
-    while (n < max) {
-        if (have)
-            cfi = mf_unw_get_proc_info(cursor, info) == 0 && !(info[0] == ip && info[1] == ip + 1);
-        if ((r = mf_unw_step(cursor)) <= 0)
-            break;
-        uint64_t nip, nsp, nbp, loc[8];
-        if (mf_unw_get_reg(cursor, MF_UNW_RIP, &nip) < 0 || mf_unw_get_reg(cursor, MF_UNW_RSP, &nsp) < 0 ||
-            mf_unw_get_reg(cursor, MF_UNW_RBP, &nbp) < 0 || mf_unw_get_save_loc(cursor, MF_UNW_RBP, loc) < 0) {
-            have = false;
-            break;
-        }
-        if (have)
-            mf_rule_learn(s, cfi, ip, sp, bp, nip, nsp, nbp, loc);
-        n++;
-        ip = nip, sp = nsp, bp = nbp, have = true;
-    }
-    if (have && r <= 0)
-        mf_rule_observe(ip, r == 0 && cfi ? MF_RULE_END : MF_RULE_OTHER);
+    /* No module holds pc (code made at run time, on the live stack so mapped now): it has
+     * no CFI, libunwind's then. */
+    if (!mf_cfi_rule_at(pc, &c))
+        c.kind = MF_CFI_OTHER;
+    static const uint64_t kinds[] = {
+        [MF_CFI_OTHER] = MF_RULE_OTHER, [MF_CFI_FP] = MF_RULE_FP, [MF_CFI_SP] = MF_RULE_SP,
+        [MF_CFI_SP_SAVED] = MF_RULE_SP_SAVED, [MF_CFI_END] = MF_RULE_END};
+    uint64_t rule = kinds[c.kind] | epoch;
+    if (c.kind == MF_CFI_SP || c.kind == MF_CFI_SP_SAVED)
+        rule |= (uint64_t)c.k << MF_RULE_K_SHIFT | (uint64_t)c.off << MF_RULE_OFF_SHIFT;
+    mf_rule_store(pc, rule);
+    q->rule = rule;
 }
 
-static int mf_unwind_learn(void **pcs, int max)
+static __attribute__((noinline)) uint64_t mf_rule_read(struct mf_slot *s, uintptr_t pc, uint64_t epoch)
 {
-    uint64_t t0 = mf_mono_ns();
-    mf_unwind_learn_rules();
-    mf_tls.slot->learn_credit_ns -= (int64_t)(mf_mono_ns() - t0);
-    return mf_unw_backtrace(pcs, max);
+    struct mf_rule_query q = {pc, epoch, MF_RULE_NONE};
+    mf_call_on_stack(s->stack_top, mf_rule_read_on_stack, &q);
+    return q.rule;
 }
 
 /* The stack from mf_record_slow's frame by the rules alone, starting at its return address
- * (no profiler frame), or -1 with *bt set to the libunwind function to ask instead: where a
- * rule is missing the learner, where a frame has another rule or the walk would leave the
- * stack mapping, unw_backtrace. Reads only inside the mapping that holds the first frame. */
-int mf_unwind_cached(struct mf_slot *s, int max, int (**bt)(void **, int))
+ * (no profiler frame), or -1 where libunwind must walk it: a frame it has no rule for, or a
+ * walk that would leave the stack mapping. Reads only inside the mapping that holds the
+ * first frame. */
+int mf_unwind_cached(struct mf_slot *s, int max)
 {
     const struct mf_rule_slot *rules = mf_rules;
     uint64_t epoch = (uint64_t)(__atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE) & 0xffff)
@@ -363,7 +288,6 @@ int mf_unwind_cached(struct mf_slot *s, int max, int (**bt)(void **, int))
     if (fp < s->stack_lo || fp >= s->stack_hi)
         mf_stack_bounds(s, fp);
     uintptr_t top = s->stack_hi - 16; /* the last place a frame record fits */
-    *bt = mf_unw_backtrace;
     if (fp < s->stack_lo || fp > top || (fp & 7))
         return -1;
     uintptr_t pc = ((const uintptr_t *)fp)[1], bp = ((const uintptr_t *)fp)[0], sp = fp + 16;
@@ -379,29 +303,32 @@ int mf_unwind_cached(struct mf_slot *s, int max, int (**bt)(void **, int))
                             ? __atomic_load_n(&home->rule, __ATOMIC_ACQUIRE)
                             : mf_rule_get(rules, pc);
         uint64_t kind = rule & ((1u << MF_RULE_KIND_BITS) - 1);
-        if (MF_LIKELY(kind == (MF_RULE_FP | epoch))) {
+        if (MF_UNLIKELY(kind != (MF_RULE_FP | epoch) && kind != (MF_RULE_SP | epoch) &&
+                        kind != (MF_RULE_SP_SAVED | epoch))) {
+            if ((kind & ~(uint64_t)0xff) != epoch || kind == epoch) { /* none yet, or stale */
+                rule = mf_rule_read(s, pc, epoch);
+                kind = rule & ((1u << MF_RULE_KIND_BITS) - 1);
+            }
+            if (kind == (MF_RULE_END | epoch))
+                break;
+            if (kind != (MF_RULE_FP | epoch) && kind != (MF_RULE_SP | epoch) &&
+                kind != (MF_RULE_SP_SAVED | epoch))
+                return -1;
+        }
+        if (kind == (MF_RULE_FP | epoch)) {
             if (bp < sp || bp > top || (bp & 7))
                 return -1;
             pc = ((const uintptr_t *)bp)[1];
             sp = bp + 16;
             bp = ((const uintptr_t *)bp)[0];
-        } else if (kind == (MF_RULE_SP | epoch) || kind == (MF_RULE_SP_SAVED | epoch)) {
+        } else {
             sp += rule >> MF_RULE_K_SHIFT;
             if (sp > top + 16 || (sp & 7))
                 return -1;
             pc = ((const uintptr_t *)sp)[-1];
             if (kind == (MF_RULE_SP_SAVED | epoch)) /* off <= k / 8: inside this frame */
                 bp = ((const uintptr_t *)sp)[-(ptrdiff_t)((rule >> MF_RULE_OFF_SHIFT) & 0xffff)];
-        } else {
-            if (kind == (MF_RULE_END | epoch))
-                break;
-            if (kind != (MF_RULE_OTHER | epoch) && /* none yet, or from another epoch */
-                !__atomic_load_n(&mf_rules_full, __ATOMIC_RELAXED) && s->learn_credit_ns > 0)
-                *bt = mf_unwind_learn;
-            return -1;
         }
     }
-    if (s->learn_credit_ns < MF_LEARN_CREDIT_NS)
-        s->learn_credit_ns += MF_RULE_SAVES_NS_PER_FRAME * n;
     return n;
 }

@@ -5,7 +5,9 @@
  * file; one that gives these up before its first allocation has its files made here first,
  * at a safe point outside malloc (README "What the profiler guarantees to the program":
  * files are made while they can be). Then the call goes on to the next definition, glibc's.
- * pthread_create is the other safe point: libunwind is loaded before a second thread runs.
+ * libunwind, loaded only when a stack needs it, is loaded here too if it is still to be:
+ * its module records could not be added to the process file afterwards. pthread_create is
+ * the other safe point: libunwind is loaded before a second thread runs.
  *
  * No system header declares these here: their prototypes in <unistd.h> and
  * <sys/resource.h> differ by feature macros (enum __rlimit_resource), and the ABI is ints
@@ -33,6 +35,7 @@ static void *mf_guard_next(void **slot, const char *name)
     __attribute__((visibility("default"))) int name params                                 \
     {                                                                                       \
         static void *next;                                                                  \
+        mf_core_before_threads(); /* first: the module list written next includes it */      \
         mf_core_start_now();                                                                \
         int(*f) params = (int(*) params)mf_guard_next(&next, #name);                        \
         if (!f) {                                                                           \

@@ -1,0 +1,78 @@
+"""The rule walk's rules read from each module's CFI (c_core/mf_cfi.c): every stack is the one
+libunwind alone gives, frame for frame, at MALLOC_FREQ_SAMPLE=1, on programs nobody here
+wrote (CPython, ls, gcc) and ours (C++ templates; a signal handler on an alternate stack, a
+coroutine on a heap stack and garbage in %rbp); and libunwind is loaded only when a stack
+needs it: never by `ls`, which a short-process loop runs a thousand times, and by the
+program whose signal frame only libunwind can step through."""
+import os
+import shutil
+
+import run_tests as rt
+from run_tests import expect, expect_eq
+
+
+def _stacks(profile):
+    # Not the loader's own calls in dlopen: how many it makes depends on the objects already
+    # loaded, and libunwind-only loads libunwind at start-up where the rules may never.
+    return sorted((tuple(row.stack), row.calls, row.bytes, row.samples)
+                  for row in rt.csv_rows(profile, extra=("--no-trim", "--full-stacks"))
+                  if "_dl_open" not in row.stack)
+
+
+def _same_stacks_both_ways(argv, what, extra_env=None, stdout=None):
+    runs = {}
+    for unwind in ("libunwind", "libunwind-only"):
+        env = dict(extra_env or {}, MALLOC_FREQ_UNWIND=unwind)
+        r = rt.run_ok(argv, extra_env=env)
+        expect_eq(r.stderr, "", f"{what} ({unwind}): stderr")
+        if stdout is not None:
+            expect_eq(r.stdout, stdout, f"{what} ({unwind}): output")
+        runs[unwind] = _stacks(r.profile)
+    a, b = runs["libunwind"], runs["libunwind-only"]
+    expect(len(a) > 1, f"{what}: {len(a)} stacks")
+    diff = sorted(set(a) ^ set(b))[:4]
+    expect(a == b, f"{what}: the CFI rules' stacks differ from libunwind's, e.g. {diff}")
+    return a
+
+
+@rt.test
+def test_cfi_rules_give_libunwinds_stacks_in_other_peoples_programs():
+    python = shutil.which("python3")
+    expect(python is not None, "python3 is needed")
+    stacks = _same_stacks_both_ways(
+        [python, "-c", "import json; d = {str(i): [i] * (i % 7) for i in range(20000)}; "
+                       "print(len(json.dumps(d)))"],
+        "python3", {"PYTHONHASHSEED": "0"}, stdout="601275\n")
+    expect(len(stacks) > 500, f"python3: {len(stacks)} stacks")
+    _same_stacks_both_ways(["/bin/ls", "-l", "/usr/lib"], "ls -l", {"LC_ALL": "C"})
+    gcc = shutil.which("gcc")
+    if gcc:
+        src = os.path.join(rt.PROGRAMS, "exact_sites.c")
+        out = os.path.join(rt.fresh_dir(), "exact_sites.o")
+        _same_stacks_both_ways([gcc, "-O2", "-c", "-o", out, src], "gcc -O2 -c")
+
+
+@rt.test
+def test_cfi_rules_give_libunwinds_stacks_in_cxx_and_hostile_frames():
+    prog = rt.build("cxx_containers", ["cxx_containers.cpp"], cxx=True, libs=("-lpthread",))
+    _same_stacks_both_ways([prog], "cxx_containers")
+    if os.uname().machine == "x86_64":
+        _same_stacks_both_ways([rt.c_program("hostile_frames")], "hostile_frames",
+                               stdout="hostile_frames done\n")
+
+
+def _loads_libunwind(argv, extra_env=None):
+    r = rt.run_ok(argv, extra_env=dict(extra_env or {}, LD_DEBUG="files"))
+    return "file=libunwind" in r.stderr, r
+
+
+@rt.test
+def test_libunwind_is_loaded_only_when_a_stack_needs_it():
+    loaded, r = _loads_libunwind(["/bin/ls", "/usr/lib"], {"LC_ALL": "C"})
+    expect(not loaded, "ls /usr/lib loaded libunwind: its stacks all have CFI rules")
+    expect(rt.exact_total_calls(r.profile) > 50, "ls /usr/lib: its calls were recorded")
+    if os.uname().machine == "x86_64":
+        # A signal frame (glibc's __restore_rt is marked so in its CFI) is libunwind's.
+        loaded, r = _loads_libunwind([rt.c_program("hostile_frames")])
+        expect(loaded, "hostile_frames did not load libunwind for its signal frame")
+        rt.expect_sites(rt.csv_rows(r.profile), rt.HOSTILE_SITES)
