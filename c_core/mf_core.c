@@ -729,6 +729,7 @@ static void mf_process_start(void)
     __atomic_store_n(&mf_thread_seq, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&mf_exact_budget, (int64_t)mf_opt.exact_calls, __ATOMIC_RELAXED);
     __atomic_store_n(&mf_exact_taken, 0, __ATOMIC_RELAXED);
+    mf_rules_setup();
     if (mf_lazy_start && !mf_rules)
         mf_unwind_load_if_safe(); /* the process's first allocation call, if it is safe */
     /* <base>/malloc_freq.<pid>, private, under the base settled at the first start-up
@@ -904,7 +905,6 @@ void mf_core_init(void)
     mf_options_read();
     pthread_key_create(&mf_thread_key, mf_thread_exit);
     pthread_atfork(mf_before_fork, mf_after_fork_parent, mf_after_fork_child);
-    mf_rules_setup();
     if (mf_lazy_start && !mf_opt.secure) {
         /* Nothing more until the first allocation call: a process that never allocates
          * makes no file and loads no libunwind (README "Overhead": start-up). */
