@@ -237,14 +237,9 @@ static bool mf_cfa_run(struct mf_cur *c, struct mf_cfa_row *row, const struct mf
             row->cfa_off = mf_sleb(c) * data_align;
             continue;
         case 0x14: /* val_offset */
-            reg = mf_uleb(c);
-            mf_uleb(c);
-            how = MF_SAVED_OTHER;
-            set_reg = true;
-            break;
         case 0x15: /* val_offset_sf */
             reg = mf_uleb(c);
-            mf_sleb(c);
+            (void)(op == 0x14 ? (int64_t)mf_uleb(c) : mf_sleb(c));
             how = MF_SAVED_OTHER;
             set_reg = true;
             break;
