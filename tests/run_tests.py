@@ -996,7 +996,12 @@ def test_default_mode_agrees_with_exact():
     for site, (known, size) in SAMPLED_SITES.items():
         calls, nbytes, samples = site_totals(rows, site)
         se = math.sqrt(var(site, calls))
-        if abs(calls - known) > 4 * se:
+        # A site no weighted sample hit (every sample weight 1, the exact stretch's): the
+        # Gaussian tail understates how often that happens; ask instead how likely it is
+        # that its calls after the stretch all fell between samples at the largest interval.
+        missed = calls == samples and calls < known
+        likely_miss = missed and (1 - 1 / w) ** (known - calls) >= 1e-4
+        if abs(calls - known) > 4 * se and not likely_miss:
             bad.append(f"{site}: estimate {calls} ({samples} samples), known {known}, "
                        f"off by {abs(calls - known) / se:.1f} SE (SE {se:.0f})")
         if nbytes != calls * size:
