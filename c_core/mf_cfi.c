@@ -89,6 +89,33 @@ static int64_t mf_sleb(struct mf_cur *c)
     return 0;
 }
 
+/* A block that starts with its uleb128 length (an expression, augmentation data): a cursor
+ * over it, with c moved past it; c->bad if it overruns c. */
+static struct mf_cur mf_block(struct mf_cur *c)
+{
+    uint64_t len = mf_uleb(c);
+    struct mf_cur b = {c->p, c->p, true};
+    if (c->bad || len > (uint64_t)(c->end - c->p)) {
+        c->bad = true;
+        return b;
+    }
+    b.end = c->p + len;
+    b.bad = false;
+    c->p += len;
+    return b;
+}
+
+/* A CIE or FDE: its 4-byte length narrows c to the entry (the 64-bit form, and the zero
+ * terminator, are left to libunwind). */
+static bool mf_entry(struct mf_cur *c)
+{
+    uint64_t len = mf_get(c, 4);
+    if (c->bad || len == 0 || len >= 0xfffffff0u || len > (uint64_t)(c->end - c->p))
+        return false;
+    c->end = c->p + len;
+    return true;
+}
+
 /* A pointer in encoding enc; pc-relative to where it lies, data-relative to data. */
 static uintptr_t mf_pointer(struct mf_cur *c, uint8_t enc, uintptr_t data)
 {
@@ -207,19 +234,17 @@ static bool mf_cfa_run(struct mf_cur *c, struct mf_cfa_row *row, const struct mf
             row->cfa_off = (int64_t)mf_uleb(c);
             continue;
         case 0x0f: /* def_cfa_expression */
-            delta = mf_uleb(c);
-            if (delta > (uint64_t)(c->end - c->p))
+            mf_block(c);
+            if (c->bad)
                 return false;
-            c->p += delta;
             row->cfa_expr = true;
             continue;
         case 0x10: /* expression */
         case 0x16: /* val_expression */
             reg = mf_uleb(c);
-            delta = mf_uleb(c);
-            if (delta > (uint64_t)(c->end - c->p))
+            mf_block(c);
+            if (c->bad)
                 return false;
-            c->p += delta;
             how = MF_SAVED_OTHER;
             set_reg = true;
             break;
@@ -340,20 +365,16 @@ static void mf_cfi_from_hdr(uintptr_t hdr, uintptr_t lo, uintptr_t hi, uintptr_t
         return;
     /* The FDE: length, CIE pointer, pc_begin, pc_range, augmentation data, instructions. */
     struct mf_cur f = {(const uint8_t *)fde, (const uint8_t *)hi, false};
-    uint64_t len = mf_get(&f, 4);
-    if (f.bad || len == 0 || len >= 0xfffffff0u || len > (uint64_t)(f.end - f.p))
+    if (!mf_entry(&f))
         return;
-    f.end = f.p + len;
     uintptr_t cie_at = (uintptr_t)f.p;
     uint64_t cie_ptr = mf_get(&f, 4);
     if (f.bad || cie_ptr == 0 || cie_ptr > cie_at - lo)
         return;
     /* The CIE: version, augmentation, alignments, return-address register. */
     struct mf_cur e = {(const uint8_t *)(cie_at - cie_ptr), (const uint8_t *)hi, false};
-    uint64_t clen = mf_get(&e, 4);
-    if (e.bad || clen == 0 || clen >= 0xfffffff0u || clen > (uint64_t)(e.end - e.p))
+    if (!mf_entry(&e))
         return;
-    e.end = e.p + clen;
     if (mf_get(&e, 4) != 0) /* a CIE's id */
         return;
     uint8_t cver = (uint8_t)mf_get(&e, 1);
@@ -368,11 +389,9 @@ static void mf_cfi_from_hdr(uintptr_t hdr, uintptr_t lo, uintptr_t hi, uintptr_t
     uint64_t ra_reg = cver == 1 ? mf_get(&e, 1) : mf_uleb(&e);
     uint8_t fde_enc = 0; /* absptr */
     if (alen) {
-        uint64_t dlen = mf_uleb(&e);
-        if (e.bad || dlen > (uint64_t)(e.end - e.p))
+        struct mf_cur d = mf_block(&e);
+        if (e.bad)
             return;
-        struct mf_cur d = {e.p, e.p + dlen, false};
-        e.p += dlen;
         for (size_t i = 1; i < alen && !d.bad; i++) {
             if (aug[i] == 'R') {
                 fde_enc = (uint8_t)mf_get(&d, 1);
@@ -394,12 +413,10 @@ static void mf_cfi_from_hdr(uintptr_t hdr, uintptr_t lo, uintptr_t hi, uintptr_t
     uintptr_t range = mf_pointer(&f, fde_enc & MF_PE_FORMAT, 0);
     if (f.bad || target < begin || target - begin >= range)
         return;
-    if (alen) {
-        uint64_t dlen = mf_uleb(&f);
-        if (f.bad || dlen > (uint64_t)(f.end - f.p))
-            return;
-        f.p += dlen;
-    }
+    if (alen)
+        mf_block(&f);
+    if (f.bad)
+        return;
     struct mf_cfa_row row = {0, 0, 0, UINT32_MAX, 0, MF_SAVED_SAME, MF_SAVED_SAME}, init;
     if (!mf_cfa_run(&e, &row, NULL, begin, UINTPTR_MAX, code_align, data_align, fde_enc))
         return;
@@ -449,7 +466,7 @@ static int mf_cfi_visit(struct dl_phdr_info *info, size_t size, void *arg)
 
 bool mf_cfi_rule_at(uintptr_t pc, struct mf_cfi_rule *rule)
 {
-    struct mf_cfi_find q = {.target = pc - 1, .found = false}; /* the call, not what follows */
+    struct mf_cfi_find q = {.target = pc - 1, .found = false, .rule = {.kind = MF_CFI_OTHER}}; /* the call, not what follows */
     dl_iterate_phdr(mf_cfi_visit, &q);
     *rule = q.rule;
     return q.found;

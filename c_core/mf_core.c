@@ -542,8 +542,9 @@ static void mf_sample_on_stack(void *arg)
          * parent, which waits for us. */
         mf_table_unlock(tab);
         if (mf_check_pid()) {
-            if (!mf_rules) /* with rules, libunwind waits until a stack needs it */
-                mf_unwind_load_if_safe(); /* deferred libunwind: from the next sample on */
+            if (!mf_rules) /* deferred libunwind, from the next sample on; with rules it waits
+                            * until a stack needs it */
+                mf_unwind_load_if_safe();
             if (!mf_modules_cover(pcs, n) || mf_modules_changed())
                 mf_modules_refresh();
         }

@@ -145,8 +145,8 @@ void mf_core_start_now(void);
 void mf_core_before_threads(void); /* pthread_create: load libunwind while it may be */
 extern int (*mf_unw_backtrace)(void **, int); /* NULL: the frame-pointer walk */
 int mf_unwind_fp(void **pcs, int max); /* from the calling thread's slot's entry_fp */
-/* With libunwind: the stack from the unwind rules libunwind taught for each return address
- * (mf_unwind.c), or -1 and the libunwind function to call instead. */
+/* The stack from the unwind rules read from each return address's CFI (mf_unwind.c,
+ * mf_cfi.c), or -1 when libunwind must walk it. */
 extern struct mf_rule_slot *mf_rules; /* NULL: no rules (MALLOC_FREQ_UNWIND=libunwind-only) */
 void mf_rules_setup(void); /* at start-up, from the options */
 int mf_unwind_cached(struct mf_slot *s, int max);

@@ -203,6 +203,13 @@ void mf_rules_setup(void)
 #endif
 }
 
+/* The walk follows kind (with its epoch) itself: FP, SP or SP_SAVED of this epoch. */
+static inline bool mf_rule_walkable(uint64_t kind, uint64_t epoch)
+{
+    return kind == (MF_RULE_FP | epoch) || kind == (MF_RULE_SP | epoch) ||
+           kind == (MF_RULE_SP_SAVED | epoch);
+}
+
 static uint32_t mf_rule_home(uintptr_t pc)
 {
     return (uint32_t)((pc * 0x9e3779b97f4a7c15u) >> (64 - MF_RULES_BITS));
@@ -303,16 +310,14 @@ int mf_unwind_cached(struct mf_slot *s, int max)
                             ? __atomic_load_n(&home->rule, __ATOMIC_ACQUIRE)
                             : mf_rule_get(rules, pc);
         uint64_t kind = rule & ((1u << MF_RULE_KIND_BITS) - 1);
-        if (MF_UNLIKELY(kind != (MF_RULE_FP | epoch) && kind != (MF_RULE_SP | epoch) &&
-                        kind != (MF_RULE_SP_SAVED | epoch))) {
+        if (MF_UNLIKELY(!mf_rule_walkable(kind, epoch))) {
             if ((kind & ~(uint64_t)0xff) != epoch || kind == epoch) { /* none yet, or stale */
                 rule = mf_rule_read(s, pc, epoch);
                 kind = rule & ((1u << MF_RULE_KIND_BITS) - 1);
             }
             if (kind == (MF_RULE_END | epoch))
                 break;
-            if (kind != (MF_RULE_FP | epoch) && kind != (MF_RULE_SP | epoch) &&
-                kind != (MF_RULE_SP_SAVED | epoch))
+            if (!mf_rule_walkable(kind, epoch))
                 return -1;
         }
         if (kind == (MF_RULE_FP | epoch)) {

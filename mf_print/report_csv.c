@@ -612,15 +612,6 @@ void mf_report_csv_by_program(FILE *out, const struct mf_model *const *models,
     mf_csv_report(out, models, programs, n);
 }
 
-void mf_csv_name_field(FILE *out, uint32_t id)
-{
-    const struct mf_enc *e = mf_enc_of(id);
-    if (e->needs_quotes)
-        fprintf(out, "\"%s\"", e->quoted);
-    else
-        fputs(e->text, out);
-}
-
 void mf_csv_names_field(FILE *out, const uint32_t *names, uint32_t n)
 {
     bool quote = false;
@@ -636,4 +627,9 @@ void mf_csv_names_field(FILE *out, const uint32_t *names, uint32_t n)
     }
     if (quote)
         fputc('"', out);
+}
+
+void mf_csv_name_field(FILE *out, uint32_t id)
+{
+    mf_csv_names_field(out, &id, 1);
 }

@@ -3,9 +3,8 @@ inside the exact stretch, which is counted in calls, never cut short by time, so
 is exact and the header says so; a longer one is exact for its first 100,000 calls and then
 sampled, and says that. Real programs: tests/programs/short_runs.c (five sites 30 frames
 deep, known counts) and `git log -p` on a small repository made here, against its exact
-profile (MALLOC_FREQ_SAMPLE=1). Also: the rule walk that makes exact capture cheap
-(c_core/mf_unwind.c) gives libunwind's stacks, frame for frame, with and without frame
-pointers and through git's own code."""
+profile (MALLOC_FREQ_SAMPLE=1). That the rule walk which makes exact capture cheap gives
+libunwind's stacks is tests/test_unwind_cfi.py's."""
 import os
 import shutil
 import subprocess
@@ -73,39 +72,6 @@ def test_a_run_past_the_stretch_is_exact_for_100000_calls_then_estimated():
         # speed): the exact part alone, and no more than twice the truth.
         expect(STRETCH // 50 * k <= calls <= 2 * known,
                f"{site}: estimate {calls}, known {known}, exact part {STRETCH // 50 * k}")
-
-
-def _csv_by_stack(profile):
-    return sorted((tuple(row.stack), row.calls, row.bytes, row.samples)
-                  for row in rt.csv_rows(profile, extra=("--no-trim", "--full-stacks")))
-
-
-def _same_stacks_both_ways(argv, what, extra_env=None):
-    """Runs argv at N=1 with the rule walk and with libunwind alone: the same CSV."""
-    runs = {}
-    for unwind in ("libunwind", "libunwind-only"):
-        env = dict(extra_env or {}, MALLOC_FREQ_UNWIND=unwind)
-        r = rt.run_ok(argv, extra_env=env)
-        expect_eq(r.stderr, "", f"{what} ({unwind}): stderr")
-        runs[unwind] = _csv_by_stack(r.profile)
-    a, b = runs["libunwind"], runs["libunwind-only"]
-    expect(len(a) > 1, f"{what}: {len(a)} stacks")
-    diff = sorted(set(a) ^ set(b))[:4]
-    expect(a == b, f"{what}: the rule walk's stacks differ from libunwind's, e.g. {diff}")
-
-
-@rt.test
-def test_rule_walk_gives_libunwinds_stacks():
-    # With frame pointers, without (-O2: rbp saved and reused), and a program built by
-    # someone else with neither (git, through libc and libz).
-    _same_stacks_both_ways([_short_runs(), "20000"], "short_runs")
-    _same_stacks_both_ways([_short_runs(("-O2", "-fomit-frame-pointer")), "20000"],
-                           "short_runs -O2 -fomit-frame-pointer")
-    git = shutil.which("git")
-    if git:
-        repo = _small_repository()
-        _same_stacks_both_ways([git, "-C", repo, "--no-pager", "log", "-p"], "git log -p",
-                               _git_env(repo))
 
 
 def _git_env(repo):

@@ -1,6 +1,7 @@
-"""The rule walk's rules read from each module's CFI (c_core/mf_cfi.c): every stack is the one
-libunwind alone gives, frame for frame, at MALLOC_FREQ_SAMPLE=1, on programs nobody here
-wrote (CPython, ls, gcc) and ours (C++ templates; a signal handler on an alternate stack, a
+"""The rule walk (c_core/mf_unwind.c) with its rules read from each module's CFI
+(c_core/mf_cfi.c): every stack is the one libunwind alone gives, frame for frame, at
+MALLOC_FREQ_SAMPLE=1, on programs nobody here wrote (CPython, ls, gcc, git) and ours (with
+and without frame pointers; C++ templates; a signal handler on an alternate stack, a
 coroutine on a heap stack and garbage in %rbp); and libunwind is loaded only when a stack
 needs it: never by `ls`, which a short-process loop runs a thousand times, and by the
 program whose signal frame only libunwind can step through."""
@@ -9,6 +10,7 @@ import shutil
 
 import run_tests as rt
 from run_tests import expect, expect_eq
+from test_short_runs import _git_env, _short_runs, _small_repository
 
 
 def _stacks(profile):
@@ -20,6 +22,7 @@ def _stacks(profile):
 
 
 def _same_stacks_both_ways(argv, what, extra_env=None, stdout=None):
+    """Runs argv at N=1 with the rule walk and with libunwind alone: the same stacks."""
     runs = {}
     for unwind in ("libunwind", "libunwind-only"):
         env = dict(extra_env or {}, MALLOC_FREQ_UNWIND=unwind)
@@ -33,6 +36,20 @@ def _same_stacks_both_ways(argv, what, extra_env=None, stdout=None):
     diff = sorted(set(a) ^ set(b))[:4]
     expect(a == b, f"{what}: the CFI rules' stacks differ from libunwind's, e.g. {diff}")
     return a
+
+
+@rt.test
+def test_rule_walk_gives_libunwinds_stacks():
+    # With frame pointers, without (-O2: rbp saved and reused), and a program built by
+    # someone else with neither (git, through libc and libz).
+    _same_stacks_both_ways([_short_runs(), "20000"], "short_runs")
+    _same_stacks_both_ways([_short_runs(("-O2", "-fomit-frame-pointer")), "20000"],
+                           "short_runs -O2 -fomit-frame-pointer")
+    git = shutil.which("git")
+    if git:
+        repo = _small_repository()
+        _same_stacks_both_ways([git, "-C", repo, "--no-pager", "log", "-p"], "git log -p",
+                               _git_env(repo))
 
 
 @rt.test
