@@ -147,7 +147,7 @@ extern int (*mf_unw_backtrace)(void **, int); /* NULL: the frame-pointer walk */
 int mf_unwind_fp(void **pcs, int max); /* from the calling thread's slot's entry_fp */
 /* The stack from the unwind rules read from each return address's CFI (mf_unwind.c,
  * mf_cfi.c), or -1 when libunwind must walk it. */
-extern struct mf_rule_slot *mf_rules; /* NULL: no rules (MALLOC_FREQ_UNWIND=libunwind-only) */
+extern struct mf_rules *mf_rules; /* NULL: no rules (MALLOC_FREQ_UNWIND=libunwind-only) */
 void mf_rules_setup(void); /* at start-up, from the options */
 int mf_unwind_cached(struct mf_slot *s, int max);
 /* libunwind's unw_backtrace, loaded now if it is not yet and may be; else the frame-pointer

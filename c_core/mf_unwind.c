@@ -173,9 +173,9 @@ int mf_unwind_fp(void **out, int max)
  * walk's chain; any other takes libunwind's unw_backtrace, loaded then.
  * Rules carry the module epoch they were read in: a library loaded where another one was
  * is read anew. Shared by the threads: slots are claimed by compare-and-swap, lookups are
- * plain loads, nothing is ever freed. */
-#define MF_RULES_BITS 15
-#define MF_RULES_SLOTS (1u << MF_RULES_BITS)
+ * plain loads, a table once in use is never freed. */
+#define MF_RULES_FIRST_BITS 10 /* 16 KiB: the few hundred addresses of a short process */
+#define MF_RULES_MAX_BITS 16 /* grown fourfold from 10 bits: 1 MiB, touched where used */
 #define MF_RULES_PROBES 8
 #define MF_RULE_EPOCH_SHIFT 8
 #define MF_RULE_KIND_BITS 24 /* kind and epoch */
@@ -186,9 +186,24 @@ struct mf_rule_slot {
     uintptr_t pc;
     uint64_t rule; /* kind | epoch << 8 | off << 24 | k << 40; 0 = none yet */
 };
-struct mf_rule_slot *mf_rules;
-/* An address found no room: from then on an address without a rule is libunwind's (its
- * CFI would be read at every sample through it). */
+/* The table starts small and grows fourfold past half full: a hashed table touches a page
+ * per few addresses, and one of 512 KiB from the start cost `ls /usr/lib` 110 page faults,
+ * 246 in all against 146 now. A grown table replaces the old one, which stays mapped for
+ * the walks still reading it; a rule stored into the old one meanwhile is read again. */
+struct mf_rules {
+    uint32_t shift; /* 64 - bits */
+    uint32_t mask;
+    uint32_t used; /* slots claimed */
+    uint32_t pad;
+    struct mf_rule_slot slot[];
+};
+struct mf_rules *mf_rules;
+static struct {
+    struct mf_rules head;
+    struct mf_rule_slot slot[1u << MF_RULES_FIRST_BITS];
+} mf_rules_first;
+/* The largest table found no room for an address: from then on an address without a rule
+ * is libunwind's (its CFI would be read at every sample through it). */
 static bool mf_rules_full;
 
 void mf_rules_setup(void)
@@ -196,10 +211,9 @@ void mf_rules_setup(void)
 #if defined(__x86_64__)
     if (!mf_opt.unwind_rules || mf_opt.unwinder != MF_UNWIND_LIBUNWIND || mf_rules)
         return;
-    void *m = mmap(NULL, MF_RULES_SLOTS * sizeof *mf_rules, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (m != MAP_FAILED)
-        __atomic_store_n(&mf_rules, (struct mf_rule_slot *)m, __ATOMIC_RELEASE);
+    mf_rules_first.head.shift = 64 - MF_RULES_FIRST_BITS;
+    mf_rules_first.head.mask = (1u << MF_RULES_FIRST_BITS) - 1;
+    __atomic_store_n(&mf_rules, &mf_rules_first.head, __ATOMIC_RELEASE);
 #endif
 }
 
@@ -210,38 +224,81 @@ static inline bool mf_rule_walkable(uint64_t kind, uint64_t epoch)
            kind == (MF_RULE_SP_SAVED | epoch);
 }
 
-static uint32_t mf_rule_home(uintptr_t pc)
+static inline uint32_t mf_rule_home(const struct mf_rules *r, uintptr_t pc)
 {
-    return (uint32_t)((pc * 0x9e3779b97f4a7c15u) >> (64 - MF_RULES_BITS));
+    return (uint32_t)((pc * 0x9e3779b97f4a7c15u) >> r->shift);
 }
 
 /* The rule kept for pc, of whatever epoch, or MF_RULE_NONE. */
-static __attribute__((noinline)) uint64_t mf_rule_get(const struct mf_rule_slot *r, uintptr_t pc)
+static __attribute__((noinline)) uint64_t mf_rule_get(const struct mf_rules *r, uintptr_t pc)
 {
-    for (uint32_t i = 0, j = mf_rule_home(pc); i < MF_RULES_PROBES; i++, j = (j + 1) & (MF_RULES_SLOTS - 1)) {
-        uintptr_t p = __atomic_load_n(&r[j].pc, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0, j = mf_rule_home(r, pc); i < MF_RULES_PROBES; i++, j = (j + 1) & r->mask) {
+        uintptr_t p = __atomic_load_n(&r->slot[j].pc, __ATOMIC_ACQUIRE);
         if (p == pc)
-            return __atomic_load_n(&r[j].rule, __ATOMIC_ACQUIRE);
+            return __atomic_load_n(&r->slot[j].rule, __ATOMIC_ACQUIRE);
         if (!p)
             break;
     }
     return MF_RULE_NONE;
 }
 
-/* Keeps pc's rule (with its epoch). Two threads reading the same CFI store the same rule;
- * a full neighbourhood keeps nothing. */
+/* Keeps pc's rule in r; false if its neighbourhood is full. Two threads reading the same
+ * CFI store the same rule. */
+static bool mf_rule_put(struct mf_rules *r, uintptr_t pc, uint64_t rule)
+{
+    for (uint32_t i = 0, j = mf_rule_home(r, pc); i < MF_RULES_PROBES; i++, j = (j + 1) & r->mask) {
+        uintptr_t p = 0;
+        if (__atomic_compare_exchange_n(&r->slot[j].pc, &p, pc, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
+            __atomic_fetch_add(&r->used, 1, __ATOMIC_RELAXED);
+        else if (p != pc)
+            continue;
+        __atomic_store_n(&r->slot[j].rule, rule, __ATOMIC_RELEASE);
+        return true;
+    }
+    return false;
+}
+
+/* A table four times r's, holding r's rules, made the current one, unless r is the
+ * largest, memory is short, or another thread replaced r first (no lock: a fork cannot
+ * leave one held). */
+static void mf_rules_grow(struct mf_rules *r)
+{
+    uint32_t bits = 64 - r->shift + 2;
+    if (bits > MF_RULES_MAX_BITS || __atomic_load_n(&mf_rules, __ATOMIC_ACQUIRE) != r)
+        return;
+    size_t size = sizeof *r + ((size_t)1 << bits) * sizeof r->slot[0];
+    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (m == MAP_FAILED)
+        return;
+    struct mf_rules *n = m;
+    n->shift = 64 - bits;
+    n->mask = (1u << bits) - 1;
+    for (uint32_t j = 0; j <= r->mask; j++) {
+        uintptr_t pc = __atomic_load_n(&r->slot[j].pc, __ATOMIC_ACQUIRE);
+        uint64_t rule = pc ? __atomic_load_n(&r->slot[j].rule, __ATOMIC_ACQUIRE) : 0;
+        if (rule)
+            mf_rule_put(n, pc, rule);
+    }
+    if (!__atomic_compare_exchange_n(&mf_rules, &r, n, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        munmap(m, size);
+}
+
+/* Keeps pc's rule (with its epoch), growing the table past half full or when pc finds no
+ * room; once the largest table has no room, nothing more is kept. */
 static void mf_rule_store(uintptr_t pc, uint64_t rule)
 {
-    struct mf_rule_slot *r = mf_rules;
-    for (uint32_t i = 0, j = mf_rule_home(pc); i < MF_RULES_PROBES; i++, j = (j + 1) & (MF_RULES_SLOTS - 1)) {
-        uintptr_t p = 0;
-        if (!__atomic_compare_exchange_n(&r[j].pc, &p, pc, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) &&
-            p != pc)
-            continue;
-        __atomic_store_n(&r[j].rule, rule, __ATOMIC_RELEASE);
+    struct mf_rules *r = __atomic_load_n(&mf_rules, __ATOMIC_ACQUIRE);
+    bool kept = mf_rule_put(r, pc, rule);
+    if (__atomic_load_n(&r->used, __ATOMIC_RELAXED) * 2 <= r->mask && kept)
         return;
-    }
-    __atomic_store_n(&mf_rules_full, true, __ATOMIC_RELAXED);
+    mf_rules_grow(r);
+    struct mf_rules *now = __atomic_load_n(&mf_rules, __ATOMIC_ACQUIRE);
+    if (now != r) /* grown, here or by another thread */
+        kept = mf_rule_put(now, pc, rule) || kept;
+    if (!kept && now->shift == 64 - MF_RULES_MAX_BITS) /* else read again at its next walk */
+        __atomic_store_n(&mf_rules_full, true, __ATOMIC_RELAXED);
 }
 
 struct mf_rule_query {
@@ -288,7 +345,7 @@ static __attribute__((noinline)) uint64_t mf_rule_read(struct mf_slot *s, uintpt
  * first frame. */
 int mf_unwind_cached(struct mf_slot *s, int max)
 {
-    const struct mf_rule_slot *rules = mf_rules;
+    const struct mf_rules *rules = __atomic_load_n(&mf_rules, __ATOMIC_ACQUIRE);
     uint64_t epoch = (uint64_t)(__atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE) & 0xffff)
                      << MF_RULE_EPOCH_SHIFT;
     uintptr_t *pcs = s->pcs, fp = s->entry_fp;
@@ -305,7 +362,7 @@ int mf_unwind_cached(struct mf_slot *s, int max)
             break;
         /* Most addresses sit in their home slot: one load, off the walk's chain. The kind
          * and the epoch are compared at once. */
-        const struct mf_rule_slot *home = &rules[mf_rule_home(pc)];
+        const struct mf_rule_slot *home = &rules->slot[mf_rule_home(rules, pc)];
         uint64_t rule = __atomic_load_n(&home->pc, __ATOMIC_ACQUIRE) == pc
                             ? __atomic_load_n(&home->rule, __ATOMIC_ACQUIRE)
                             : mf_rule_get(rules, pc);
