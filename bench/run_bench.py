@@ -39,8 +39,9 @@ almost nothing: two shell loops, 1,000 x /bin/true (allocates nothing) and 1,000
 `ls /usr/lib` (a few hundred allocation calls), each timed as the CPU of the whole loop
 (the shell run under the preload library, every child included) against the same loop
 without it, and against an empty preload library built here (the floor: what loading any
-library costs), against a target of 1.10x; with strace, the system calls of one process of
-each (exact, where the CPU ratios are noisy)."""
+library costs), against a target of 1.10x; once more with the profiles written to tmpfs
+(/dev/shm), which tells the file system's share of the price; with strace, the system
+calls of one process of each (exact, where the CPU ratios are noisy)."""
 
 import datetime
 import json
@@ -873,11 +874,16 @@ def startup_bench():
         f.write("int mf_bench_empty_library;\n")
     subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", empty, src], check=True)
     libs = [("uninstrumented (A/A)", None), ("empty library (floor)", empty), ("malloc_freq", LIB)]
+    # The same with the profiles on tmpfs: what the file system's part of the price is
+    # (on this machine's ext4, creating inodes; README "Overhead").
+    tmpfs = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    if tmpfs:
+        libs.append(("malloc_freq, profiles on tmpfs", LIB))
     cpu = {}  # (loop, lib name) -> [ratio per round]
     failures = []
 
-    def loop_cpu(cmd, lib):
-        tmp = tempfile.mkdtemp(prefix="mf_bench.")
+    def loop_cpu(cmd, lib, on_tmpfs=False):
+        tmp = tempfile.mkdtemp(prefix="mf_bench.", dir=tmpfs if on_tmpfs else None)
         try:
             env = clean_env()
             env["MALLOC_FREQ_DIR"] = tmp
@@ -903,7 +909,7 @@ def startup_bench():
             for label, lib in libs:
                 try:
                     pair = [None, lib] if rnd % 2 == 0 else [lib, None]
-                    got = [loop_cpu(cmd, l) for l in pair]
+                    got = [loop_cpu(cmd, l, "tmpfs" in label) for l in pair]
                     b, a = (got[0], got[1]) if rnd % 2 == 0 else (got[1], got[0])
                     base_cpu.setdefault(name, []).append(b)
                     cpu.setdefault((name, label), []).append(a / b)
@@ -930,7 +936,7 @@ def startup_bench():
         lines.append("")
         for name, cmd, _ in STARTUP_LOOPS:
             counts = []
-            for label, lib in libs[1:]:
+            for label, lib in libs[1:3]:
                 counts.append("%s %s" % (label, syscalls(cmd, lib)))
             lines.append("- `%s`: uninstrumented %s, %s" % (cmd, syscalls(cmd, None), ", ".join(counts)))
         lines.append("")
