@@ -873,17 +873,18 @@ def startup_bench():
     with open(src, "w") as f:
         f.write("int mf_bench_empty_library;\n")
     subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", empty, src], check=True)
-    libs = [("uninstrumented (A/A)", None), ("empty library (floor)", empty), ("malloc_freq", LIB)]
+    # (label, library, where the profiles go: None for the temporary directory's default)
+    libs = [("uninstrumented (A/A)", None, None), ("empty library (floor)", empty, None),
+            ("malloc_freq", LIB, None)]
     # The same with the profiles on tmpfs: what the file system's part of the price is
     # (on this machine's ext4, creating inodes; README "Overhead").
-    tmpfs = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-    if tmpfs:
-        libs.append(("malloc_freq, profiles on tmpfs", LIB))
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        libs.append(("malloc_freq, profiles on tmpfs", LIB, "/dev/shm"))
     cpu = {}  # (loop, lib name) -> [ratio per round]
     failures = []
 
-    def loop_cpu(cmd, lib, on_tmpfs=False):
-        tmp = tempfile.mkdtemp(prefix="mf_bench.", dir=tmpfs if on_tmpfs else None)
+    def loop_cpu(cmd, lib, where):
+        tmp = tempfile.mkdtemp(prefix="mf_bench.", dir=where)
         try:
             env = clean_env()
             env["MALLOC_FREQ_DIR"] = tmp
@@ -906,10 +907,10 @@ def startup_bench():
     base_cpu = {}
     for rnd in range(ROUNDS):
         for name, cmd, _ in STARTUP_LOOPS:
-            for label, lib in libs:
+            for label, lib, where in libs:
                 try:
                     pair = [None, lib] if rnd % 2 == 0 else [lib, None]
-                    got = [loop_cpu(cmd, l, "tmpfs" in label) for l in pair]
+                    got = [loop_cpu(cmd, l, where) for l in pair]
                     b, a = (got[0], got[1]) if rnd % 2 == 0 else (got[1], got[0])
                     base_cpu.setdefault(name, []).append(b)
                     cpu.setdefault((name, label), []).append(a / b)
@@ -924,7 +925,7 @@ def startup_bench():
              "| loop | uninstrumented CPU | variant | CPU ratio | rounds' range |",
              "|---|---|---|---|---|"]
     for name, cmd, what in STARTUP_LOOPS:
-        for label, _ in libs:
+        for label, _, _ in libs:
             rs = cpu.get((name, label), [])
             lines.append("| %d x `%s` (%s) | %.3f s | %s | %s | %s |" % (
                 n, cmd, what, median(base_cpu.get(name, [])), label, fmt_ratio(median(rs)),
@@ -936,7 +937,9 @@ def startup_bench():
         lines.append("")
         for name, cmd, _ in STARTUP_LOOPS:
             counts = []
-            for label, lib in libs[1:3]:
+            for label, lib, where in libs[1:]:
+                if where:  # system calls do not depend on where the files go
+                    continue
                 counts.append("%s %s" % (label, syscalls(cmd, lib)))
             lines.append("- `%s`: uninstrumented %s, %s" % (cmd, syscalls(cmd, None), ", ".join(counts)))
         lines.append("")
