@@ -208,13 +208,15 @@ static bool mf_rules_full;
 
 void mf_rules_setup(void)
 {
+    bool cfi = false; /* mf_cfi.c reads x86-64's CFI only */
 #if defined(__x86_64__)
-    if (!mf_opt.unwind_rules || mf_opt.unwinder != MF_UNWIND_LIBUNWIND || mf_rules)
+    cfi = true;
+#endif
+    if (!cfi || !mf_opt.unwind_rules || mf_opt.unwinder != MF_UNWIND_LIBUNWIND || mf_rules)
         return;
     mf_rules_first.head.shift = 64 - MF_RULES_FIRST_BITS;
     mf_rules_first.head.mask = (1u << MF_RULES_FIRST_BITS) - 1;
     __atomic_store_n(&mf_rules, &mf_rules_first.head, __ATOMIC_RELEASE);
-#endif
 }
 
 /* The walk follows kind (with its epoch) itself: FP, SP or SP_SAVED of this epoch. */
