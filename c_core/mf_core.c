@@ -278,10 +278,17 @@ static void mf_totals_add(struct mf_table *tab, struct mf_totals *to, int fn, ui
 
 static bool mf_nothing_pending(const struct mf_thread *t)
 {
-    uint64_t any = 0; /* no branch per function: this runs at every recorded call */
-    for (int fn = 0; fn < MF_FN_COUNT; fn++)
-        any |= t->pending.calls[fn];
-    return !any;
+    /* No branch per function and four chains of ORs: this runs at every recorded call, and
+     * one chain through the 16 counters was 7 % of an exact run */
+    const uint64_t *c = t->pending.calls;
+    uint64_t a = 0, b = 0, d = 0, e = 0;
+    for (int fn = 0; fn < MF_FN_COUNT; fn += 4) {
+        a |= c[fn];
+        b |= c[fn + 1];
+        d |= c[fn + 2];
+        e |= c[fn + 3];
+    }
+    return !(a | b | d | e);
 }
 
 /* The owner's flush: the pending counts, less what the process's exit already took, go to

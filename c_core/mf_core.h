@@ -24,9 +24,17 @@ struct mf_table {
                       * then each segment is probed */
     uint64_t index_slots; /* a power of two */
     /* The entry found or made last, and its segment: a thread's next call comes from the
-     * same stack more often than not, which is then found by one comparison, no hash. */
+     * same stack more often than not, which is then found by one comparison, no hash. The
+     * comparison leaves out the size class (a loop allocates at one site in many sizes):
+     * the entries of the last stack's frames are kept by class, those of generation
+     * last_gen being that stack's (the generation moves on when the frames change). */
     struct mf_entry *last;
     struct mf_segment_header *last_seg;
+    uint64_t last_gen;
+    struct {
+        struct mf_entry *e;
+        uint64_t gen;
+    } last_by_class[MF_SIZE_CLASSES + 1]; /* the last one for an entry without a size */
 };
 
 struct mf_slot; /* a thread's cold state, its table and its slow path's stack (mf_internal.h) */

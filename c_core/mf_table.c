@@ -258,22 +258,44 @@ static bool mf_table_grow(struct mf_table *tab)
     return failed;
 }
 
-/* The last entry's frames against pcs, without the hash. */
+/* The last entry's frames against pcs, the size class left out. */
 static bool mf_is_last(const struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                        uint32_t flags)
 {
     const struct mf_entry *e = tab->last;
     if (!e || e->depth != depth || e->flags != flags)
         return false;
-    return memcmp(&mf_frames(tab->last_seg)[e->frames], pcs,
-                  mf_words(depth, flags) * sizeof *pcs) == 0;
+    return memcmp(&mf_frames(tab->last_seg)[e->frames], pcs, depth * sizeof *pcs) == 0;
 }
 
-struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
-                               uint32_t flags)
+/* Where an entry of the last stack's frames is kept in last_by_class. */
+static uint32_t mf_last_class(const uintptr_t *pcs, uint32_t depth, uint32_t flags)
 {
-    if (mf_is_last(tab, pcs, depth, flags))
-        return tab->last;
+    return flags & MF_ENTRY_SIZED && pcs[depth] < MF_SIZE_CLASSES ? (uint32_t)pcs[depth]
+                                                                  : MF_SIZE_CLASSES;
+}
+
+/* e (in seg) is now the last entry; same: its frames are the last one's. */
+static void mf_remember(struct mf_table *tab, struct mf_entry *e, struct mf_segment_header *seg,
+                        bool same, uint32_t cls)
+{
+    if (!same) {
+        tab->last = e;
+        tab->last_seg = seg;
+        tab->last_gen++;
+    }
+    tab->last_by_class[cls].e = e;
+    tab->last_by_class[cls].gen = tab->last_gen;
+}
+
+/* The stack's entry, or NULL; *same: its frames are the last entry's. */
+static struct mf_entry *mf_table_lookup(struct mf_table *tab, const uintptr_t *pcs,
+                                        uint32_t depth, uint32_t flags, bool *same)
+{
+    uint32_t cls = mf_last_class(pcs, depth, flags);
+    *same = mf_is_last(tab, pcs, depth, flags);
+    if (*same && tab->last_by_class[cls].gen == tab->last_gen && tab->last_by_class[cls].e)
+        return tab->last_by_class[cls].e;
     uint64_t h = mf_stack_hash(pcs, mf_words(depth, flags));
     struct mf_segment_header *seg = NULL;
     struct mf_entry *e = NULL;
@@ -298,15 +320,22 @@ struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint3
     }
     if (!seg)
         return NULL;
-    tab->last = e;
-    tab->last_seg = seg;
+    mf_remember(tab, e, seg, *same, cls);
     return e;
+}
+
+struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
+                               uint32_t flags)
+{
+    bool same;
+    return mf_table_lookup(tab, pcs, depth, flags, &same);
 }
 
 struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                                  uint32_t flags)
 {
-    struct mf_entry *e = mf_table_find(tab, pcs, depth, flags);
+    bool same;
+    struct mf_entry *e = mf_table_lookup(tab, pcs, depth, flags, &same);
     if (e)
         return e;
     uint32_t words = mf_words(depth, flags);
@@ -330,8 +359,7 @@ struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uin
     seg->frames_used += words;
     seg->entries_used++;
     __atomic_store_n(&e->hash, h, __ATOMIC_RELEASE);
-    tab->last = e;
-    tab->last_seg = seg;
+    mf_remember(tab, e, seg, same, mf_last_class(pcs, depth, flags));
     return e;
 }
 

@@ -118,6 +118,27 @@ def test_by_site_size_splits_by_class():
 
 
 @rt.test
+def test_interleaved_sites_and_sizes_stay_apart():
+    """tests/programs/interleaved_sizes.c at MALLOC_FREQ_SAMPLE=1, by the rules and by frame
+    pointers: three sites in turn and four sizes in turn (no call shares both stack and size
+    class with the one before), then one site through the four sizes. The recorder finds a
+    call from the last stack's frames by its size class without hashing; every (site, size)
+    keeps its exact count."""
+    want = {(site, size): (2000 if site == "site_a" else 500)
+            for site in ("site_a", "site_b", "site_c") for size in (24, 200, 3000, 100000)}
+    prog = rt.c_program("interleaved_sizes")
+    for unwinder in ("libunwind", "fp"):
+        r = rt.run_ok([prog], extra_env={"MALLOC_FREQ_UNWIND": unwinder})
+        _, rows = sites_csv([r.profile], "--by", "site,size", depth=1)
+        got = {}
+        for x in rows:
+            if name(x["pc0"]).startswith("site_"):
+                calls = int(x["calls"])
+                got[(name(x["pc0"]), int(x["bytes"]) // calls)] = calls
+        expect_eq(got, want, f"calls per site and size, MALLOC_FREQ_UNWIND={unwinder}")
+
+
+@rt.test
 def test_by_site_on_merged_runs_and_programs():
     """Two runs of site_sizes merged: every row doubles; --by program,site adds the program
     column."""
