@@ -55,6 +55,7 @@ static struct {
 } mf_early_sizes;
 
 #define MF_EXACT_CHUNK 64 /* a thread takes the exact budget in chunks: less contention */
+#define MF_EXACT_TIMED 16 /* one sample of the exact stretch in 16 is timed (mf_record_slow) */
 #define MF_COST_SHARE (MF_COST_SHARE_PPM / 1e6)
 #define MF_COUNTDOWN_OFF (INT64_MAX / 2) /* not profiling: the hot path only counts */
 /* The slow path's own stack: libunwind's first use in a thread takes ~10 KiB, a signal
@@ -706,14 +707,20 @@ void mf_record_slow(enum mf_fn fn, size_t size)
     s->weight = t->weight;
     s->size = size;
     s->large = false;
+    /* The default mode times its samples (mf_adapt), two clock reads of ~30 ns each: as
+     * much as the rest of a sample of the exact stretch. There, one sample in MF_EXACT_TIMED
+     * is timed, and the end of the one before it read, which gives the program's time for
+     * one call; the others leave no end time, so no interval spans an untimed sample. */
     bool adaptive = !mf_opt.sample_interval;
-    uint64_t t0 = adaptive ? mf_mono_ns() : 0;
+    uint32_t phase = t->exact ? s->exact_seq++ % MF_EXACT_TIMED : 0;
+    bool timed = adaptive && phase == 0;
+    uint64_t t0 = timed ? mf_mono_ns() : 0;
     s->npcs = mf_unwind(s, mf_opt.max_depth + MF_OWN_FRAMES_MAX + 1, &s->nown);
     mf_call_on_stack(s->stack_top, mf_sample_on_stack, t); /* the table */
-    if (adaptive) {
-        uint64_t t1 = mf_mono_ns();
-        mf_adapt(t, t0, t1, s->new_stack);
-    }
+    if (timed)
+        mf_adapt(t, t0, mf_mono_ns(), s->new_stack);
+    else if (adaptive)
+        s->sample_end_ns = phase == MF_EXACT_TIMED - 1 ? mf_mono_ns() : 0;
     mf_leave(t, mf_arm(t, mf_next_countdown(t)));
 }
 

@@ -48,6 +48,7 @@ struct mf_slot {
     uint64_t interval;
     uint64_t sample_end_ns; /* CLOCK_MONOTONIC when the last sample finished */
     double call_ns, sample_ns;
+    uint32_t exact_seq; /* samples of the exact stretch: the clock is read around a few */
     uintptr_t stack_lo, stack_hi; /* the stack mapping the frame-pointer unwinder walks */
     /* The sample in hand, for the function that runs on the slot's stack. */
     uintptr_t entry_fp;  /* mf_record_slow's frame on the program's stack */
