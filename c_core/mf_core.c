@@ -372,8 +372,13 @@ static struct mf_slot *mf_slot_acquire(void)
     if (s)
         mf_slots_free = s->next_free;
     mf_spin_unlock(&mf_slots_lock);
-    if (s)
+    if (s) {
+        /* Another thread's stack, which may be unmapped by now. Only here: a fork child
+         * sets up the forking thread's slot again, on the same stack, and keeps its bounds
+         * (no /proc/self/maps read in a shell's child before it execs). */
+        s->stack_lo = s->stack_hi = 0;
         return s;
+    }
     size_t cold = (sizeof *s + MF_PAGE_BYTES - 1) & ~(size_t)(MF_PAGE_BYTES - 1);
     size_t total = MF_PAGE_BYTES + MF_SLOT_STACK_BYTES + cold;
     char *m = mmap(NULL, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -447,7 +452,6 @@ static void mf_thread_setup(struct mf_thread *t)
     s->thread_seq = seq;
     s->live_calls = 0;
     s->live_pending = false;
-    s->stack_lo = s->stack_hi = 0;
     s->flush_lock = 0;
     memset(&s->proxied, 0, sizeof s->proxied);
     s->table = NULL;
