@@ -987,15 +987,22 @@ def test_default_mode_agrees_with_exact():
     expect(w > 1, f"the default mode sampled nothing (largest weight {w}) on "
                   f"{exact['total']} malloc-bound calls")
 
+    # The variance the samples imply (sum w(w-1)) understates it for a site that few
+    # weighted samples hit (site_rare gets about five a run; one run put it 4.1 of those
+    # SEs off with one): take at least that of its known calls sampled at the largest
+    # weight, n(w-1). A bias still shows: weights left out put site_hot ~20 of these off.
     def var(site, calls):
         return max(sq_of[site] - calls, w * (w - 1))
+
+    def var_known(site, calls):
+        return max(var(site, calls), SAMPLED_SITES[site][0] * (w - 1))
     hot = site_totals(rows, "site_hot")
     # At most the exact stretch (the first 100,000 calls) and 1 in 100 of the rest.
     expect(hot[2] < 100000 + hot[0] // 100, f"site_hot: {hot[2]} samples for {hot[0]} calls")
     bad = []
     for site, (known, size) in SAMPLED_SITES.items():
         calls, nbytes, samples = site_totals(rows, site)
-        se = math.sqrt(var(site, calls))
+        se = math.sqrt(var_known(site, calls))
         # A site no weighted sample hit (every sample weight 1, the exact stretch's): the
         # Gaussian tail understates how often that happens; ask instead how likely it is
         # that its calls after the stretch all fell between samples at the largest interval.
