@@ -277,6 +277,8 @@ static void mf_totals_add(struct mf_table *tab, struct mf_totals *to, int fn, ui
     }
 }
 
+_Static_assert(MF_FN_COUNT % 4 == 0, "mf_nothing_pending reads the counters four at a time");
+
 static bool mf_nothing_pending(const struct mf_thread *t)
 {
     /* No branch per function and four chains of ORs: this runs at every recorded call, and

@@ -294,7 +294,8 @@ static struct mf_entry *mf_table_lookup(struct mf_table *tab, const uintptr_t *p
 {
     uint32_t cls = mf_last_class(pcs, depth, flags);
     *same = mf_is_last(tab, pcs, depth, flags);
-    if (*same && tab->last_by_class[cls].gen == tab->last_gen && tab->last_by_class[cls].e)
+    /* With a last entry the generation is at least 1, and a class of it holds an entry */
+    if (*same && tab->last_by_class[cls].gen == tab->last_gen)
         return tab->last_by_class[cls].e;
     uint64_t h = mf_stack_hash(pcs, mf_words(depth, flags));
     struct mf_segment_header *seg = NULL;
