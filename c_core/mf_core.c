@@ -379,6 +379,7 @@ static struct mf_slot *mf_slot_acquire(void)
          * sets up the forking thread's slot again, on the same stack, and keeps its bounds
          * (no /proc/self/maps read in a shell's child before it execs). */
         s->stack_lo = s->stack_hi = 0;
+        s->memo.kind = MF_MEMO_NONE;
         return s;
     }
     size_t cold = (sizeof *s + MF_PAGE_BYTES - 1) & ~(size_t)(MF_PAGE_BYTES - 1);
@@ -457,6 +458,7 @@ static void mf_thread_setup(struct mf_thread *t)
     s->flush_lock = 0;
     memset(&s->proxied, 0, sizeof s->proxied);
     s->table = NULL;
+    s->known_table = NULL;
     if (s->own.hdr || !mf_table_create(&s->own, seq))
         s->table = &s->own;
     struct mf_table *first = NULL;
@@ -545,10 +547,13 @@ static void mf_sample_on_stack(void *arg)
     }
     /* Keyed by size class too (mf_format.h, MF_ENTRY_SIZED): the class word follows the
      * frames (pcs has room: n <= max_depth). */
+    uintptr_t kept = pcs[n]; /* a frame past max_depth: the walk's memo keeps pcs as found */
     pcs[n] = mf_size_class(s->size);
     struct mf_table *tab = mf_table_lock(s->table);
     uint32_t epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE);
-    struct mf_entry *e = mf_table_find(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT);
+    bool known = s->memo.repeat && s->known_table == tab && s->known_gen == tab->last_gen;
+    struct mf_entry *e = known ? mf_table_find_last(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT)
+                               : mf_table_find(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT);
     if (!e) {
         /* A new stack: are its addresses in the modules we know? A library loaded since,
          * or one mapped where another was (then the epoch grows and the stack is the new
@@ -580,7 +585,10 @@ static void mf_sample_on_stack(void *arg)
             tab->hdr->last_ns = mf_now_ns();
         mf_live_note(t, tab, e);
     }
+    s->known_table = e ? tab : NULL; /* a lookup that found or made e remembered pcs' frames */
+    s->known_gen = tab->last_gen;
     mf_table_unlock(tab);
+    pcs[n] = kept;
     if (!e)
         mf_unprofiled(t, s->weight, s->size);
     s->new_stack = new_stack;

@@ -32,6 +32,25 @@ enum mf_thread_state {
  * slow path runs on, so that the program's stack pays a few hundred bytes for a sample
  * whatever libunwind needs (a 16 KiB thread, an 8 KiB signal stack). */
 #define MF_OWN_FRAMES_MAX 8
+#define MF_WALK_MAX (MF_DEPTH_MAX + MF_OWN_FRAMES_MAX + 1) /* frames a walk may return */
+/* The last walk of a slot (mf_unwind.c): a walk is a function of where it starts, the
+ * stack bounds, its limit, the rules' epoch and the words it reads. When a new walk starts
+ * where the last one did and every word the last one read still holds what it read, the new
+ * one would find the same stack, which is still in pcs: the check is independent loads, the
+ * walk a chain of dependent ones. */
+enum { MF_MEMO_NONE, MF_MEMO_FP, MF_MEMO_RULES };
+struct mf_walk_memo {
+    uint32_t kind;  /* the walker whose stack pcs holds now; MF_MEMO_NONE: nothing to check */
+    uint32_t n;     /* its frames */
+    uint32_t nreads; /* rules: words read */
+    int max;
+    bool repeat;    /* the walk in hand was found by the check */
+    uintptr_t entry, lo, hi, epoch;
+    uintptr_t zero_at; /* fp: the frame whose null return address ended the walk, or 0 */
+    /* fp: each frame's address, then the last frame's link; rules: each word's address */
+    uintptr_t addr[2 * MF_WALK_MAX + 2];
+    uintptr_t val[2 * MF_WALK_MAX + 2]; /* rules: the words read */
+};
 struct mf_slot {
     struct mf_table own;    /* the table made for this slot (hdr NULL if it could not be) */
     struct mf_table *table; /* where this thread records: &own, or the shared table */
@@ -65,7 +84,12 @@ struct mf_slot {
     uint64_t thread_seq, live_calls;
     bool live_pending;
     uint64_t live_stack, live_weight, live_size, live_call, live_ns;
-    uintptr_t pcs[MF_DEPTH_MAX + MF_OWN_FRAMES_MAX + 1];
+    /* The table whose last entry has the frames of the stack in pcs, as of its generation
+     * last_gen (mf_sample_on_stack): a walk that repeats the last one skips comparing them. */
+    const struct mf_table *known_table;
+    uint64_t known_gen;
+    uintptr_t pcs[MF_WALK_MAX];
+    struct mf_walk_memo memo;
 };
 
 /* Settings, read once from the environment at start-up (mf_options.c). */
@@ -103,6 +127,10 @@ struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uin
                                  uint32_t flags);
 struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                                uint32_t flags);
+/* The same, told that pcs holds the frames of tab's last entry if it has this depth and
+ * these flags. */
+struct mf_entry *mf_table_find_last(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
+                                    uint32_t flags);
 void mf_spin_lock(uint32_t *lock);
 void mf_spin_unlock(uint32_t *lock);
 
@@ -178,6 +206,10 @@ static inline __attribute__((always_inline)) uint32_t mf_unwind(struct mf_slot *
             return (uint32_t)c;
         }
         bt = mf_unwind_fallback(s);
+    }
+    if (bt != mf_unwind_fp) { /* the frame-pointer walk keeps its memo itself */
+        s->memo.kind = MF_MEMO_NONE;
+        s->memo.repeat = false;
     }
     uint32_t n = (uint32_t)mf_backtrace_on_stack(s->stack_top, bt, (void **)s->pcs, (int)max);
     *own = 0;

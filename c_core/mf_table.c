@@ -258,14 +258,15 @@ static bool mf_table_grow(struct mf_table *tab)
     return failed;
 }
 
-/* The last entry's frames against pcs, the size class left out. */
+/* The last entry's frames against pcs, the size class left out; known: they are its frames
+ * if it has this depth and these flags. */
 static bool mf_is_last(const struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
-                       uint32_t flags)
+                       uint32_t flags, bool known)
 {
     const struct mf_entry *e = tab->last;
     if (!e || e->depth != depth || e->flags != flags)
         return false;
-    return memcmp(&mf_frames(tab->last_seg)[e->frames], pcs, depth * sizeof *pcs) == 0;
+    return known || memcmp(&mf_frames(tab->last_seg)[e->frames], pcs, depth * sizeof *pcs) == 0;
 }
 
 /* Where an entry of the last stack's frames is kept in last_by_class. */
@@ -290,10 +291,10 @@ static void mf_remember(struct mf_table *tab, struct mf_entry *e, struct mf_segm
 
 /* The stack's entry, or NULL; *same: its frames are the last entry's. */
 static struct mf_entry *mf_table_lookup(struct mf_table *tab, const uintptr_t *pcs,
-                                        uint32_t depth, uint32_t flags, bool *same)
+                                        uint32_t depth, uint32_t flags, bool known, bool *same)
 {
     uint32_t cls = mf_last_class(pcs, depth, flags);
-    *same = mf_is_last(tab, pcs, depth, flags);
+    *same = mf_is_last(tab, pcs, depth, flags, known);
     /* With a last entry the generation is at least 1, and a class of it holds an entry */
     if (*same && tab->last_by_class[cls].gen == tab->last_gen)
         return tab->last_by_class[cls].e;
@@ -329,14 +330,21 @@ struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint3
                                uint32_t flags)
 {
     bool same;
-    return mf_table_lookup(tab, pcs, depth, flags, &same);
+    return mf_table_lookup(tab, pcs, depth, flags, false, &same);
+}
+
+struct mf_entry *mf_table_find_last(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
+                                    uint32_t flags)
+{
+    bool same;
+    return mf_table_lookup(tab, pcs, depth, flags, true, &same);
 }
 
 struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                                  uint32_t flags)
 {
     bool same;
-    struct mf_entry *e = mf_table_lookup(tab, pcs, depth, flags, &same);
+    struct mf_entry *e = mf_table_lookup(tab, pcs, depth, flags, false, &same);
     if (e)
         return e;
     uint32_t words = mf_words(depth, flags);

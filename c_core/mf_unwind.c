@@ -126,11 +126,29 @@ static void mf_stack_bounds(struct mf_slot *s, uintptr_t here)
     mf_sys_close(fd);
 }
 
+/* Whether the last frame-pointer walk's stack, still in pcs, is what a walk from fp would
+ * find: each frame record it read holds the same link and return address, and the frame
+ * whose null return address ended it still has one. */
+static bool mf_fp_memo_holds(const struct mf_slot *s, const uintptr_t *pcs, uintptr_t fp, int max)
+{
+    const struct mf_walk_memo *m = &s->memo;
+    if (m->kind != MF_MEMO_FP || m->entry != fp || m->max != max || m->lo != s->stack_lo ||
+        m->hi != s->stack_hi)
+        return false;
+    uintptr_t diff = m->zero_at ? ((const uintptr_t *)m->zero_at)[1] : 0;
+    for (uint32_t i = 0; i < m->n; i++) {
+        const uintptr_t *f = (const uintptr_t *)m->addr[i];
+        diff |= (f[0] ^ m->addr[i + 1]) | (f[1] ^ pcs[i]);
+    }
+    return diff == 0;
+}
+
 /* Walks the frame-pointer chain from mf_record_slow's frame on the program's stack (the
  * walk itself runs on the slot's stack, mf_stack.c). */
 int mf_unwind_fp(void **out, int max)
 {
     struct mf_slot *s = mf_tls.slot;
+    struct mf_walk_memo *m = &s->memo;
     uintptr_t *pcs = (uintptr_t *)out;
     uintptr_t *fp = (uintptr_t *)s->entry_fp;
     uintptr_t lo = (uintptr_t)fp; /* frames only ever lie above this one */
@@ -139,6 +157,13 @@ int mf_unwind_fp(void **out, int max)
      * stops where that mapping ends. */
     if (lo < s->stack_lo || lo >= s->stack_hi)
         mf_stack_bounds(s, lo);
+    if (max > (int)MF_WALK_MAX)
+        max = (int)MF_WALK_MAX;
+    bool own = pcs == s->pcs; /* the memo describes s->pcs */
+    m->repeat = own && mf_fp_memo_holds(s, pcs, lo, max);
+    if (m->repeat)
+        return (int)m->n;
+    m->kind = MF_MEMO_NONE;
     int n = 0;
     /* fp + 2 would wrap for a garbage fp near the top of the address space: compare fp
      * itself against the last slot that still holds a whole frame record. Each frame lies
@@ -147,15 +172,29 @@ int mf_unwind_fp(void **out, int max)
     uintptr_t top = s->stack_hi - 2 * sizeof *fp;
     if ((uintptr_t)fp < s->stack_lo || s->stack_hi < 2 * sizeof *fp)
         return 0;
+    uintptr_t *addr = m->addr, zero_at = 0;
     while (n < max && (uintptr_t)fp <= top && ((uintptr_t)fp & 7) == 0) {
         uintptr_t pc = fp[1];
         uintptr_t *next = (uintptr_t *)fp[0];
-        if (!pc)
+        if (!pc) {
+            zero_at = (uintptr_t)fp;
             break;
+        }
+        addr[n] = (uintptr_t)fp;
+        addr[n + 1] = (uintptr_t)next; /* overwritten by the next frame's address, the same */
         pcs[n++] = pc;
         if (next <= fp)
             break;
         fp = next;
+    }
+    if (own && n > 0) {
+        m->kind = MF_MEMO_FP;
+        m->n = (uint32_t)n;
+        m->max = max;
+        m->entry = lo;
+        m->lo = s->stack_lo;
+        m->hi = s->stack_hi;
+        m->zero_at = zero_at;
     }
     return n;
 }
@@ -341,6 +380,20 @@ static __attribute__((noinline)) uint64_t mf_rule_read(struct mf_slot *s, uintpt
     return q.rule;
 }
 
+/* Whether the last rule walk's stack, still in s->pcs, is what a walk from fp would find:
+ * every word it read still holds what it read (and the rules are of the same epoch). */
+static __attribute__((noinline)) bool mf_rules_memo_holds(const struct mf_slot *s, uintptr_t fp, int max, uint32_t epoch)
+{
+    const struct mf_walk_memo *m = &s->memo;
+    if (m->kind != MF_MEMO_RULES || m->entry != fp || m->max != max || m->epoch != epoch ||
+        m->lo != s->stack_lo || m->hi != s->stack_hi)
+        return false;
+    uintptr_t diff = 0;
+    for (uint32_t i = 0; i < m->nreads; i++)
+        diff |= *(const uintptr_t *)m->addr[i] ^ m->val[i];
+    return diff == 0;
+}
+
 /* The stack from mf_record_slow's frame by the rules alone, starting at its return address
  * (no profiler frame), or -1 where libunwind must walk it: a frame it has no rule for, or a
  * walk that would leave the stack mapping. Reads only inside the mapping that holds the
@@ -348,15 +401,35 @@ static __attribute__((noinline)) uint64_t mf_rule_read(struct mf_slot *s, uintpt
 int mf_unwind_cached(struct mf_slot *s, int max)
 {
     const struct mf_rules *rules = __atomic_load_n(&mf_rules, __ATOMIC_ACQUIRE);
-    uint64_t epoch = (uint64_t)(__atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE) & 0xffff)
-                     << MF_RULE_EPOCH_SHIFT;
+    uint32_t module_epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE);
+    uint64_t epoch = (uint64_t)(module_epoch & 0xffff) << MF_RULE_EPOCH_SHIFT;
+    struct mf_walk_memo *m = &s->memo;
     uintptr_t *pcs = s->pcs, fp = s->entry_fp;
+    if (max > (int)MF_WALK_MAX)
+        max = (int)MF_WALK_MAX;
     if (fp < s->stack_lo || fp >= s->stack_hi)
         mf_stack_bounds(s, fp);
     uintptr_t top = s->stack_hi - 16; /* the last place a frame record fits */
-    if (fp < s->stack_lo || fp > top || (fp & 7))
+    m->repeat = false;
+    if (fp < s->stack_lo || fp > top || (fp & 7)) {
+        m->kind = MF_MEMO_NONE;
         return -1;
-    uintptr_t pc = ((const uintptr_t *)fp)[1], bp = ((const uintptr_t *)fp)[0], sp = fp + 16;
+    }
+    if (mf_rules_memo_holds(s, fp, max, module_epoch)) {
+        m->repeat = true;
+        return (int)m->n;
+    }
+    m->kind = MF_MEMO_NONE; /* until the walk is done */
+    m->max = max;
+    m->entry = fp;
+    m->epoch = module_epoch;
+    m->lo = s->stack_lo;
+    m->hi = s->stack_hi;
+    /* Each word read from the stack, and where, for the memo: at most two a frame. */
+    uint32_t r = 0;
+#define MF_STACK_WORD(a) (m->addr[r] = (uintptr_t)(a), m->val[r] = *(a), m->val[r++])
+    uintptr_t pc = MF_STACK_WORD((const uintptr_t *)fp + 1), sp = fp + 16;
+    uintptr_t bp = MF_STACK_WORD((const uintptr_t *)fp);
     int n = 0;
     for (;;) {
         pcs[n++] = pc;
@@ -382,17 +455,22 @@ int mf_unwind_cached(struct mf_slot *s, int max)
         if (kind == (MF_RULE_FP | epoch)) {
             if (bp < sp || bp > top || (bp & 7))
                 return -1;
-            pc = ((const uintptr_t *)bp)[1];
+            pc = MF_STACK_WORD((const uintptr_t *)bp + 1);
             sp = bp + 16;
-            bp = ((const uintptr_t *)bp)[0];
+            bp = MF_STACK_WORD((const uintptr_t *)bp);
         } else {
             sp += rule >> MF_RULE_K_SHIFT;
             if (sp > top + 16 || (sp & 7))
                 return -1;
-            pc = ((const uintptr_t *)sp)[-1];
+            pc = MF_STACK_WORD((const uintptr_t *)sp - 1);
             if (kind == (MF_RULE_SP_SAVED | epoch)) /* off <= k / 8: inside this frame */
-                bp = ((const uintptr_t *)sp)[-(ptrdiff_t)((rule >> MF_RULE_OFF_SHIFT) & 0xffff)];
+                bp = MF_STACK_WORD((const uintptr_t *)sp -
+                                   (ptrdiff_t)((rule >> MF_RULE_OFF_SHIFT) & 0xffff));
         }
     }
+#undef MF_STACK_WORD
+    m->kind = MF_MEMO_RULES;
+    m->n = (uint32_t)n;
+    m->nreads = r;
     return n;
 }

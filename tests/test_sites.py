@@ -139,6 +139,27 @@ def test_interleaved_sites_and_sizes_stay_apart():
 
 
 @rt.test
+def test_stacks_that_differ_only_in_an_outer_caller_stay_apart():
+    """tests/programs/outer_callers.c at MALLOC_FREQ_SAMPLE=1, by the rules and by frame
+    pointers: one site reached through via_a and via_b in turn, the two stacks at the same
+    addresses, differing in one return address four frames above the allocation. A walk is
+    taken from the last one's only where every word that walk read is unchanged: each outer
+    caller keeps its exact count."""
+    prog = rt.c_program("outer_callers")
+    for unwinder in ("libunwind", "fp"):
+        r = rt.run_ok([prog], extra_env={"MALLOC_FREQ_UNWIND": unwinder})
+        _, rows = sites_csv([r.profile], depth=5)
+        got = {}
+        for x in rows:
+            if name(x["pc0"]) == "leaf":
+                key = tuple(name(x[f"pc{d}"]) for d in range(5))
+                got[key] = got.get(key, 0) + int(x["calls"])
+        want = {("leaf", "mid3", "mid2", "mid1", "via_a"): 3000,
+                ("leaf", "mid3", "mid2", "mid1", "via_b"): 2000}
+        expect_eq(got, want, f"calls per outer caller, MALLOC_FREQ_UNWIND={unwinder}")
+
+
+@rt.test
 def test_by_site_on_merged_runs_and_programs():
     """Two runs of site_sizes merged: every row doubles; --by program,site adds the program
     column."""
