@@ -379,7 +379,7 @@ static struct mf_slot *mf_slot_acquire(void)
          * sets up the forking thread's slot again, on the same stack, and keeps its bounds
          * (no /proc/self/maps read in a shell's child before it execs). */
         s->stack_lo = s->stack_hi = 0;
-        s->memo.kind = MF_MEMO_NONE;
+        s->memo->kind = MF_MEMO_NONE;
         return s;
     }
     size_t cold = (sizeof *s + MF_PAGE_BYTES - 1) & ~(size_t)(MF_PAGE_BYTES - 1);
@@ -393,6 +393,7 @@ static struct mf_slot *mf_slot_acquire(void)
     }
     s = (struct mf_slot *)(m + MF_PAGE_BYTES + MF_SLOT_STACK_BYTES);
     s->stack_top = s;
+    s->memo = &s->memo_buf[0];
     return s;
 }
 
@@ -551,7 +552,7 @@ static void mf_sample_on_stack(void *arg)
     pcs[n] = mf_size_class(s->size);
     struct mf_table *tab = mf_table_lock(s->table);
     uint32_t epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE);
-    bool known = s->memo.repeat && s->known_table == tab && s->known_gen == tab->last_gen;
+    bool known = s->memo->repeat && s->known_table == tab && s->known_gen == tab->last_gen;
     struct mf_entry *e = known ? mf_table_find_last(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT)
                                : mf_table_find(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT);
     if (!e) {

@@ -45,11 +45,17 @@ struct mf_walk_memo {
     uint32_t nreads; /* rules: words read */
     int max;
     bool repeat;    /* the walk in hand was found by the check */
+    bool truncated; /* rules: it stopped at max frames */
     uintptr_t entry, lo, hi, epoch;
     uintptr_t zero_at; /* fp: the frame whose null return address ended the walk, or 0 */
     /* fp: each frame's address, then the last frame's link; rules: each word's address */
     uintptr_t addr[2 * MF_WALK_MAX + 2];
     uintptr_t val[2 * MF_WALK_MAX + 2]; /* rules: the words read */
+    /* rules, per frame: its return address, the stack and frame pointers it was found
+     * with, and the first word read to step from it (the walk from there on reads only
+     * val[rd..nreads), so a walk that reaches the same state takes the rest as it was) */
+    uintptr_t pc[MF_WALK_MAX], sp[MF_WALK_MAX], bp[MF_WALK_MAX];
+    uint32_t rd[MF_WALK_MAX];
 };
 struct mf_slot {
     struct mf_table own;    /* the table made for this slot (hdr NULL if it could not be) */
@@ -89,7 +95,8 @@ struct mf_slot {
     const struct mf_table *known_table;
     uint64_t known_gen;
     uintptr_t pcs[MF_WALK_MAX];
-    struct mf_walk_memo memo;
+    struct mf_walk_memo *memo;       /* the last walk's: memo_buf[0] or [1] */
+    struct mf_walk_memo memo_buf[2]; /* the rule walk records into the other one */
 };
 
 /* Settings, read once from the environment at start-up (mf_options.c). */
@@ -178,7 +185,7 @@ int mf_unwind_fp(void **pcs, int max); /* from the calling thread's slot's entry
  * mf_cfi.c), or -1 when libunwind must walk it. */
 extern struct mf_rules *mf_rules; /* NULL: no rules (MALLOC_FREQ_UNWIND=libunwind-only) */
 void mf_rules_setup(void); /* at start-up, from the options */
-int mf_unwind_cached(struct mf_slot *s, int max);
+int mf_unwind_rules(void **pcs, int max); /* from mf_backtrace_on_stack, into the slot's pcs */
 /* libunwind's unw_backtrace, loaded now if it is not yet and may be; else the frame-pointer
  * walk. Called on the program's stack: a load runs on the slot's. */
 int (*mf_unwind_fallback(struct mf_slot *s))(void **, int);
@@ -200,7 +207,7 @@ static inline __attribute__((always_inline)) uint32_t mf_unwind(struct mf_slot *
 {
     int (*bt)(void **, int) = mf_unw_backtrace ? mf_unw_backtrace : mf_unwind_fp;
     if (mf_rules && !mf_unwind_frozen && mf_opt.unwinder == MF_UNWIND_LIBUNWIND) {
-        int c = mf_unwind_cached(s, (int)max);
+        int c = mf_backtrace_on_stack(s->stack_top, mf_unwind_rules, (void **)s->pcs, (int)max);
         if (c >= 0) {
             *own = 0; /* the walk starts at s->ret */
             return (uint32_t)c;
@@ -208,8 +215,8 @@ static inline __attribute__((always_inline)) uint32_t mf_unwind(struct mf_slot *
         bt = mf_unwind_fallback(s);
     }
     if (bt != mf_unwind_fp) { /* the frame-pointer walk keeps its memo itself */
-        s->memo.kind = MF_MEMO_NONE;
-        s->memo.repeat = false;
+        s->memo->kind = MF_MEMO_NONE;
+        s->memo->repeat = false;
     }
     uint32_t n = (uint32_t)mf_backtrace_on_stack(s->stack_top, bt, (void **)s->pcs, (int)max);
     *own = 0;

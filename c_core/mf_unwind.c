@@ -131,7 +131,7 @@ static void mf_stack_bounds(struct mf_slot *s, uintptr_t here)
  * whose null return address ended it still has one. */
 static bool mf_fp_memo_holds(const struct mf_slot *s, const uintptr_t *pcs, uintptr_t fp, int max)
 {
-    const struct mf_walk_memo *m = &s->memo;
+    const struct mf_walk_memo *m = s->memo;
     if (m->kind != MF_MEMO_FP || m->entry != fp || m->max != max || m->lo != s->stack_lo ||
         m->hi != s->stack_hi)
         return false;
@@ -148,7 +148,7 @@ static bool mf_fp_memo_holds(const struct mf_slot *s, const uintptr_t *pcs, uint
 int mf_unwind_fp(void **out, int max)
 {
     struct mf_slot *s = mf_tls.slot;
-    struct mf_walk_memo *m = &s->memo;
+    struct mf_walk_memo *m = s->memo;
     uintptr_t *pcs = (uintptr_t *)out;
     uintptr_t *fp = (uintptr_t *)s->entry_fp;
     uintptr_t lo = (uintptr_t)fp; /* frames only ever lie above this one */
@@ -342,23 +342,14 @@ static void mf_rule_store(uintptr_t pc, uint64_t rule)
         __atomic_store_n(&mf_rules_full, true, __ATOMIC_RELAXED);
 }
 
-struct mf_rule_query {
-    uintptr_t pc;
-    uint64_t epoch, rule;
-};
-
-/* pc's rule from its module's CFI, kept (MF_RULE_NONE if the table is full). On the slot's
- * stack: the loader's iteration and the CFI's rows take more than a sample may take of the
- * program's. */
-static void mf_rule_read_on_stack(void *arg)
+/* pc's rule from its module's CFI, kept (MF_RULE_NONE if the table is full). Called from
+ * the walk, on the slot's stack: the loader's iteration and the CFI's rows take more than a
+ * sample may take of the program's. */
+static __attribute__((noinline)) uint64_t mf_rule_read(uintptr_t pc, uint64_t epoch)
 {
-    struct mf_rule_query *q = arg;
-    uintptr_t pc = q->pc;
-    uint64_t epoch = q->epoch;
     struct mf_cfi_rule c;
-    q->rule = MF_RULE_NONE;
     if (__atomic_load_n(&mf_rules_full, __ATOMIC_RELAXED))
-        return;
+        return MF_RULE_NONE;
     /* No module holds pc (code made at run time, on the live stack so mapped now): it has
      * no CFI, libunwind's then. */
     if (!mf_cfi_rule_at(pc, &c))
@@ -370,21 +361,14 @@ static void mf_rule_read_on_stack(void *arg)
     if (c.kind == MF_CFI_SP || c.kind == MF_CFI_SP_SAVED)
         rule |= (uint64_t)c.k << MF_RULE_K_SHIFT | (uint64_t)c.off << MF_RULE_OFF_SHIFT;
     mf_rule_store(pc, rule);
-    q->rule = rule;
-}
-
-static __attribute__((noinline)) uint64_t mf_rule_read(struct mf_slot *s, uintptr_t pc, uint64_t epoch)
-{
-    struct mf_rule_query q = {pc, epoch, MF_RULE_NONE};
-    mf_call_on_stack(s->stack_top, mf_rule_read_on_stack, &q);
-    return q.rule;
+    return rule;
 }
 
 /* Whether the last rule walk's stack, still in s->pcs, is what a walk from fp would find:
  * every word it read still holds what it read (and the rules are of the same epoch). */
 static __attribute__((noinline)) bool mf_rules_memo_holds(const struct mf_slot *s, uintptr_t fp, int max, uint32_t epoch)
 {
-    const struct mf_walk_memo *m = &s->memo;
+    const struct mf_walk_memo *m = s->memo;
     if (m->kind != MF_MEMO_RULES || m->entry != fp || m->max != max || m->epoch != epoch ||
         m->lo != s->stack_lo || m->hi != s->stack_hi)
         return false;
@@ -398,43 +382,110 @@ static __attribute__((noinline)) bool mf_rules_memo_holds(const struct mf_slot *
  * (no profiler frame), or -1 where libunwind must walk it: a frame it has no rule for, or a
  * walk that would leave the stack mapping. Reads only inside the mapping that holds the
  * first frame. */
-int mf_unwind_cached(struct mf_slot *s, int max)
+/* Where the last rule walk's words first differ from the stack's now, scanning from the
+ * end: the largest index of a word that changed, or -1. */
+static __attribute__((noinline)) int64_t mf_memo_last_change(const struct mf_walk_memo *m,
+                                                              uint32_t from)
+{
+    for (int64_t i = (int64_t)m->nreads - 1; i >= (int64_t)from; i--)
+        if (*(const uintptr_t *)m->addr[i] != m->val[i])
+            return i;
+    return -1;
+}
+
+/* The walk in hand (c, at frame i, r words read) reached the state the last walk (l) had at
+ * frame j, and every word l read from there on is unchanged: the rest is l's. */
+static __attribute__((noinline)) int mf_splice(struct mf_walk_memo *c, const struct mf_walk_memo *l, uintptr_t *pcs,
+                     uint32_t i, uint32_t j, uint32_t r, int max)
+{
+    uint32_t n = i + (l->n - j);
+    if (n > (uint32_t)max)
+        n = (uint32_t)max;
+    uint32_t d = r - l->rd[j]; /* words read up to here now, less then */
+    for (uint32_t k = i + 1; k < n; k++) {
+        uint32_t f = j + (k - i);
+        pcs[k] = c->pc[k] = l->pc[f];
+        c->sp[k] = l->sp[f];
+        c->bp[k] = l->bp[f];
+        c->rd[k] = l->rd[f] + d;
+    }
+    uint32_t more = l->nreads - l->rd[j];
+    memcpy(&c->addr[r], &l->addr[l->rd[j]], more * sizeof *c->addr);
+    memcpy(&c->val[r], &l->val[l->rd[j]], more * sizeof *c->val);
+    c->nreads = r + more;
+    c->truncated = n == (uint32_t)max;
+    return (int)n;
+}
+
+static int mf_unwind_cached(struct mf_slot *s, int max)
 {
     const struct mf_rules *rules = __atomic_load_n(&mf_rules, __ATOMIC_ACQUIRE);
     uint32_t module_epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE);
     uint64_t epoch = (uint64_t)(module_epoch & 0xffff) << MF_RULE_EPOCH_SHIFT;
-    struct mf_walk_memo *m = &s->memo;
+    struct mf_walk_memo *l = s->memo; /* the last walk */
     uintptr_t *pcs = s->pcs, fp = s->entry_fp;
     if (max > (int)MF_WALK_MAX)
         max = (int)MF_WALK_MAX;
     if (fp < s->stack_lo || fp >= s->stack_hi)
         mf_stack_bounds(s, fp);
     uintptr_t top = s->stack_hi - 16; /* the last place a frame record fits */
-    m->repeat = false;
+    l->repeat = false;
     if (fp < s->stack_lo || fp > top || (fp & 7)) {
-        m->kind = MF_MEMO_NONE;
+        l->kind = MF_MEMO_NONE;
         return -1;
     }
     if (mf_rules_memo_holds(s, fp, max, module_epoch)) {
-        m->repeat = true;
-        return (int)m->n;
+        l->repeat = true;
+        return (int)l->n;
     }
-    m->kind = MF_MEMO_NONE; /* until the walk is done */
-    m->max = max;
-    m->entry = fp;
-    m->epoch = module_epoch;
-    m->lo = s->stack_lo;
-    m->hi = s->stack_hi;
-    /* Each word read from the stack, and where, for the memo: at most two a frame. */
+    /* The last walk's stack ends like this one's more often than not (the same callers, a
+     * different leaf): from the frame where both walks are in the same state (return
+     * address, stack and frame pointers), the rest is the last walk's if every word it read
+     * from there on is unchanged. Stack pointers only grow along a walk, so that frame is
+     * found by one pass over the last walk's. */
+    bool splice = l->kind == MF_MEMO_RULES && l->epoch == module_epoch && l->max == max &&
+                  l->lo == s->stack_lo && l->hi == s->stack_hi;
+    int64_t changed = -2; /* the last walk's last changed word, once looked for */
+    uint32_t j = 0;
+    struct mf_walk_memo *c = l == &s->memo_buf[0] ? &s->memo_buf[1] : &s->memo_buf[0];
+    c->kind = MF_MEMO_NONE; /* until the walk is done */
+    c->repeat = false;
+    c->max = max;
+    c->entry = fp;
+    c->epoch = module_epoch;
+    c->lo = s->stack_lo;
+    c->hi = s->stack_hi;
+    /* Each word read from the stack, and where: at most two a frame. */
     uint32_t r = 0;
-#define MF_STACK_WORD(a) (m->addr[r] = (uintptr_t)(a), m->val[r] = *(a), m->val[r++])
+#define MF_STACK_WORD(a) (c->addr[r] = (uintptr_t)(a), c->val[r] = *(a), c->val[r++])
     uintptr_t pc = MF_STACK_WORD((const uintptr_t *)fp + 1), sp = fp + 16;
     uintptr_t bp = MF_STACK_WORD((const uintptr_t *)fp);
     int n = 0;
     for (;;) {
+        uint32_t i = (uint32_t)n;
         pcs[n++] = pc;
-        if (MF_UNLIKELY(n == max))
+        c->pc[i] = pc;
+        c->sp[i] = sp;
+        c->bp[i] = bp;
+        c->rd[i] = r;
+        if (splice) {
+            while (j < l->n && l->sp[j] < sp)
+                j++;
+            if (j < l->n && l->sp[j] == sp && l->pc[j] == pc && l->bp[j] == bp &&
+                (!l->truncated || i >= j)) {
+                if (changed == -2)
+                    changed = mf_memo_last_change(l, l->rd[j]);
+                if (changed < (int64_t)l->rd[j]) {
+                    n = mf_splice(c, l, pcs, i, j, r, max);
+                    break;
+                }
+            }
+        }
+        if (MF_UNLIKELY(n == max)) {
+            c->truncated = true;
+            c->nreads = r;
             break;
+        }
         /* Most addresses sit in their home slot: one load, off the walk's chain. The kind
          * and the epoch are compared at once. */
         const struct mf_rule_slot *home = &rules->slot[mf_rule_home(rules, pc)];
@@ -444,24 +495,27 @@ int mf_unwind_cached(struct mf_slot *s, int max)
         uint64_t kind = rule & ((1u << MF_RULE_KIND_BITS) - 1);
         if (MF_UNLIKELY(!mf_rule_walkable(kind, epoch))) {
             if ((kind & ~(uint64_t)0xff) != epoch || kind == epoch) { /* none yet, or stale */
-                rule = mf_rule_read(s, pc, epoch);
+                rule = mf_rule_read(pc, epoch);
                 kind = rule & ((1u << MF_RULE_KIND_BITS) - 1);
             }
-            if (kind == (MF_RULE_END | epoch))
+            if (kind == (MF_RULE_END | epoch)) {
+                c->truncated = false;
+                c->nreads = r;
                 break;
+            }
             if (!mf_rule_walkable(kind, epoch))
-                return -1;
+                goto unwalkable;
         }
         if (kind == (MF_RULE_FP | epoch)) {
             if (bp < sp || bp > top || (bp & 7))
-                return -1;
+                goto unwalkable;
             pc = MF_STACK_WORD((const uintptr_t *)bp + 1);
             sp = bp + 16;
             bp = MF_STACK_WORD((const uintptr_t *)bp);
         } else {
             sp += rule >> MF_RULE_K_SHIFT;
             if (sp > top + 16 || (sp & 7))
-                return -1;
+                goto unwalkable;
             pc = MF_STACK_WORD((const uintptr_t *)sp - 1);
             if (kind == (MF_RULE_SP_SAVED | epoch)) /* off <= k / 8: inside this frame */
                 bp = MF_STACK_WORD((const uintptr_t *)sp -
@@ -469,8 +523,19 @@ int mf_unwind_cached(struct mf_slot *s, int max)
         }
     }
 #undef MF_STACK_WORD
-    m->kind = MF_MEMO_RULES;
-    m->n = (uint32_t)n;
-    m->nreads = r;
+    c->kind = MF_MEMO_RULES;
+    c->n = (uint32_t)n;
+    s->memo = c;
     return n;
+unwalkable: /* pcs no longer holds the last walk's stack */
+    l->kind = MF_MEMO_NONE;
+    return -1;
+}
+
+/* The rule walk as mf_backtrace_on_stack calls an unwinder, on the slot's stack: the
+ * program's stack pays for the slow path's frame and the switch, not for the walk's. */
+int mf_unwind_rules(void **pcs, int max)
+{
+    (void)pcs; /* the slot's pcs, which the walk's memo describes */
+    return mf_unwind_cached(mf_tls.slot, max);
 }
