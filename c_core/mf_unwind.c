@@ -366,7 +366,8 @@ static __attribute__((noinline)) uint64_t mf_rule_read(uintptr_t pc, uint64_t ep
 
 /* Whether the last rule walk's stack, still in s->pcs, is what a walk from fp would find:
  * every word it read still holds what it read (and the rules are of the same epoch). */
-static __attribute__((noinline)) bool mf_rules_memo_holds(const struct mf_slot *s, uintptr_t fp, int max, uint32_t epoch)
+static __attribute__((noinline)) bool mf_rules_memo_holds(const struct mf_slot *s, uintptr_t fp,
+                                                           int max, uint32_t epoch)
 {
     const struct mf_walk_memo *m = s->memo;
     if (m->kind != MF_MEMO_RULES || m->entry != fp || m->max != max || m->epoch != epoch ||
@@ -378,10 +379,6 @@ static __attribute__((noinline)) bool mf_rules_memo_holds(const struct mf_slot *
     return diff == 0;
 }
 
-/* The stack from mf_record_slow's frame by the rules alone, starting at its return address
- * (no profiler frame), or -1 where libunwind must walk it: a frame it has no rule for, or a
- * walk that would leave the stack mapping. Reads only inside the mapping that holds the
- * first frame. */
 /* Where the last rule walk's words first differ from the stack's now, scanning from the
  * end: the largest index of a word that changed, or -1. */
 static __attribute__((noinline)) int64_t mf_memo_last_change(const struct mf_walk_memo *m,
@@ -417,6 +414,10 @@ static __attribute__((noinline)) int mf_splice(struct mf_walk_memo *c, const str
     return (int)n;
 }
 
+/* The stack from mf_record_slow's frame by the rules alone, starting at its return address
+ * (no profiler frame), or -1 where libunwind must walk it: a frame it has no rule for, or a
+ * walk that would leave the stack mapping. Reads only inside the mapping that holds the
+ * first frame. */
 static int mf_unwind_cached(struct mf_slot *s, int max)
 {
     const struct mf_rules *rules = __atomic_load_n(&mf_rules, __ATOMIC_ACQUIRE);
