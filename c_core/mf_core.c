@@ -552,10 +552,8 @@ static void mf_sample_on_stack(void *arg)
     pcs[n] = mf_size_class(s->size);
     struct mf_table *tab = mf_table_lock(s->table);
     uint32_t epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE);
-    bool known = s->memo->repeat && s->known_table == tab && s->known_gen == tab->last_gen;
-    uint32_t keyed = flags | epoch << MF_ENTRY_EPOCH_SHIFT;
-    struct mf_entry *e = known ? mf_table_find_last(tab, pcs, n, keyed)
-                               : mf_table_find(tab, pcs, n, keyed);
+    bool known = s->walk_repeated && s->known_table == tab && s->known_gen == tab->last_gen;
+    struct mf_entry *e = mf_table_find(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT, known);
     if (!e) {
         /* A new stack: are its addresses in the modules we know? A library loaded since,
          * or one mapped where another was (then the epoch grows and the stack is the new

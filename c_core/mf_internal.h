@@ -44,9 +44,8 @@ struct mf_walk_memo {
     uint32_t n;     /* its frames */
     uint32_t nreads; /* rules: words read */
     int max;
-    bool repeat;    /* the walk in hand was found by the check */
     bool truncated; /* rules: it stopped at max frames */
-    uintptr_t entry, lo, hi, epoch;
+    uintptr_t entry, lo, hi, epoch; /* epoch: the rules' (0 for fp) */
     uintptr_t zero_at; /* fp: the frame whose null return address ended the walk, or 0 */
     /* fp: each frame's address, then the last frame's link; rules: each word's address */
     uintptr_t addr[2 * MF_WALK_MAX + 2];
@@ -95,6 +94,7 @@ struct mf_slot {
     const struct mf_table *known_table;
     uint64_t known_gen;
     uintptr_t pcs[MF_WALK_MAX];
+    bool walk_repeated; /* the stack in pcs is the last walk's, found by its memo's check */
     struct mf_walk_memo *memo;       /* the last walk's: memo_buf[0] or [1] */
     struct mf_walk_memo memo_buf[2]; /* the rule walk records into the other one */
 };
@@ -132,12 +132,9 @@ void mf_table_forget(struct mf_table *tab); /* a fork child's copy: unmapped, ne
 /* With MF_ENTRY_SIZED in flags, pcs[depth] is the size class, stored after the frames. */
 struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                                  uint32_t flags);
+/* known: pcs holds the frames of tab's last entry if it has this depth and these flags. */
 struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
-                               uint32_t flags);
-/* The same, told that pcs holds the frames of tab's last entry if it has this depth and
- * these flags. */
-struct mf_entry *mf_table_find_last(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
-                                    uint32_t flags);
+                               uint32_t flags, bool known);
 void mf_spin_lock(uint32_t *lock);
 void mf_spin_unlock(uint32_t *lock);
 
@@ -206,6 +203,7 @@ static inline __attribute__((always_inline)) uint32_t mf_unwind(struct mf_slot *
                                                                 uint32_t *own)
 {
     int (*bt)(void **, int) = mf_unw_backtrace ? mf_unw_backtrace : mf_unwind_fp;
+    s->walk_repeated = false; /* the walkers with a memo set it */
     if (mf_rules && !mf_unwind_frozen && mf_opt.unwinder == MF_UNWIND_LIBUNWIND) {
         int c = mf_backtrace_on_stack(s->stack_top, mf_unwind_rules, (void **)s->pcs, (int)max);
         if (c >= 0) {
@@ -214,10 +212,8 @@ static inline __attribute__((always_inline)) uint32_t mf_unwind(struct mf_slot *
         }
         bt = mf_unwind_fallback(s);
     }
-    if (bt != mf_unwind_fp) { /* the frame-pointer walk keeps its memo itself */
+    if (bt != mf_unwind_fp) /* the frame-pointer walk keeps its memo itself */
         s->memo->kind = MF_MEMO_NONE;
-        s->memo->repeat = false;
-    }
     uint32_t n = (uint32_t)mf_backtrace_on_stack(s->stack_top, bt, (void **)s->pcs, (int)max);
     *own = 0;
     for (uint32_t i = 0; i < n && i < MF_OWN_FRAMES_MAX; i++) {

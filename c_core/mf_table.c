@@ -327,17 +327,10 @@ static struct mf_entry *mf_table_lookup(struct mf_table *tab, const uintptr_t *p
 }
 
 struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
-                               uint32_t flags)
+                               uint32_t flags, bool known)
 {
     bool same;
-    return mf_table_lookup(tab, pcs, depth, flags, false, &same);
-}
-
-struct mf_entry *mf_table_find_last(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
-                                    uint32_t flags)
-{
-    bool same;
-    return mf_table_lookup(tab, pcs, depth, flags, true, &same);
+    return mf_table_lookup(tab, pcs, depth, flags, known, &same);
 }
 
 struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,

@@ -126,14 +126,22 @@ static void mf_stack_bounds(struct mf_slot *s, uintptr_t here)
     mf_sys_close(fd);
 }
 
+/* Whether m is a memo of this walker made under what else decides a walk: its limit, the
+ * rules' epoch (0 for fp) and the stack bounds. */
+static bool mf_memo_applies(const struct mf_walk_memo *m, const struct mf_slot *s, uint32_t kind,
+                            int max, uintptr_t epoch)
+{
+    return m->kind == kind && m->max == max && m->epoch == epoch && m->lo == s->stack_lo &&
+           m->hi == s->stack_hi;
+}
+
 /* Whether the last frame-pointer walk's stack, still in pcs, is what a walk from fp would
  * find: each frame record it read holds the same link and return address, and the frame
  * whose null return address ended it still has one. */
 static bool mf_fp_memo_holds(const struct mf_slot *s, const uintptr_t *pcs, uintptr_t fp, int max)
 {
     const struct mf_walk_memo *m = s->memo;
-    if (m->kind != MF_MEMO_FP || m->entry != fp || m->max != max || m->lo != s->stack_lo ||
-        m->hi != s->stack_hi)
+    if (!mf_memo_applies(m, s, MF_MEMO_FP, max, 0) || m->entry != fp)
         return false;
     uintptr_t diff = m->zero_at ? ((const uintptr_t *)m->zero_at)[1] : 0;
     for (uint32_t i = 0; i < m->n; i++) {
@@ -160,9 +168,10 @@ int mf_unwind_fp(void **out, int max)
     if (max > (int)MF_WALK_MAX)
         max = (int)MF_WALK_MAX;
     bool own = pcs == s->pcs; /* the memo describes s->pcs */
-    m->repeat = own && mf_fp_memo_holds(s, pcs, lo, max);
-    if (m->repeat)
+    if (own && mf_fp_memo_holds(s, pcs, lo, max)) {
+        s->walk_repeated = true;
         return (int)m->n;
+    }
     m->kind = MF_MEMO_NONE;
     int n = 0;
     /* fp + 2 would wrap for a garbage fp near the top of the address space: compare fp
@@ -192,6 +201,7 @@ int mf_unwind_fp(void **out, int max)
         m->n = (uint32_t)n;
         m->max = max;
         m->entry = lo;
+        m->epoch = 0;
         m->lo = s->stack_lo;
         m->hi = s->stack_hi;
         m->zero_at = zero_at;
@@ -364,26 +374,16 @@ static __attribute__((noinline)) uint64_t mf_rule_read(uintptr_t pc, uint64_t ep
     return rule;
 }
 
-/* Whether the last rule walk's stack, still in s->pcs, is what a walk from fp would find:
- * every word it read still holds what it read (and the rules are of the same epoch). */
-static __attribute__((noinline)) bool mf_rules_memo_holds(const struct mf_slot *s, uintptr_t fp,
-                                                           int max, uint32_t epoch)
-{
-    const struct mf_walk_memo *m = s->memo;
-    if (m->kind != MF_MEMO_RULES || m->entry != fp || m->max != max || m->epoch != epoch ||
-        m->lo != s->stack_lo || m->hi != s->stack_hi)
-        return false;
-    uintptr_t diff = 0;
-    for (uint32_t i = 0; i < m->nreads; i++)
-        diff |= *(const uintptr_t *)m->addr[i] ^ m->val[i];
-    return diff == 0;
-}
-
-/* Where the last rule walk's words first differ from the stack's now, scanning from the
- * end: the largest index of a word that changed, or -1. */
+/* The largest index from `from` on of a word the last rule walk read that changed since,
+ * or -1. The common answer, none, is found without a branch a word. */
 static __attribute__((noinline)) int64_t mf_memo_last_change(const struct mf_walk_memo *m,
                                                               uint32_t from)
 {
+    uintptr_t diff = 0;
+    for (uint32_t i = from; i < m->nreads; i++)
+        diff |= *(const uintptr_t *)m->addr[i] ^ m->val[i];
+    if (!diff)
+        return -1;
     for (int64_t i = (int64_t)m->nreads - 1; i >= (int64_t)from; i--)
         if (*(const uintptr_t *)m->addr[i] != m->val[i])
             return i;
@@ -392,8 +392,9 @@ static __attribute__((noinline)) int64_t mf_memo_last_change(const struct mf_wal
 
 /* The walk in hand (c, at frame i, r words read) reached the state the last walk (l) had at
  * frame j, and every word l read from there on is unchanged: the rest is l's. */
-static __attribute__((noinline)) int mf_splice(struct mf_walk_memo *c, const struct mf_walk_memo *l, uintptr_t *pcs,
-                     uint32_t i, uint32_t j, uint32_t r, int max)
+static __attribute__((noinline)) int mf_splice(struct mf_walk_memo *c,
+                                               const struct mf_walk_memo *l, uintptr_t *pcs,
+                                               uint32_t i, uint32_t j, uint32_t r, int max)
 {
     uint32_t n = i + (l->n - j);
     if (n > (uint32_t)max)
@@ -430,27 +431,25 @@ static int mf_unwind_cached(struct mf_slot *s, int max)
     if (fp < s->stack_lo || fp >= s->stack_hi)
         mf_stack_bounds(s, fp);
     uintptr_t top = s->stack_hi - 16; /* the last place a frame record fits */
-    l->repeat = false;
     if (fp < s->stack_lo || fp > top || (fp & 7)) {
         l->kind = MF_MEMO_NONE;
         return -1;
     }
-    if (mf_rules_memo_holds(s, fp, max, module_epoch)) {
-        l->repeat = true;
+    /* From the same first frame, with no word the last walk read changed, the stack is the
+     * last walk's, still in pcs. Else its stack ends like this one's more often than not
+     * (the same callers, a different leaf): from the frame where both walks are in the same
+     * state (return address, stack and frame pointers), the rest is the last walk's if
+     * every word it read from there on is unchanged. Stack pointers only grow along a walk,
+     * so that frame is found by one pass over the last walk's. */
+    bool splice = mf_memo_applies(l, s, MF_MEMO_RULES, max, module_epoch);
+    int64_t changed = -2; /* the last walk's last changed word, once looked for */
+    if (splice && l->entry == fp && (changed = mf_memo_last_change(l, 0)) < 0) {
+        s->walk_repeated = true;
         return (int)l->n;
     }
-    /* The last walk's stack ends like this one's more often than not (the same callers, a
-     * different leaf): from the frame where both walks are in the same state (return
-     * address, stack and frame pointers), the rest is the last walk's if every word it read
-     * from there on is unchanged. Stack pointers only grow along a walk, so that frame is
-     * found by one pass over the last walk's. */
-    bool splice = l->kind == MF_MEMO_RULES && l->epoch == module_epoch && l->max == max &&
-                  l->lo == s->stack_lo && l->hi == s->stack_hi;
-    int64_t changed = -2; /* the last walk's last changed word, once looked for */
     uint32_t j = 0;
     struct mf_walk_memo *c = l == &s->memo_buf[0] ? &s->memo_buf[1] : &s->memo_buf[0];
     c->kind = MF_MEMO_NONE; /* until the walk is done */
-    c->repeat = false;
     c->max = max;
     c->entry = fp;
     c->epoch = module_epoch;
