@@ -11,7 +11,8 @@ thread file holds exactly N + a few distinct stacks (the program's start-up allo
 and mf_print's header says so. Then `mf_print --format tree|csv|pprof -o FILE` runs
 BENCH_MFPRINT_RUNS times (default 3) on each, interleaved: the median wall time and the
 largest peak RSS (GNU time's %M) are set against the targets, at most 5 s and at
-most twice the size of the thread files.
+most twice the size of the thread files. Next to each, what writing as many bytes to the same
+file takes by itself (dd): the floor a format with a large output cannot go under.
 
 Environment: BENCH_MFPRINT_SIZES (default 100000,1000000), BENCH_MFPRINT_RUNS, BENCH_LIB,
 BENCH_MFPRINT_RESULTS (default bench/RESULTS-mfprint.md). Exit status 1 if a run failed or a
@@ -139,6 +140,22 @@ def run(argv):
     return wall, ru.ru_maxrss
 
 
+def write_alone(path, size):
+    """Wall seconds that writing size bytes to path takes by itself (dd, 1 MiB blocks, no
+    sync, as mf_print writes): the file system's floor under a format's time."""
+    blocks = max(1, (size + (1 << 20) - 1) >> 20)
+    if os.path.exists(path):
+        os.unlink(path)
+        os.sync()
+    t0 = time.perf_counter()
+    subprocess.run(["dd", "if=/dev/zero", "of=" + path, "bs=1M", "count=%d" % blocks,
+                    "status=none"], check=True)
+    wall = time.perf_counter() - t0
+    os.unlink(path)
+    os.sync()
+    return wall
+
+
 def main():
     if not os.path.exists(LIB) or not os.path.exists(MF_PRINT):
         die("build/libmalloc_freq.so or build/mf_print is missing: run `make` first")
@@ -158,7 +175,8 @@ def main():
             failures.append("%d paths: mf_print's header lacks '%s'" % (n, want))
         del stacks
         got = {f: [] for f in FORMATS}
-        for _ in range(runs):
+        alone = {f: [] for f in FORMATS}
+        for r in range(runs):
             for f in FORMATS:  # interleaved: this machine's speed drifts
                 # Not timed: truncating the last run's output (4.3 GB of CSV on this ext4,
                 # mounted with discard) took 1.5-2 s of the next run's time.
@@ -169,6 +187,8 @@ def main():
                     got[f].append(run([MF_PRINT, "--format", f, "-o", out, d]))
                 except RuntimeError as e:
                     failures.append(str(e))
+                if r > 0 and os.path.exists(out):  # the first run's output tells the size
+                    alone[f].append(write_alone(out, os.path.getsize(out)))
         out_bytes = {}
         for f in FORMATS:
             if os.path.exists(out):
@@ -182,21 +202,25 @@ def main():
             walls = sorted(w for w, _ in got[f])
             rss = max(r for _, r in got[f]) * 1024
             rows.append((n, file_bytes, f, statistics.median(walls), walls[0], walls[-1], rss,
-                         out_bytes[f]))
+                         out_bytes[f], statistics.median(alone[f]) if alone[f] else None))
     lines = ["# mf_print on large profiles (`make bench`, bench/mfprint_bench.py)", "",
              "%s; %d CPUs; median of %d runs each (formats interleaved), peak RSS the largest;"
              " targets: at most %.0f s, peak RSS at most %.0fx the thread files." % (
                  datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), os.cpu_count() or 0,
                  runs, TIME_TARGET, RSS_TARGET), "",
              "| stacks | thread files | format | wall (median) | runs' range | time | peak RSS"
-             " | RSS / files | memory | output |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for n, fb, f, wall, lo, hi, rss, ob in rows:
+             " | RSS / files | memory | output | writing the output alone |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for n, fb, f, wall, lo, hi, rss, ob, wa in rows:
         lines.append("| %s | %.0f MB | %s | %.2f s | %.2f-%.2f s | %s | %.0f MB | %.2fx | %s |"
-                     " %.1f MB |" % ("{:,}".format(n), fb / 1e6, f, wall, lo, hi,
-                                     "PASS" if wall <= TIME_TARGET else "MISS", rss / 1e6,
-                                     rss / fb, "PASS" if rss <= RSS_TARGET * fb else "MISS",
-                                     ob / 1e6))
+                     " %.1f MB | %s |" % ("{:,}".format(n), fb / 1e6, f, wall, lo, hi,
+                                          "PASS" if wall <= TIME_TARGET else "MISS", rss / 1e6,
+                                          rss / fb, "PASS" if rss <= RSS_TARGET * fb else "MISS",
+                                          ob / 1e6, "-" if wa is None else "%.2f s" % wa))
+    lines += ["", "Writing the output alone: the same number of bytes written to the same file"
+              " by `dd` (1 MiB blocks, no sync), right after an mf_print run, median over the"
+              " runs after the first: what the file system takes for the bytes, whatever"
+              " writes them."]
     if failures:
         lines += ["", "## Failures", ""] + ["- " + x.replace("\n", " ")[:600] for x in failures]
     text = "\n".join(lines) + "\n"

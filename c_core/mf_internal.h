@@ -39,6 +39,20 @@ enum mf_thread_state {
  * one would find the same stack, which is still in pcs: the check is independent loads, the
  * walk a chain of dependent ones. */
 enum { MF_MEMO_NONE, MF_MEMO_FP, MF_MEMO_RULES };
+/* A frame of the last walk. Rules: the state it was found in (stack pointer, frame pointer,
+ * return address) and the first word read to step from it (the walk from there on reads
+ * only read[rd..nreads), so a walk that reaches the same state takes the rest as it was).
+ * fp: sp is the frame record's address, bp and pc the two words it held (the link and the
+ * return address), in the record's order so that one 16-byte compare checks both. */
+struct mf_memo_frame {
+    uintptr_t sp, bp, pc;
+    uint32_t rd;
+};
+struct mf_memo_read {
+    uintptr_t addr, val;
+};
+/* Each kind of record in one array, so that a short walk touches two pages, not six: a
+ * short process pays ~2.5 us for each page it touches (README "Overhead"). */
 struct mf_walk_memo {
     uint32_t kind;  /* the walker whose stack pcs holds now; MF_MEMO_NONE: nothing to check */
     uint32_t n;     /* its frames */
@@ -47,14 +61,8 @@ struct mf_walk_memo {
     bool truncated; /* rules: it stopped at max frames */
     uintptr_t entry, lo, hi, epoch; /* epoch: the rules' (0 for fp) */
     uintptr_t zero_at; /* fp: the frame whose null return address ended the walk, or 0 */
-    /* fp: each frame's address, then the last frame's link; rules: each word's address */
-    uintptr_t addr[2 * MF_WALK_MAX + 2];
-    uintptr_t val[2 * MF_WALK_MAX + 2]; /* rules: the words read */
-    /* rules, per frame: its return address, the stack and frame pointers it was found
-     * with, and the first word read to step from it (the walk from there on reads only
-     * val[rd..nreads), so a walk that reaches the same state takes the rest as it was) */
-    uintptr_t pc[MF_WALK_MAX], sp[MF_WALK_MAX], bp[MF_WALK_MAX];
-    uint32_t rd[MF_WALK_MAX];
+    struct mf_memo_frame frame[MF_WALK_MAX];
+    struct mf_memo_read read[2 * MF_WALK_MAX + 2]; /* rules: each word read, and where */
 };
 struct mf_slot {
     struct mf_table own;    /* the table made for this slot (hdr NULL if it could not be) */

@@ -136,19 +136,22 @@ static bool mf_memo_applies(const struct mf_walk_memo *m, const struct mf_slot *
 }
 
 /* Whether the last frame-pointer walk's stack, still in pcs, is what a walk from fp would
- * find: each frame record it read holds the same link and return address, and the frame
- * whose null return address ended it still has one. */
-static bool mf_fp_memo_holds(const struct mf_slot *s, const uintptr_t *pcs, uintptr_t fp, int max)
+ * find: each frame record it read holds the same link and return address (one 16-byte
+ * compare a frame), and the frame whose null return address ended it still has one. */
+static bool mf_fp_memo_holds(const struct mf_slot *s, uintptr_t fp, int max)
 {
+    typedef uintptr_t mf_pair __attribute__((vector_size(2 * sizeof(uintptr_t))));
     const struct mf_walk_memo *m = s->memo;
     if (!mf_memo_applies(m, s, MF_MEMO_FP, max, 0) || m->entry != fp)
         return false;
-    uintptr_t diff = m->zero_at ? ((const uintptr_t *)m->zero_at)[1] : 0;
+    mf_pair diff = {m->zero_at ? ((const uintptr_t *)m->zero_at)[1] : 0, 0};
     for (uint32_t i = 0; i < m->n; i++) {
-        const uintptr_t *f = (const uintptr_t *)m->addr[i];
-        diff |= (f[0] ^ m->addr[i + 1]) | (f[1] ^ pcs[i]);
+        mf_pair now, then;
+        memcpy(&now, (const void *)m->frame[i].sp, sizeof now);
+        memcpy(&then, &m->frame[i].bp, sizeof then);
+        diff |= now ^ then;
     }
-    return diff == 0;
+    return (diff[0] | diff[1]) == 0;
 }
 
 /* Walks the frame-pointer chain from mf_record_slow's frame on the program's stack (the
@@ -168,7 +171,7 @@ int mf_unwind_fp(void **out, int max)
     if (max > (int)MF_WALK_MAX)
         max = (int)MF_WALK_MAX;
     bool own = pcs == s->pcs; /* the memo describes s->pcs */
-    if (own && mf_fp_memo_holds(s, pcs, lo, max)) {
+    if (own && mf_fp_memo_holds(s, lo, max)) {
         s->walk_repeated = true;
         return (int)m->n;
     }
@@ -181,7 +184,8 @@ int mf_unwind_fp(void **out, int max)
     uintptr_t top = s->stack_hi - 2 * sizeof *fp;
     if ((uintptr_t)fp < s->stack_lo || s->stack_hi < 2 * sizeof *fp)
         return 0;
-    uintptr_t *addr = m->addr, zero_at = 0;
+    struct mf_memo_frame *frame = m->frame;
+    uintptr_t zero_at = 0;
     while (n < max && (uintptr_t)fp <= top && ((uintptr_t)fp & 7) == 0) {
         uintptr_t pc = fp[1];
         uintptr_t *next = (uintptr_t *)fp[0];
@@ -189,8 +193,9 @@ int mf_unwind_fp(void **out, int max)
             zero_at = (uintptr_t)fp;
             break;
         }
-        addr[n] = (uintptr_t)fp;
-        addr[n + 1] = (uintptr_t)next; /* overwritten by the next frame's address, the same */
+        frame[n].sp = (uintptr_t)fp;
+        frame[n].bp = (uintptr_t)next;
+        frame[n].pc = pc;
         pcs[n++] = pc;
         if (next <= fp)
             break;
@@ -381,11 +386,11 @@ static __attribute__((noinline)) int64_t mf_memo_last_change(const struct mf_wal
 {
     uintptr_t diff = 0;
     for (uint32_t i = from; i < m->nreads; i++)
-        diff |= *(const uintptr_t *)m->addr[i] ^ m->val[i];
+        diff |= *(const uintptr_t *)m->read[i].addr ^ m->read[i].val;
     if (!diff)
         return -1;
     for (int64_t i = (int64_t)m->nreads - 1; i >= (int64_t)from; i--)
-        if (*(const uintptr_t *)m->addr[i] != m->val[i])
+        if (*(const uintptr_t *)m->read[i].addr != m->read[i].val)
             return i;
     return -1;
 }
@@ -399,17 +404,15 @@ static __attribute__((noinline)) int mf_splice(struct mf_walk_memo *c,
     uint32_t n = i + (l->n - j);
     if (n > (uint32_t)max)
         n = (uint32_t)max;
-    uint32_t d = r - l->rd[j]; /* words read up to here now, less then */
+    uint32_t d = r - l->frame[j].rd; /* words read up to here now, less then */
     for (uint32_t k = i + 1; k < n; k++) {
-        uint32_t f = j + (k - i);
-        pcs[k] = c->pc[k] = l->pc[f];
-        c->sp[k] = l->sp[f];
-        c->bp[k] = l->bp[f];
-        c->rd[k] = l->rd[f] + d;
+        const struct mf_memo_frame *f = &l->frame[j + (k - i)];
+        pcs[k] = f->pc;
+        c->frame[k] = *f;
+        c->frame[k].rd = f->rd + d;
     }
-    uint32_t more = l->nreads - l->rd[j];
-    memcpy(&c->addr[r], &l->addr[l->rd[j]], more * sizeof *c->addr);
-    memcpy(&c->val[r], &l->val[l->rd[j]], more * sizeof *c->val);
+    uint32_t more = l->nreads - l->frame[j].rd;
+    memcpy(&c->read[r], &l->read[l->frame[j].rd], more * sizeof *c->read);
     c->nreads = r + more;
     c->truncated = n == (uint32_t)max;
     return (int)n;
@@ -457,25 +460,23 @@ static int mf_unwind_cached(struct mf_slot *s, int max)
     c->hi = s->stack_hi;
     /* Each word read from the stack, and where: at most two a frame. */
     uint32_t r = 0;
-#define MF_STACK_WORD(a) (c->addr[r] = (uintptr_t)(a), c->val[r] = *(a), c->val[r++])
+#define MF_STACK_WORD(a) (c->read[r].addr = (uintptr_t)(a), c->read[r].val = *(a), c->read[r++].val)
     uintptr_t pc = MF_STACK_WORD((const uintptr_t *)fp + 1), sp = fp + 16;
     uintptr_t bp = MF_STACK_WORD((const uintptr_t *)fp);
     int n = 0;
     for (;;) {
         uint32_t i = (uint32_t)n;
         pcs[n++] = pc;
-        c->pc[i] = pc;
-        c->sp[i] = sp;
-        c->bp[i] = bp;
-        c->rd[i] = r;
+        c->frame[i] = (struct mf_memo_frame){sp, bp, pc, r};
         if (splice) {
-            while (j < l->n && l->sp[j] < sp)
+            while (j < l->n && l->frame[j].sp < sp)
                 j++;
-            if (j < l->n && l->sp[j] == sp && l->pc[j] == pc && l->bp[j] == bp &&
+            const struct mf_memo_frame *lf = &l->frame[j];
+            if (j < l->n && lf->sp == sp && lf->pc == pc && lf->bp == bp &&
                 (!l->truncated || i >= j)) {
                 if (changed == -2)
-                    changed = mf_memo_last_change(l, l->rd[j]);
-                if (changed < (int64_t)l->rd[j]) {
+                    changed = mf_memo_last_change(l, lf->rd);
+                if (changed < (int64_t)lf->rd) {
                     n = mf_splice(c, l, pcs, i, j, r, max);
                     break;
                 }
