@@ -379,7 +379,7 @@ static struct mf_slot *mf_slot_acquire(void)
          * sets up the forking thread's slot again, on the same stack, and keeps its bounds
          * (no /proc/self/maps read in a shell's child before it execs). */
         s->stack_lo = s->stack_hi = 0;
-        s->memo->kind = MF_MEMO_NONE;
+        s->memo.kind = MF_MEMO_NONE;
         return s;
     }
     size_t cold = (sizeof *s + MF_PAGE_BYTES - 1) & ~(size_t)(MF_PAGE_BYTES - 1);
@@ -393,7 +393,6 @@ static struct mf_slot *mf_slot_acquire(void)
     }
     s = (struct mf_slot *)(m + MF_PAGE_BYTES + MF_SLOT_STACK_BYTES);
     s->stack_top = s;
-    s->memo = &s->memo_buf[0];
     return s;
 }
 

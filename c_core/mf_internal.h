@@ -39,11 +39,12 @@ enum mf_thread_state {
  * one would find the same stack, which is still in pcs: the check is independent loads, the
  * walk a chain of dependent ones. */
 enum { MF_MEMO_NONE, MF_MEMO_FP, MF_MEMO_RULES };
-/* A frame of the last walk. Rules: the state it was found in (stack pointer, frame pointer,
- * return address) and the first word read to step from it (the walk from there on reads
- * only read[rd..nreads), so a walk that reaches the same state takes the rest as it was).
- * fp: sp is the frame record's address, bp and pc the two words it held (the link and the
- * return address), in the record's order so that one 16-byte compare checks both. */
+/* A frame of a walk. Rules: the state it was found in (stack pointer, frame pointer,
+ * return address) and `rd`: in the walk in hand, the number of words read before it; in the
+ * memo, the number read from it on (the walk from there on reads only those, so a walk that
+ * reaches the same state takes the rest as it was). fp: sp is the frame record's address,
+ * bp and pc the two words it held (the link and the return address), in the record's
+ * order so that one 16-byte compare checks both. */
 struct mf_memo_frame {
     uintptr_t sp, bp, pc;
     uint32_t rd;
@@ -52,7 +53,10 @@ struct mf_memo_read {
     uintptr_t addr, val;
 };
 /* Each kind of record in one array, so that a short walk touches two pages, not six: a
- * short process pays ~2.5 us for each page it touches (README "Overhead"). */
+ * short process pays ~2.5 us for each page it touches (README "Overhead"). A frame-pointer
+ * memo lists its frames leaf first. A rule walk's lists frames and words root first: the
+ * next walk that reaches one of its frames keeps the part from there to the root where it
+ * lies and writes only its own frames and words above it. */
 struct mf_walk_memo {
     uint32_t kind;  /* the walker whose stack pcs holds now; MF_MEMO_NONE: nothing to check */
     uint32_t n;     /* its frames */
@@ -103,8 +107,8 @@ struct mf_slot {
     uint64_t known_gen;
     uintptr_t pcs[MF_WALK_MAX];
     bool walk_repeated; /* the stack in pcs is the last walk's, found by its memo's check */
-    struct mf_walk_memo *memo;       /* the last walk's: memo_buf[0] or [1] */
-    struct mf_walk_memo memo_buf[2]; /* the rule walk records into the other one */
+    struct mf_walk_memo memo; /* the last walk's */
+    struct mf_walk_memo walk; /* the rule walk in hand: its frames and words, leaf first */
 };
 
 /* Settings, read once from the environment at start-up (mf_options.c). */
@@ -221,7 +225,7 @@ static inline __attribute__((always_inline)) uint32_t mf_unwind(struct mf_slot *
         bt = mf_unwind_fallback(s);
     }
     if (bt != mf_unwind_fp) /* the frame-pointer walk keeps its memo itself */
-        s->memo->kind = MF_MEMO_NONE;
+        s->memo.kind = MF_MEMO_NONE;
     uint32_t n = (uint32_t)mf_backtrace_on_stack(s->stack_top, bt, (void **)s->pcs, (int)max);
     *own = 0;
     for (uint32_t i = 0; i < n && i < MF_OWN_FRAMES_MAX; i++) {

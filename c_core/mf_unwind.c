@@ -141,7 +141,7 @@ static bool mf_memo_applies(const struct mf_walk_memo *m, const struct mf_slot *
 static bool mf_fp_memo_holds(const struct mf_slot *s, uintptr_t fp, int max)
 {
     typedef uintptr_t mf_pair __attribute__((vector_size(2 * sizeof(uintptr_t))));
-    const struct mf_walk_memo *m = s->memo;
+    const struct mf_walk_memo *m = &s->memo;
     if (!mf_memo_applies(m, s, MF_MEMO_FP, max, 0) || m->entry != fp)
         return false;
     mf_pair diff = {m->zero_at ? ((const uintptr_t *)m->zero_at)[1] : 0, 0};
@@ -159,7 +159,7 @@ static bool mf_fp_memo_holds(const struct mf_slot *s, uintptr_t fp, int max)
 int mf_unwind_fp(void **out, int max)
 {
     struct mf_slot *s = mf_tls.slot;
-    struct mf_walk_memo *m = s->memo;
+    struct mf_walk_memo *m = &s->memo;
     uintptr_t *pcs = (uintptr_t *)out;
     uintptr_t *fp = (uintptr_t *)s->entry_fp;
     uintptr_t lo = (uintptr_t)fp; /* frames only ever lie above this one */
@@ -379,43 +379,43 @@ static __attribute__((noinline)) uint64_t mf_rule_read(uintptr_t pc, uint64_t ep
     return rule;
 }
 
-/* The largest index from `from` on of a word the last rule walk read that changed since,
- * or -1. The common answer, none, is found without a branch a word. */
-static __attribute__((noinline)) int64_t mf_memo_last_change(const struct mf_walk_memo *m,
-                                                              uint32_t from)
+/* The smallest root-first index below `upto` of a word the last rule walk read that changed
+ * since, or upto. The common answer, none, is found without a branch a word. */
+static __attribute__((noinline)) uint32_t mf_memo_first_change(const struct mf_walk_memo *m,
+                                                                uint32_t upto)
 {
     uintptr_t diff = 0;
-    for (uint32_t i = from; i < m->nreads; i++)
-        diff |= *(const uintptr_t *)m->read[i].addr ^ m->read[i].val;
-    if (!diff)
-        return -1;
-    for (int64_t i = (int64_t)m->nreads - 1; i >= (int64_t)from; i--)
-        if (*(const uintptr_t *)m->read[i].addr != m->read[i].val)
-            return i;
-    return -1;
+    for (uint32_t x = 0; x < upto; x++)
+        diff |= *(const uintptr_t *)m->read[x].addr ^ m->read[x].val;
+    if (diff)
+        for (uint32_t x = 0; x < upto; x++)
+            if (*(const uintptr_t *)m->read[x].addr != m->read[x].val)
+                return x;
+    return upto;
 }
 
-/* The walk in hand (c, at frame i, r words read) reached the state the last walk (l) had at
- * frame j, and every word l read from there on is unchanged: the rest is l's. */
-static __attribute__((noinline)) int mf_splice(struct mf_walk_memo *c,
-                                               const struct mf_walk_memo *l, uintptr_t *pcs,
-                                               uint32_t i, uint32_t j, uint32_t r, int max)
+/* The memo m (root first) from the walk in hand (w: frames 0 .. i, r words read, leaf
+ * first). Its frame i is m's frame k (root-first index), which m keeps with the frames and
+ * words beyond; only w's frames below i and its r words are written, above them. With no
+ * kept part (k = -1, i = n) the whole walk is written. Returns the frames. */
+static __attribute__((noinline)) uint32_t mf_memo_put(struct mf_walk_memo *m,
+                                                      const struct mf_walk_memo *w,
+                                                      uintptr_t *pcs, uint32_t i, int64_t k,
+                                                      uint32_t r)
 {
-    uint32_t n = i + (l->n - j);
-    if (n > (uint32_t)max)
-        n = (uint32_t)max;
-    uint32_t d = r - l->frame[j].rd; /* words read up to here now, less then */
-    for (uint32_t k = i + 1; k < n; k++) {
-        const struct mf_memo_frame *f = &l->frame[j + (k - i)];
-        pcs[k] = f->pc;
-        c->frame[k] = *f;
-        c->frame[k].rd = f->rd + d;
+    uint32_t kept = k < 0 ? 0 : m->frame[k].rd; /* words read from frame i on */
+    uint32_t n = (uint32_t)(k + 1) + i;
+    for (int64_t t = k - 1; t >= 0; t--) /* the kept part's frames: the rest of the stack */
+        pcs[i + (uint32_t)(k - t)] = m->frame[t].pc;
+    for (uint32_t f = 0; f < i; f++) {
+        m->frame[n - 1 - f] = w->frame[f];
+        m->frame[n - 1 - f].rd = kept + (r - w->frame[f].rd);
     }
-    uint32_t more = l->nreads - l->frame[j].rd;
-    memcpy(&c->read[r], &l->read[l->frame[j].rd], more * sizeof *c->read);
-    c->nreads = r + more;
-    c->truncated = n == (uint32_t)max;
-    return (int)n;
+    for (uint32_t x = 0; x < r; x++)
+        m->read[kept + r - 1 - x] = w->read[x];
+    m->n = n;
+    m->nreads = kept + r;
+    return n;
 }
 
 /* The stack from mf_record_slow's frame by the rules alone, starting at its return address
@@ -427,7 +427,7 @@ static int mf_unwind_cached(struct mf_slot *s, int max)
     const struct mf_rules *rules = __atomic_load_n(&mf_rules, __ATOMIC_ACQUIRE);
     uint32_t module_epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE);
     uint64_t epoch = (uint64_t)(module_epoch & 0xffff) << MF_RULE_EPOCH_SHIFT;
-    struct mf_walk_memo *l = s->memo; /* the last walk */
+    struct mf_walk_memo *l = &s->memo; /* the last walk */
     uintptr_t *pcs = s->pcs, fp = s->entry_fp;
     if (max > (int)MF_WALK_MAX)
         max = (int)MF_WALK_MAX;
@@ -445,19 +445,15 @@ static int mf_unwind_cached(struct mf_slot *s, int max)
      * every word it read from there on is unchanged. Stack pointers only grow along a walk,
      * so that frame is found by one pass over the last walk's. */
     bool splice = mf_memo_applies(l, s, MF_MEMO_RULES, max, module_epoch);
-    int64_t changed = -2; /* the last walk's last changed word, once looked for */
-    if (splice && l->entry == fp && (changed = mf_memo_last_change(l, 0)) < 0) {
+    int64_t changed = -1; /* the first changed word of the last walk's (root first), once looked for */
+    if (splice && l->entry == fp && (changed = mf_memo_first_change(l, l->nreads)) == l->nreads) {
         s->walk_repeated = true;
         return (int)l->n;
     }
-    uint32_t j = 0;
-    struct mf_walk_memo *c = l == &s->memo_buf[0] ? &s->memo_buf[1] : &s->memo_buf[0];
-    c->kind = MF_MEMO_NONE; /* until the walk is done */
-    c->max = max;
-    c->entry = fp;
-    c->epoch = module_epoch;
-    c->lo = s->stack_lo;
-    c->hi = s->stack_hi;
+    uint32_t j = 0; /* the last walk's frame (leaf first) the search is at */
+    int64_t keep = -1; /* the last walk's frame (root first) where this one joins it */
+    struct mf_walk_memo *c = &s->walk;
+    bool truncated = false;
     /* Each word read from the stack, and where: at most two a frame. */
     uint32_t r = 0;
 #define MF_STACK_WORD(a) (c->read[r].addr = (uintptr_t)(a), c->read[r].val = *(a), c->read[r++].val)
@@ -469,22 +465,24 @@ static int mf_unwind_cached(struct mf_slot *s, int max)
         pcs[n++] = pc;
         c->frame[i] = (struct mf_memo_frame){sp, bp, pc, r};
         if (splice) {
-            while (j < l->n && l->frame[j].sp < sp)
+            while (j < l->n && l->frame[l->n - 1 - j].sp < sp)
                 j++;
-            const struct mf_memo_frame *lf = &l->frame[j];
-            if (j < l->n && lf->sp == sp && lf->pc == pc && lf->bp == bp &&
-                (!l->truncated || i >= j)) {
-                if (changed == -2)
-                    changed = mf_memo_last_change(l, lf->rd);
-                if (changed < (int64_t)lf->rd) {
-                    n = mf_splice(c, l, pcs, i, j, r, max);
+            const struct mf_memo_frame *lf = j < l->n ? &l->frame[l->n - 1 - j] : NULL;
+            /* The joined stack must fit in max, and a last walk cut at max has no frames
+             * beyond its own to give. */
+            if (lf && lf->sp == sp && lf->pc == pc && lf->bp == bp &&
+                i + (l->n - j) <= (uint32_t)max && (!l->truncated || i == j)) {
+                if (changed < 0)
+                    changed = mf_memo_first_change(l, lf->rd);
+                if (changed >= lf->rd) {
+                    keep = l->n - 1 - j;
+                    truncated = l->truncated;
                     break;
                 }
             }
         }
         if (MF_UNLIKELY(n == max)) {
-            c->truncated = true;
-            c->nreads = r;
+            truncated = true;
             break;
         }
         /* Most addresses sit in their home slot: one load, off the walk's chain. The kind
@@ -499,11 +497,8 @@ static int mf_unwind_cached(struct mf_slot *s, int max)
                 rule = mf_rule_read(pc, epoch);
                 kind = rule & ((1u << MF_RULE_KIND_BITS) - 1);
             }
-            if (kind == (MF_RULE_END | epoch)) {
-                c->truncated = false;
-                c->nreads = r;
+            if (kind == (MF_RULE_END | epoch))
                 break;
-            }
             if (!mf_rule_walkable(kind, epoch))
                 goto unwalkable;
         }
@@ -524,9 +519,16 @@ static int mf_unwind_cached(struct mf_slot *s, int max)
         }
     }
 #undef MF_STACK_WORD
-    c->kind = MF_MEMO_RULES;
-    c->n = (uint32_t)n;
-    s->memo = c;
+    /* Joined: frame n - 1 is the last walk's frame `keep`, which stays with its words. */
+    n = (int)mf_memo_put(l, c, pcs, keep < 0 ? (uint32_t)n : (uint32_t)n - 1, keep,
+                         keep < 0 ? r : c->frame[n - 1].rd);
+    l->kind = MF_MEMO_RULES;
+    l->truncated = truncated;
+    l->max = max;
+    l->entry = fp;
+    l->epoch = module_epoch;
+    l->lo = s->stack_lo;
+    l->hi = s->stack_hi;
     return n;
 unwalkable: /* pcs no longer holds the last walk's stack */
     l->kind = MF_MEMO_NONE;
