@@ -193,7 +193,7 @@ def main():
                     got[f].append(run([MF_PRINT, "--format", f, "-o", out, d]))
                 except RuntimeError as e:
                     failures.append(str(e))
-                if r > 0 and os.path.exists(out):  # the first run's output tells the size
+                if r > 0 and os.path.exists(out):  # two suffice: each costs its pause
                     alone[f].append(write_alone(out, os.path.getsize(out)))
         out_bytes = {}
         for f in FORMATS:

@@ -135,6 +135,18 @@ static bool mf_memo_applies(const struct mf_walk_memo *m, const struct mf_slot *
            m->hi == s->stack_hi;
 }
 
+/* m now describes a walk of this walker from entry, under what mf_memo_applies checks. */
+static void mf_memo_stamp(struct mf_walk_memo *m, const struct mf_slot *s, uint32_t kind,
+                          int max, uintptr_t epoch, uintptr_t entry)
+{
+    m->kind = kind;
+    m->max = max;
+    m->epoch = epoch;
+    m->lo = s->stack_lo;
+    m->hi = s->stack_hi;
+    m->entry = entry;
+}
+
 /* Whether the last frame-pointer walk's stack, still in pcs, is what a walk from fp would
  * find: each frame record it read holds the same link and return address (one 16-byte
  * compare a frame), and the frame whose null return address ended it still has one. */
@@ -202,13 +214,8 @@ int mf_unwind_fp(void **out, int max)
         fp = next;
     }
     if (own && n > 0) {
-        m->kind = MF_MEMO_FP;
+        mf_memo_stamp(m, s, MF_MEMO_FP, max, 0, lo);
         m->n = (uint32_t)n;
-        m->max = max;
-        m->entry = lo;
-        m->epoch = 0;
-        m->lo = s->stack_lo;
-        m->hi = s->stack_hi;
         m->zero_at = zero_at;
     }
     return n;
@@ -520,15 +527,9 @@ static int mf_unwind_cached(struct mf_slot *s, int max)
     }
 #undef MF_STACK_WORD
     /* Joined: frame n - 1 is the last walk's frame `keep`, which stays with its words. */
-    n = (int)mf_memo_put(l, c, pcs, keep < 0 ? (uint32_t)n : (uint32_t)n - 1, keep,
-                         keep < 0 ? r : c->frame[n - 1].rd);
-    l->kind = MF_MEMO_RULES;
+    n = (int)mf_memo_put(l, c, pcs, keep < 0 ? (uint32_t)n : (uint32_t)n - 1, keep, r);
+    mf_memo_stamp(l, s, MF_MEMO_RULES, max, module_epoch, fp);
     l->truncated = truncated;
-    l->max = max;
-    l->entry = fp;
-    l->epoch = module_epoch;
-    l->lo = s->stack_lo;
-    l->hi = s->stack_hi;
     return n;
 unwalkable: /* pcs no longer holds the last walk's stack */
     l->kind = MF_MEMO_NONE;
