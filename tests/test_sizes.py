@@ -247,6 +247,30 @@ def test_large_allocations_recorded_exactly():
 
 
 @rt.test
+def test_calls_of_4_gib_and_more_counted_exactly():
+    """The hot path counts a call and its bytes in one word (calls in the top 16 bits, bytes
+    in the low 48), so it takes no call of 4 GiB or more: such calls (site_huge's 256 TiB,
+    refused, and 5 GiB, made) are counted by the slow path, and the totals stay exact with
+    MALLOC_FREQ_LARGE off, at its default and set above them, sampled or not, with the
+    frame-pointer walk or the rules. One call of 256 TiB counted in that word would carry
+    into its calls."""
+    prog = rt.c_program("large_site")
+    small = 3000000 * 32 + 2000000 * 100
+    for mib, env, samples in ((1 << 28, {"MALLOC_FREQ_LARGE": "0"}, (None, "1", "1000")),
+                              (1 << 28, {"MALLOC_FREQ_LARGE": str(1 << 50)}, (None, "1000")),
+                              (1 << 28, {}, (None,)),
+                              (5 << 10, {"MALLOC_FREQ_LARGE": "0", "MALLOC_FREQ_UNWIND": "fp"},
+                               (None, "1000"))):
+        for sample in samples:
+            r = rt.run_ok([prog, "1", str(mib)], sample=sample,
+                          extra_env=dict(env, MALLOC_FREQ_SEED="3"))
+            expect_eq(r.stdout, "large_site done\n", "program output")
+            calls, nbytes = rt.fn_totals(r.profile)[0]  # malloc
+            expect_eq((calls, nbytes), (5000010, small + 10 * (mib << 20)),
+                      f"malloc's exact totals, {mib} MiB calls, {env}, sample {sample}")
+
+
+@rt.test
 def test_large_threshold_setting():
     """MALLOC_FREQ_LARGE=1000 records every call of 1,000 bytes and more exactly (weight 1)
     and the process file says so; at 1 in 100,000 the histogram's classes of those sizes are
