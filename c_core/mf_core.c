@@ -57,10 +57,7 @@ static struct {
 #define MF_EXACT_CHUNK 64 /* a thread takes the exact budget in chunks: less contention */
 #define MF_EXACT_TIMED 16 /* one sample of the exact stretch in 16 is timed (mf_record_slow) */
 #define MF_COST_SHARE (MF_COST_SHARE_PPM / 1e6)
-/* Not profiling: the hot path only counts, and the slow path comes once in this many calls,
- * only to drain the counts before a word of them could fill (MF_PENDING_CALL). */
-#define MF_COUNTDOWN_OFF 32768
-#define MF_COUNTDOWN_MAX (INT64_MAX / 2)
+#define MF_COUNTDOWN_OFF (INT64_MAX / 2) /* not profiling: the hot path only counts */
 /* The slow path's own stack: libunwind's first use in a thread takes ~10 KiB, a signal
  * handler that interrupts a sample runs on it too; pages never touched cost nothing. */
 #define MF_SLOT_STACK_BYTES (256u << 10)
@@ -133,7 +130,7 @@ static int64_t mf_next_countdown(struct mf_thread *t)
     /* Geometric with p = 1/n: the calls up to and including the next sampled one. */
     double u = ((double)(mf_rng_next(t->slot) >> 11) + 1.0) * 0x1.0p-53; /* (0, 1] */
     double c = mf_geometric(u, n);
-    int64_t k = c < (double)MF_COUNTDOWN_MAX ? (int64_t)c : MF_COUNTDOWN_MAX;
+    int64_t k = c < (double)MF_COUNTDOWN_OFF ? (int64_t)c : MF_COUNTDOWN_OFF;
     t->drawn = (uint64_t)k;
     return k;
 }
@@ -282,13 +279,11 @@ static void mf_totals_add(struct mf_table *tab, struct mf_totals *to, int fn, ui
 
 _Static_assert(MF_FN_COUNT % 4 == 0, "mf_nothing_pending reads the counters four at a time");
 
-/* Whether the hot path counted nothing since the last flush (`held` is empty whenever the
- * thread has a table: mf_flush). */
 static bool mf_nothing_pending(const struct mf_thread *t)
 {
     /* No branch per function and four chains of ORs: this runs at every recorded call, and
      * one chain through the 16 counters was 7 % of an exact run */
-    const uint64_t *c = t->pending;
+    const uint64_t *c = t->pending.calls;
     uint64_t a = 0, b = 0, d = 0, e = 0;
     for (int fn = 0; fn < MF_FN_COUNT; fn += 4) {
         a |= c[fn];
@@ -299,86 +294,32 @@ static bool mf_nothing_pending(const struct mf_thread *t)
     return !(a | b | d | e);
 }
 
-static struct mf_slot *mf_slot_acquire(void);
-
-/* `pending`'s counts of fn into the slot's `held`. */
-static void mf_pending_hold(struct mf_thread *t, struct mf_slot *s, int fn)
-{
-    uint64_t w = t->pending[fn];
-    MF_PENDING_ADD(s->held.calls[fn], MF_PENDING_CALLS(w));
-    MF_PENDING_ADD(s->held.bytes[fn], MF_PENDING_BYTES(w));
-    t->pending[fn] = 0;
-}
-
-/* A call the slow path counts, to be flushed: into `pending` like the hot path's, or where
- * it does not fit there (its size, or a thread without a table that has counted many calls
- * before start-up), into the slot's `held`. */
-static void mf_pending_count(struct mf_thread *t, int fn, uint64_t size)
-{
-    if (size < MF_HOT_SIZE_MAX && (t->slot || MF_PENDING_CALLS(t->pending[fn]) < 0x8000)) {
-        MF_PENDING_ADD(t->pending[fn], MF_PENDING_CALL + size);
-        return;
-    }
-    if (!t->slot && !(t->slot = mf_slot_acquire())) {
-        if (size < MF_HOT_SIZE_MAX) /* no memory: a word that may fill rather than nothing */
-            MF_PENDING_ADD(t->pending[fn], MF_PENDING_CALL + size);
-        return;
-    }
-    if (!t->totals) /* with a table the exit may read both at once (mf_flush_others) */
-        mf_pending_hold(t, t->slot, fn);
-    MF_PENDING_ADD(t->slot->held.calls[fn], 1);
-    MF_PENDING_ADD(t->slot->held.bytes[fn], size);
-}
-
-/* The calls and bytes counted for fn since the last flush: `pending`, and s's `held` (s is
- * the thread's slot, or NULL). */
-static uint64_t mf_pending_calls(const struct mf_thread *t, const struct mf_slot *s, int fn,
-                                 uint64_t *bytes)
-{
-    uint64_t w = __atomic_load_n(&t->pending[fn], __ATOMIC_RELAXED);
-    *bytes = MF_PENDING_BYTES(w) + (s ? __atomic_load_n(&s->held.bytes[fn], __ATOMIC_RELAXED) : 0);
-    return MF_PENDING_CALLS(w) + (s ? __atomic_load_n(&s->held.calls[fn], __ATOMIC_RELAXED) : 0);
-}
-
-uint64_t mf_pending_calls_all(const struct mf_thread *t)
-{
-    uint64_t n = 0, bytes;
-    for (int fn = 0; fn < MF_FN_COUNT; fn++)
-        n += mf_pending_calls(t, t->slot, fn, &bytes);
-    return n;
-}
-
 /* The owner's flush: the pending counts, less what the process's exit already took, go to
- * the file. Without a table they are held in the slot, if there is one (so that `pending`'s
- * words never fill). The lock only excludes mf_flush_others, so a thread no longer on the list takes
- * none (TSan's atomics crash in a thread's last destructor round). The thread is busy
- * meanwhile (mf_enter), so a signal handler's call cannot flush into it. */
+ * the file. Without a table they stay pending. The lock only excludes mf_flush_others, so a
+ * thread no longer on the list takes none (TSan's atomics crash in a thread's last
+ * destructor round). The thread is busy meanwhile (mf_enter), so a signal handler's call
+ * cannot flush into it. */
 static void mf_flush(struct mf_thread *t)
 {
-    struct mf_slot *s = t->slot;
-    if (!t->totals) {
-        for (int fn = 0; s && fn < MF_FN_COUNT; fn++)
-            if (t->pending[fn])
-                mf_pending_hold(t, s, fn);
+    if (!t->totals)
         return;
-    }
     int first = 0;
-    while (first < MF_FN_COUNT && !t->pending[first] && !s->held.calls[first])
+    while (first < MF_FN_COUNT && !t->pending.calls[first])
         first++;
     if (first == MF_FN_COUNT) /* recording every call: the hot path counted nothing */
         return;
+    struct mf_slot *s = t->slot;
     int64_t saved = mf_enter(t);
     bool listed = s->listed;
     if (listed)
         mf_spin_lock(&s->flush_lock);
     for (int fn = first; fn < MF_FN_COUNT; fn++) {
-        uint64_t bytes, calls = mf_pending_calls(t, s, fn, &bytes);
-        if (!calls) /* then nothing was proxied either */
+        if (!t->pending.calls[fn]) /* then nothing was proxied either */
             continue;
-        mf_totals_add(s->table, t->totals, fn, calls - s->proxied.calls[fn],
-                      bytes - s->proxied.bytes[fn]);
-        s->live_calls += calls;
-        t->pending[fn] = s->held.calls[fn] = s->held.bytes[fn] = 0;
+        mf_totals_add(s->table, t->totals, fn, t->pending.calls[fn] - s->proxied.calls[fn],
+                      t->pending.bytes[fn] - s->proxied.bytes[fn]);
+        s->live_calls += t->pending.calls[fn];
+        t->pending.calls[fn] = t->pending.bytes[fn] = 0;
         s->proxied.calls[fn] = s->proxied.bytes[fn] = 0;
     }
     if (listed)
@@ -398,7 +339,8 @@ static void mf_flush_others(struct mf_thread *self)
             continue;
         mf_spin_lock(&o->flush_lock);
         for (int fn = 0; fn < MF_FN_COUNT; fn++) {
-            uint64_t bytes, calls = mf_pending_calls(ot, o, fn, &bytes);
+            uint64_t calls = __atomic_load_n(&ot->pending.calls[fn], __ATOMIC_RELAXED);
+            uint64_t bytes = __atomic_load_n(&ot->pending.bytes[fn], __ATOMIC_RELAXED);
             if (calls == o->proxied.calls[fn]) /* nothing new: the owner may be counting */
                 continue;                        /* into its totals directly (mf_record_slow) */
             mf_totals_add(o->table, ot->totals, fn, calls - o->proxied.calls[fn],
@@ -438,7 +380,6 @@ static struct mf_slot *mf_slot_acquire(void)
          * (no /proc/self/maps read in a shell's child before it execs). */
         s->stack_lo = s->stack_hi = 0;
         s->memo.kind = MF_MEMO_NONE;
-        memset(&s->held, 0, sizeof s->held); /* a thread that ended without a table */
         return s;
     }
     size_t cold = (sizeof *s + MF_PAGE_BYTES - 1) & ~(size_t)(MF_PAGE_BYTES - 1);
@@ -688,7 +629,7 @@ void mf_record_slow(enum mf_fn fn, size_t size)
      * the thread's first call here, and follows the options from then on. */
     uint64_t limit = t->large;
     bool large = mf_opt.large && size >= mf_opt.large;
-    t->large = mf_opt.large && mf_opt.large < MF_HOT_SIZE_MAX ? mf_opt.large : MF_HOT_SIZE_MAX;
+    t->large = mf_opt.large ? mf_opt.large : UINT64_MAX;
     if (MF_UNLIKELY(mf_forked()))
         mf_after_fork_child(); /* _Fork() or clone() skipped our atfork handler */
     if (t->busy) {
@@ -702,7 +643,8 @@ void mf_record_slow(enum mf_fn fn, size_t size)
         mf_totals_add(t->slot->table, t->totals, fn, 1, size);
         t->slot->live_calls++;
     } else {
-        mf_pending_count(t, (int)fn, size);
+        MF_PENDING_ADD(t->pending.calls[fn], 1);
+        MF_PENDING_ADD(t->pending.bytes[fn], size);
         mf_flush(t);
     }
     if (!large) {
@@ -874,7 +816,6 @@ static void mf_after_fork_child(void)
     t->early_calls = t->early_bytes = 0;
     memset(&mf_early_sizes, 0, sizeof mf_early_sizes);
     if (t->slot) {
-        memset(&t->slot->held, 0, sizeof t->slot->held);
         t->slot->listed = false;
         t->slot->next = t->slot->prev = NULL;
         t->slot->owner = NULL;

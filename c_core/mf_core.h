@@ -50,11 +50,10 @@ struct mf_slot; /* a thread's cold state, its table and its slow path's stack (m
 struct mf_thread {
     int64_t countdown;        /* calls left until the slow path: the next sample or flush */
     /* Calls of this size and more take the slow path without counting down: MALLOC_FREQ_LARGE,
-     * or MF_HOT_SIZE_MAX when it is off or larger. 0 (every call) until the thread's first
-     * slow path call, which sets it (and on every later one, from the options). */
+     * or UINT64_MAX when it is off. 0 (every call) until the thread's first slow path call,
+     * which sets it (and on every later one, from the options). */
     uint64_t large;
-    uint64_t pending[MF_FN_COUNT]; /* since the last flush: MF_PENDING_CALL + size a call; and
-                                    * the slot's `held` (mf_internal.h) */
+    struct mf_totals pending; /* counted since the last flush */
     struct mf_totals *totals; /* the table's exact counters; NULL without one (pending keeps all) */
     struct mf_slot *slot;     /* NULL until set-up */
     int64_t sample_left;      /* calls after the countdown ends until the next sample */
@@ -117,25 +116,15 @@ void mf_record_slow(enum mf_fn fn, size_t size) __attribute__((noinline, cold));
 #define MF_COUNTDOWN_LEFT(t) (--(t)->countdown > 0)
 #endif
 
-/* The hot path counts a call and its bytes with one add to one word: the call in the top 16
- * bits, the bytes in the low 48. Two adds to memory were one more read-modify-write on every
- * call (README "How it works"). A word holds while it takes fewer than 2^16 calls of under
- * 2^32 bytes between drains (mf_flush): the hot path takes no size of MF_HOT_SIZE_MAX or
- * more (`large`), and its countdown reaches the slow path, which drains, at least every
- * MF_FLUSH_CALLS calls (MF_COUNTDOWN_OFF when not profiling). */
-#define MF_PENDING_CALL (UINT64_C(1) << 48)
-#define MF_PENDING_CALLS(w) ((w) >> 48)
-#define MF_PENDING_BYTES(w) ((w) & (MF_PENDING_CALL - 1))
-#define MF_HOT_SIZE_MAX (UINT64_C(1) << 32)
-
-/* The hot path: a size test, a countdown and one exact counter, all in TLS. No lock, no
+/* The hot path: a size test, a countdown and two exact counters, all in TLS. No lock, no
  * system call, no allocation. False when the size is large (then the countdown is left as
  * it is) or the countdown ran out: the caller must then call mf_record_slow(). The size
  * histogram is the slow path's, from the samples. A macro so that `t` may also be a
  * __seg_fs pointer (mf_entry.c). */
 #define MF_COUNT_AT(t, fn, size)                                                            \
     (MF_LIKELY((size) < (t)->large) && MF_LIKELY(MF_COUNTDOWN_LEFT(t))                      \
-         ? (MF_PENDING_ADD((t)->pending[fn], MF_PENDING_CALL + (size)), true)                 \
+         ? (MF_PENDING_ADD((t)->pending.calls[fn], 1),                                      \
+            MF_PENDING_ADD((t)->pending.bytes[fn], (size)), true)                           \
          : false)
 
 static inline __attribute__((always_inline)) bool mf_count(enum mf_fn fn, size_t size)

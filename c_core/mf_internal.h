@@ -77,10 +77,6 @@ struct mf_slot {
     bool listed;
     uint32_t flush_lock;      /* the owner's flush against the process exit's (mf_flush_others) */
     struct mf_totals proxied; /* the part of the owner's `pending` the process's exit flushed */
-    /* Counted since the last flush and not in the owner's `pending` (in TLS, where it would
-     * take 256 bytes more: mf_tls must stay below MF_TLS_ALIGN for the hook's direct path):
-     * calls of MF_HOT_SIZE_MAX bytes or more, and `pending` drained without a table. */
-    struct mf_totals held;
     uint64_t rng[2];          /* xoroshiro128+ state */
     uint64_t samples;         /* samples taken by this thread */
     /* Default mode (mf_adapt): the mean interval the cost budget allows now, and what it
@@ -159,7 +155,6 @@ void mf_live_start(void);      /* at process start-up: the filter */
 void mf_live_after_fork(void); /* a fork child forgets its parent's */
 /* The sample just counted in entry e (on the slot's stack, table locked) is followed. */
 void mf_live_note(struct mf_thread *t, struct mf_table *tab, const struct mf_entry *e);
-uint64_t mf_pending_calls_all(const struct mf_thread *t); /* calls not yet flushed */
 uint64_t mf_live_thread_calls(const struct mf_thread *t); /* the thread's calls so far */
 
 /* Process file and module list (mf_modules.c). */

@@ -139,7 +139,10 @@ void mf_live_note(struct mf_thread *t, struct mf_table *tab, const struct mf_ent
 
 uint64_t mf_live_thread_calls(const struct mf_thread *t)
 {
-    return t->slot->live_calls + mf_pending_calls_all(t);
+    uint64_t n = t->slot->live_calls;
+    for (int fn = 0; fn < MF_FN_COUNT; fn++)
+        n += t->pending.calls[fn];
+    return n;
 }
 
 static void mf_filter_add(uint64_t addr, int delta)

@@ -248,12 +248,11 @@ def test_large_allocations_recorded_exactly():
 
 @rt.test
 def test_calls_of_4_gib_and_more_counted_exactly():
-    """The hot path counts a call and its bytes in one word (calls in the top 16 bits, bytes
-    in the low 48), so it takes no call of 4 GiB or more: such calls (site_huge's 256 TiB,
-    refused, and 5 GiB, made) are counted by the slow path, and the totals stay exact with
-    MALLOC_FREQ_LARGE off, at its default and set above them, sampled or not, with the
-    frame-pointer walk or the rules. One call of 256 TiB counted in that word would carry
-    into its calls."""
+    """Calls of 4 GiB and more (site_huge's 256 TiB, refused, and 5 GiB, made) keep the
+    totals exact with MALLOC_FREQ_LARGE off (the hot path counts them), at its default and
+    set above them, sampled or not, with the frame-pointer walk or the rules. A hook that
+    packed a call and its bytes into one word (tried: calls in the top 16 bits, README "How
+    it works") would carry one call of 256 TiB into its calls."""
     prog = rt.c_program("large_site")
     small = 3000000 * 32 + 2000000 * 100
     for mib, env, samples in ((1 << 28, {"MALLOC_FREQ_LARGE": "0"}, (None, "1", "1000")),
