@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -128,6 +129,21 @@ int mf_sys_openat(int dirfd, const char *path, int flags, unsigned mode)
 int mf_sys_fallocate(int fd, uint64_t off, uint64_t len)
 {
     return (int)syscall(SYS_fallocate, fd, 0, (off_t)off, (off_t)len);
+}
+
+/* Maps the pages of [p, p + len) writable now, in one system call (Linux 5.14 and later;
+ * before, nothing). A short process touches most of such a range anyway, and a page's first
+ * touch costs it a fault, two if the first touch is a read (zero page, then copy): ~2.5 us
+ * each on this machine (README "Overhead"). */
+void mf_prefault(void *p, size_t len)
+{
+#ifdef MADV_POPULATE_WRITE
+    uintptr_t lo = (uintptr_t)p & ~(uintptr_t)4095, hi = ((uintptr_t)p + len + 4095) & ~(uintptr_t)4095;
+    syscall(SYS_madvise, lo, hi - lo, MADV_POPULATE_WRITE);
+#else
+    (void)p;
+    (void)len;
+#endif
 }
 
 /* strerror() may translate, which allocates; strerrordesc_np() returns a constant. */
