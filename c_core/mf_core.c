@@ -398,7 +398,8 @@ static struct mf_slot *mf_slot_acquire(void)
         /* The process's first thread, often its only one: the pages of this slot that a
          * short walk touches, in four system calls instead of eight faults (`ls`). Not for
          * later threads, which would each hold the pages whether they walk or not. */
-        mf_prefault((char *)s - 3 * MF_PAGE_BYTES, 3 * MF_PAGE_BYTES + offsetof(struct mf_slot, memo.frame) + 1);
+        mf_prefault((char *)s - 3 * MF_PAGE_BYTES,
+                    3 * MF_PAGE_BYTES + offsetof(struct mf_slot, memo.frame) + 1);
         mf_prefault(&s->memo.read[0], 1);
         mf_prefault(&s->walk.frame[0], 1);
         mf_prefault(&s->walk.read[0], 1);

@@ -267,7 +267,7 @@ ssize_t mf_sys_read(int fd, void *buf, size_t len);
 int mf_sys_openat(int dirfd, const char *path, int flags, unsigned mode);
 int mf_sys_fallocate(int fd, uint64_t off, uint64_t len);
 void mf_prefault(void *p, size_t len); /* MADV_POPULATE_WRITE, errors ignored */
-#define MF_PREFAULT_MAX (64u << 10) /* larger mappings fill slowly: left to fault page by page */
+#define MF_PREFAULT_MAX (64u << 10) /* larger ones fill slowly: left to fault page by page */
 
 /* Small system helpers that neither allocate nor lock (mf_sys.c). */
 void mf_warn(const char *a, const char *b, const char *c, const char *d);

@@ -82,8 +82,6 @@ static bool mf_segment_add(struct mf_table *tab, int fd)
     void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
     if (m == MAP_FAILED)
         return true;
-    if (size <= MF_PREFAULT_MAX) /* a short process's second segment: filled soon */
-        mf_prefault(m, size);
     mf_segment_publish(tab, m, off, size, cap);
     return false;
 }
@@ -117,7 +115,6 @@ bool mf_table_create(struct mf_table *tab, uint64_t seq)
     if (!mf_file_reserve(fd, 0, MF_HEADER_BYTES + seg_bytes))
         m = mmap(NULL, MF_HEADER_BYTES + seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (m != MAP_FAILED) {
-        mf_prefault(m, MF_HEADER_BYTES + seg_bytes); /* 24 KiB, most of it soon written */
         tab->hdr = m;
         tab->nseg = 0;
         proto.start_ns = proto.last_ns = mf_now_ns();
