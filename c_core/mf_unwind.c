@@ -157,6 +157,9 @@ static bool mf_fp_memo_holds(const struct mf_slot *s, uintptr_t fp, int max)
     if (!mf_memo_applies(m, s, MF_MEMO_FP, max, 0) || m->entry != fp)
         return false;
     mf_pair diff = {m->zero_at ? ((const uintptr_t *)m->zero_at)[1] : 0, 0};
+    /* Unrolled: the loop's own count, add and branch were a third of its instructions
+     * (callgrind, micro at N=1 with fp: 34 fewer a sample, 181.5 M -> 174.7 M in all). */
+#pragma GCC unroll 4
     for (uint32_t i = 0; i < m->n; i++) {
         mf_pair now, then;
         memcpy(&now, (const void *)m->frame[i].sp, sizeof now);
