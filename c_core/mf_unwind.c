@@ -398,6 +398,7 @@ static __attribute__((noinline)) uint32_t mf_memo_first_change(const struct mf_w
                                                                 uint32_t upto)
 {
     uintptr_t diff = 0;
+#pragma GCC unroll 4 /* as mf_fp_memo_holds' loop */
     for (uint32_t x = 0; x < upto; x++)
         diff |= *(const uintptr_t *)m->read[x].addr ^ m->read[x].val;
     if (diff)
