@@ -207,10 +207,11 @@ static void mf_table_unlock(struct mf_table *tab)
 }
 
 /* A sample's weight w in the size histogram (under the table's lock): w calls and w * size
- * bytes, and their variances' w(w-1) and w(w-1) * size^2; nothing for those with w = 1. */
-static void mf_size_add(struct mf_thread_header *h, uint64_t w, uint64_t size)
+ * bytes, and their variances' w(w-1) and w(w-1) * size^2; nothing for those with w = 1.
+ * cls is mf_size_class(size), which the caller has. */
+static void mf_size_add(struct mf_thread_header *h, uint64_t w, uint64_t size, uint32_t cls)
 {
-    struct mf_size_class *c = &h->sizes[mf_size_class(size)];
+    struct mf_size_class *c = &h->sizes[cls];
     c->calls += w;
     c->bytes += w * size;
     if (w > 1) {
@@ -229,7 +230,7 @@ static void mf_unprofiled(struct mf_thread *t, uint64_t weight, size_t size)
     h->unprofiled_calls_sq += weight * weight;
     if (weight > 1)
         h->unprofiled_bytes_var += (double)weight * (double)(weight - 1) * (double)size * (double)size;
-    mf_size_add(h, weight, size);
+    mf_size_add(h, weight, size, mf_size_class(size));
     mf_table_unlock(tab);
 }
 
@@ -559,7 +560,8 @@ static void mf_sample_on_stack(void *arg)
     /* Keyed by size class too (mf_format.h, MF_ENTRY_SIZED): the class word follows the
      * frames (pcs has room: n <= max_depth). */
     uintptr_t kept = pcs[n]; /* a frame past max_depth: the walk's memo keeps pcs as found */
-    pcs[n] = mf_size_class(s->size);
+    uint32_t cls = mf_size_class(s->size);
+    pcs[n] = cls;
     struct mf_table *tab = mf_table_lock(s->table);
     uint32_t epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE);
     bool known = s->walk_repeated && s->known_table == tab && s->known_gen == tab->last_gen;
@@ -590,10 +592,11 @@ static void mf_sample_on_stack(void *arg)
         e->calls_sq += w * w;
         if (w > 1)
             e->bytes_var += (double)w * (double)(w - 1) * (double)s->size * (double)s->size;
-        mf_size_add(tab->hdr, w, s->size);
+        mf_size_add(tab->hdr, w, s->size, cls);
         if ((++s->samples & 63) == 1) /* the clock costs as much as the rest of an exact sample */
             tab->hdr->last_ns = mf_now_ns();
-        mf_live_note(t, tab, e);
+        if (mf_opt.live) /* off, no call: 21 instructions of a sample at N=1 */
+            mf_live_note(t, tab, e);
     }
     s->known_table = e ? tab : NULL; /* a lookup that found or made e remembered pcs' frames */
     s->known_gen = tab->last_gen;
