@@ -925,7 +925,7 @@ def startup_bench():
             print("run_bench: startup round %d/%d done" % (rnd + 1, ROUNDS), flush=True)
     finally:
         if ext4:
-            journaled_ext4_unmount(ext4)
+            journaled_ext4_unmount()
 
     lines = ["## Start-up and exit: loops of short processes (`startup`)", "",
              "CPU of the whole loop (the shell and every child) over the same loop without"
@@ -987,43 +987,46 @@ def root_fs_journal():
     return ""
 
 
+EXT4_IMAGE = os.path.join(WORK, "ext4.img")  # the journaled ext4 of the startup loop
+EXT4_MOUNT = os.path.join(WORK, "ext4")
+
+
 def journaled_ext4_mount():
     """An ext4 with a journal (mkfs.ext4's default, as a Debian install has) made in an image
     file and loop-mounted, for the startup loop's profiles: (mount point or None, a note for
     the report)."""
     where = root_fs_journal()
-    note = "the temporary directory (%s) is on ext4 %s" % (tempfile.gettempdir(), where) \
-        if where else ""
+    prefix = ("the temporary directory (%s) is on ext4 %s; " % (tempfile.gettempdir(), where)
+              if where else "")
     mkfs = shutil.which("mkfs.ext4") or "/usr/sbin/mkfs.ext4"
     if os.geteuid() != 0 or not os.path.exists(mkfs) or not shutil.which("mount"):
-        return None, (note + "; " if note else "") + \
-            "no ext4 with a journal measured (it needs root, mkfs.ext4 and a loop device)"
-    img, mnt = os.path.join(WORK, "ext4.img"), os.path.join(WORK, "ext4")
+        return None, prefix + ("no ext4 with a journal measured (it needs root, mkfs.ext4 and a"
+                               " loop device)")
     try:
-        os.makedirs(mnt, exist_ok=True)
-        if os.path.ismount(mnt):  # left by a run that was killed
-            journaled_ext4_unmount(mnt)
-        with open(img, "wb") as f:
+        os.makedirs(EXT4_MOUNT, exist_ok=True)
+        if os.path.ismount(EXT4_MOUNT):  # left by a run that was killed
+            journaled_ext4_unmount()
+        with open(EXT4_IMAGE, "wb") as f:
             f.truncate(1 << 30)
-        subprocess.run([mkfs, "-q", "-F", img], check=True, stdout=subprocess.DEVNULL,
+        subprocess.run([mkfs, "-q", "-F", EXT4_IMAGE], check=True, stdout=subprocess.DEVNULL,
                        stderr=subprocess.PIPE)
-        subprocess.run(["mount", "-o", "loop", img, mnt], check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE)
+        subprocess.run(["mount", "-o", "loop", EXT4_IMAGE, EXT4_MOUNT], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     except (OSError, subprocess.CalledProcessError) as e:
         err = getattr(e, "stderr", b"") or b""
-        if os.path.exists(img):
-            os.unlink(img)
-        return None, (note + "; " if note else "") + "no ext4 with a journal measured: %s" % (
+        if os.path.exists(EXT4_IMAGE):
+            os.unlink(EXT4_IMAGE)
+        return None, prefix + "no ext4 with a journal measured: %s" % (
             err.decode(errors="replace").strip().splitlines()[-1:] or [str(e)])[0]
-    os.chmod(mnt, 0o700)
-    return mnt, (note + "; " if note else "") + \
-        "ext4 with a journal: a 1 GiB image made by mkfs.ext4 and loop-mounted"
+    os.chmod(EXT4_MOUNT, 0o700)
+    return EXT4_MOUNT, prefix + ("ext4 with a journal: a 1 GiB image made by mkfs.ext4 and"
+                                 " loop-mounted")
 
 
-def journaled_ext4_unmount(mnt):
-    subprocess.run(["umount", mnt], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def journaled_ext4_unmount():
+    subprocess.run(["umount", EXT4_MOUNT], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        os.unlink(os.path.join(WORK, "ext4.img"))
+        os.unlink(EXT4_IMAGE)
     except OSError:
         pass
 
