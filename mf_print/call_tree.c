@@ -1,6 +1,7 @@
 /* Builds the caller tree from the model's stacks, as the report shows their frames, by
  * grouping the stacks in place (call_tree.h): time and memory linear in the frames, and
  * nodes only where the report prints. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -368,6 +369,18 @@ uint32_t mf_paths_count_distinct(const struct mf_paths *ps)
     return merged;
 }
 
+struct mf_distinct {
+    const struct mf_paths *ps;
+    uint32_t n;
+};
+
+static void *mf_count_distinct_thread(void *arg)
+{
+    struct mf_distinct *d = arg;
+    d->n = mf_paths_count_distinct(d->ps);
+    return NULL;
+}
+
 void mf_tree_build(struct mf_tree *t, const struct mf_model *m, double threshold,
                    uint64_t total)
 {
@@ -385,8 +398,17 @@ void mf_tree_build(struct mf_tree *t, const struct mf_model *m, double threshold
         root->var += s->var;
         root->bytes_var += s->bytes_var;
     }
-    t->merged_stacks = mf_paths_count_distinct(&b.ps);
+    /* The distinct stacks are counted on a second thread while this one groups them: the
+     * count reads only what grouping leaves alone (refs, first, len, site_key, ft). */
+    struct mf_distinct distinct = {&b.ps, 0};
+    pthread_t counter;
+    bool threaded = pthread_create(&counter, NULL, mf_count_distinct_thread, &distinct) == 0;
     mf_expand(&b, 0, 0, b.ps.n, 0);
+    if (threaded)
+        pthread_join(counter, NULL);
+    else
+        mf_count_distinct_thread(&distinct);
+    t->merged_stacks = distinct.n;
     for (uint32_t i = 0; i < t->n; i++) {
         struct mf_node *n = &t->nodes[i];
         n->children = n->nchildren ? t->child_ids + (uintptr_t)n->children : NULL;

@@ -102,10 +102,22 @@ static size_t mf_slot(uint64_t key, size_t mask)
 
 uint64_t mf_hash_u64s(const uint64_t *v, size_t n, uint64_t seed)
 {
-    uint64_t h = 0xcbf29ce484222325u ^ seed;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ v[i]) * 0x9e3779b97f4a7c15u + (h >> 29);
-    return mf_hash_u64(h ^ n);
+    mf_key_init();
+    /* Four lanes: one chain of multiplies waits on each multiply in turn (a 40-frame stack
+     * took 200 ns of the 10^6-stack profile's reading); keyed like the rest, so that a file
+     * cannot choose stacks of one hash. */
+    const uint64_t k = 0x9e3779b97f4a7c15u;
+    uint64_t a = mf_key[0] ^ seed, b = mf_key[1], c = ~mf_key[0], d = mf_key[1] ^ n;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        a = (a ^ v[i]) * k + (a >> 29);
+        b = (b ^ v[i + 1]) * k + (b >> 29);
+        c = (c ^ v[i + 2]) * k + (c >> 29);
+        d = (d ^ v[i + 3]) * k + (d >> 29);
+    }
+    for (; i < n; i++)
+        a = (a ^ v[i]) * k + (a >> 29);
+    return mf_hash_u64(mf_hash_u64(a ^ mf_hash_u64(b)) ^ mf_hash_u64(c ^ mf_hash_u64(d ^ n)));
 }
 
 static void mf_map_grow(struct mf_map *m)

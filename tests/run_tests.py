@@ -1164,6 +1164,13 @@ def main():
                     help="run only the Rust quickstart check")
     ap.add_argument("--keep", action="store_true", help="keep the temporary output directories")
     args = ap.parse_args()
+    # Started as a background job of a script (`cmd &`), the runner inherits SIGINT and
+    # SIGQUIT ignored, and so would every program it runs: the launcher, like a shell, keeps
+    # an ignored signal ignored, and the tests that signal it would wait forever.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
     if args.rust_example:
         tests = [("test_rust_quickstart_exact_counts", rust_quickstart)]

@@ -290,6 +290,98 @@ def test_validate_hash_keys_cannot_be_chosen_to_collide():
               f"{times['random']:.2f} s")
 
 
+def old_stack_hash_chain(frames, seed):
+    """mf_print's stack hash before it was keyed, up to its final mix: a chain of
+    (h ^ v) * K + (h >> 29) from a constant."""
+    m = (1 << 64) - 1
+    h = 0xCBF29CE484222325 ^ seed
+    for v in frames:
+        h = (((h ^ v) * 0x9E3779B97F4A7C15) + (h >> 29)) & m
+    return h
+
+
+@rt.test
+def test_validate_stacks_cannot_be_chosen_to_share_a_hash():
+    """16,384 two-frame stacks whose second frame is solved so that every stack's unkeyed
+    hash is the same (the chain's last step is invertible): one probe chain for all of them,
+    16,384^2 / 2 comparisons. Stacks are hashed with the run's key, so they cost what random
+    stacks do."""
+    r, files = four_threads()
+    n, target = 16384, 0x0123456789ABCDEF
+    k_inv = pow(0x9E3779B97F4A7C15, -1, 1 << 64)
+    m = (1 << 64) - 1
+    times = {}
+    for kind in ("random", "colliding"):
+        d = copy_profile(r.profile, kind)
+        one_module_everywhere(rt.process_files(d)[0], rt.c_program("four_threads"))
+        for k, f in files.items():
+            if k != 0:
+                os.unlink(moved(f, d))
+        path = moved(files[0], d)
+        data = read(path)[:T_HEADER_BYTES]
+        struct.pack_into("<Q", data, T_NSEG, 0)
+        struct.pack_into("<I", data, T_MAX_DEPTH, 16)
+        calls = struct.unpack_from("<Q", data, T_TOTALS)[0]  # malloc's exact calls
+        struct.pack_into("<Q", data, T_TOTALS, calls + n)
+        rng = random.Random(13)
+        frames = []
+        for i in range(n):
+            v1 = 0x100000 + 16 * i
+            if kind == "colliding":
+                h1 = old_stack_hash_chain([v1], 2)  # seed: process 0, flags 0, depth 2
+                v2 = (((target - (h1 >> 29)) * k_inv) & m) ^ h1
+                assert old_stack_hash_chain([v1, v2], 2) == target
+            else:
+                v2 = rng.getrandbits(64) | 1
+            frames += [v1, v2]
+        append_segment(data, 32768, 2 * n, [(2, 2 * i, 1, 1) for i in range(n)], frames)
+        write(path, data)
+        best = None
+        for _ in range(2):
+            t0 = time.monotonic()
+            out = run_print(["--dir", d, "--format", "csv"], timeout=120)
+            took = time.monotonic() - t0
+            best = took if best is None else min(best, took)
+        rt.expect_eq((out.returncode, out.stderr), (0, b""), f"{kind}: status, stderr")
+        rows = rt.parse_csv(out.stdout.decode())
+        rt.expect_eq(sum(row.calls for row in rows if len(row.stack) == 2), n,
+                     f"{kind}: calls of the two-frame stacks")
+        times[kind] = best
+    rt.expect(times["colliding"] < 3 * times["random"] + 0.3,
+              f"colliding stacks took {times['colliding']:.2f} s, random ones "
+              f"{times['random']:.2f} s")
+
+
+MF_READ_SPLIT_MIN = 32 << 20  # mf_print/profile_read.c: a file this large is read in halves
+
+
+@rt.test
+def test_validate_a_large_file_is_read_whole_in_two_halves():
+    """html_100k_stacks' thread file (100,000 one-call stacks, ~50 MB) is above the size
+    from which two threads read it, a half each: every stack comes out, exact. Cut short
+    inside its second half, it is named in one line."""
+    r = rt.run_ok([rt.c_program("html_100k_stacks")])
+    (path,) = rt.thread_files(r.profile)
+    size = os.path.getsize(path)
+    rt.expect(size >= MF_READ_SPLIT_MIN, f"the thread file is {size:,} bytes")
+    out = run_print(["--dir", r.profile, "--format", "csv"])
+    rt.expect_eq((out.returncode, out.stderr), (0, b""), "status, stderr")
+    rows = rt.parse_csv(out.stdout.decode())
+    by_bytes = {}
+    for row in rows:
+        by_bytes[row.bytes] = by_bytes.get(row.bytes, 0) + row.calls
+    rt.expect_eq((len(rows), {row.calls for row in rows}, len({tuple(row.stack) for row in rows})),
+                 (100000, {1}, 100000), "rows, calls per row, distinct stacks")
+    rt.expect_eq(by_bytes, {16: 25000, 32: 25000, 48: 25000, 64: 25000}, "calls by size")
+    bad = copy_profile(r.profile)
+    os.truncate(moved(path, bad), size * 3 // 4)
+    out = run_print(["--dir", bad, "--format", "csv"])
+    err = out.stderr.decode().splitlines()
+    rt.expect(len(err) == 1 and err[0].startswith(skip_line(bad, path, "truncated: segment")),
+              f"stderr: {err}")
+    rt.expect_eq(out.returncode, 0, "exit status")
+
+
 # ---- 3. nothing counted twice, no sum that wraps, no share above 100 % ------------------------
 
 @rt.test
