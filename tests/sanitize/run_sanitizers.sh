@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the core (linked statically, as in the Rust crate) under TSan, ASan and UBSan, and
-# mf_print under ASan+UBSan on the profiles it wrote and on damaged copies of them.
+# mf_print under ASan+UBSan on the profiles it wrote and on damaged copies of them, and
+# under TSan on a profile large enough for its second thread.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 out=$top/build/sanitize
@@ -99,6 +100,26 @@ rc=0
 "$out/mf_print_asan" --dir "$bad" --format csv >"$out/damaged.csv" 2>"$out/damaged.err" || rc=$?
 check "mf_print_asan_survives_damaged_files" test $rc = 0 -a -s "$out/damaged.csv"
 check "mf_print_names_the_truncated_file" grep -q "$(basename "${files[0]}")" "$out/damaged.err"
+
+# A thread file above 32 MiB (mf_print/profile_read.c's MF_READ_SPLIT_MIN): two threads read
+# it, and the tree counts its distinct stacks on a second thread; 100,000 one-call stacks.
+gcc $cflags -fsanitize=thread -o "$out/mf_print_tsan" "$top"/mf_print/*.c -ldw -lelf -liberty -lz
+gcc -O1 -g -fno-omit-frame-pointer -o "$out/html_100k_stacks" "$top/tests/programs/html_100k_stacks.c"
+big=$out/big && mkdir -p "$big"
+MALLOC_FREQ_SAMPLE=1 MALLOC_FREQ_DIR=$big LD_PRELOAD=$top/build/libmalloc_freq.so "$out/html_100k_stacks" >/dev/null
+bprof=$(ls -d "$big"/malloc_freq.* | head -1)
+check "large_profile_is_above_the_split" test "$(stat -c %s "$bprof"/thread.*)" -ge $((32 << 20))
+for kind in tsan asan; do
+    ok=1
+    TSAN_OPTIONS=halt_on_error=1 "$out/mf_print_$kind" --dir "$bprof" --threshold 0 >"$out/big_$kind.tree" 2>"$out/big_$kind.err" || ok=0
+    check "mf_print_${kind}_tree_of_a_large_profile_runs_clean" test $ok = 1 -a ! -s "$out/big_$kind.err"
+    check "mf_print_${kind}_counts_the_large_profiles_stacks" \
+        grep -q "stacks     100,000 distinct, 100,000 after trimming" "$out/big_$kind.tree"
+    check "mf_print_${kind}_reads_a_large_profile_whole" test "$(TSAN_OPTIONS=halt_on_error=1 "$out/mf_print_$kind" --dir "$bprof" --format csv |
+        python3 -c 'import csv, sys
+rows = list(csv.DictReader(sys.stdin))
+print(len(rows), sum(int(r["calls"]) for r in rows), sum(int(r["bytes"]) for r in rows))')" = "100000 100000 4000000"
+done
 
 echo "$pass passed, $fail failed"
 test $fail = 0
