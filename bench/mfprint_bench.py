@@ -227,8 +227,9 @@ def main():
               " by `dd` (1 MiB blocks, no sync), after an mf_print run, its output deleted and"
               " %.0f s of pause (outputs of 128 MiB and more; mf_print reads for seconds before"
               " it writes, and meanwhile this machine hands freed memory back to its host),"
-              " median over the runs after the first: what the bytes take, whatever writes"
-              " them." % WRITE_PAUSE]
+              " median over the runs after the first: what the bytes take through the page"
+              " cache. mf_print writes a file's bytes past its first 64 MiB uncached"
+              " (RWF_DONTCACHE, Linux 6.14 and later), which can take less." % WRITE_PAUSE]
     if failures:
         lines += ["", "## Failures", ""] + ["- " + x.replace("\n", " ")[:600] for x in failures]
     text = "\n".join(lines) + "\n"

@@ -10,9 +10,12 @@
  * RFC 3986's %XX), so that splitting at ';' and percent-decoding each part gives back every
  * name byte for byte (Rust's `<[u8; 4] as T>::f`, a C++ `operator,`), and the file is valid
  * UTF-8. ',' '"' and spaces are left to the CSV quoting. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 
 #include "mf_print.h"
 #include "report.h"
@@ -315,7 +318,49 @@ struct mf_out {
     pthread_cond_t cv;
     size_t pending; /* bytes of buf[!cur] the writer is to write; 0: it is free */
     bool done;
+    int fd;           /* f's, a regular file's: written uncached past MF_CACHED_OUT; else -1 */
+    bool uncached;    /* written so from now on */
+    uint64_t written; /* bytes handed on so far */
+    int err;          /* the first write's errno that failed (the writer thread's own) */
 };
+
+#ifndef RWF_DONTCACHE
+#define RWF_DONTCACHE 0x00000080 /* Linux 6.14 */
+#endif
+/* The first bytes of a file are written as usual, into the page cache, where the script
+ * that reads the report next finds them; from there on RWF_DONTCACHE drops each page once
+ * it is on disk. A report of gigabytes (4 GB of CSV at 10^6 stacks) then never pushes the
+ * page cache out, and on this machine it writes in a fifth of the time: 3.9 GB took 11-14 s
+ * of kernel time into the page cache, 2.8-3.5 s uncached, memory that writeback frees being
+ * reused at once rather than taken anew from a host that reclaims what the guest freed. A
+ * kernel or file system without it (EOPNOTSUPP), a pipe or a terminal: written as usual. */
+#define MF_CACHED_OUT ((uint64_t)64 << 20)
+
+static void mf_out_write(struct mf_out *o, const char *p, size_t len)
+{
+    if (o->fd >= 0 && !o->uncached && o->written >= MF_CACHED_OUT) {
+        if (fflush(o->f) == 0) /* what the stream holds goes first */
+            o->uncached = true;
+        else
+            o->fd = -1; /* the stream's own error, which it reports */
+    }
+    o->written += len;
+    while (o->uncached && len) {
+        struct iovec v = {(void *)p, len};
+        ssize_t n = pwritev2(o->fd, &v, 1, -1, RWF_DONTCACHE);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) { /* unsupported, or a write error the stream's write then meets too */
+            o->uncached = false;
+            o->fd = -1;
+            break;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    if (len && fwrite(p, 1, len, o->f) != len && !o->err)
+        o->err = errno ? errno : EIO;
+}
 
 static void *mf_out_writer(void *arg)
 {
@@ -329,7 +374,7 @@ static void *mf_out_writer(void *arg)
         size_t len = o->pending;
         const char *p = o->buf[!o->cur];
         pthread_mutex_unlock(&o->mu);
-        fwrite(p, 1, len, o->f);
+        mf_out_write(o, p, len);
         pthread_mutex_lock(&o->mu);
         o->pending = 0;
         pthread_cond_broadcast(&o->cv);
@@ -342,6 +387,8 @@ static void mf_out_begin(struct mf_out *o, FILE *f)
 {
     memset(o, 0, sizeof *o);
     o->f = f;
+    struct stat st;
+    o->fd = fileno(f) >= 0 && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) ? fileno(f) : -1;
     o->buf[0] = mf_xmalloc(MF_OUT_BUF);
     o->buf[1] = mf_xmalloc(MF_OUT_BUF);
     o->cap = MF_OUT_BUF - MF_PAD;
@@ -356,7 +403,7 @@ static void mf_out_flush(struct mf_out *o)
     if (!o->n)
         return;
     if (!o->threaded) {
-        fwrite(o->buf[o->cur], 1, o->n, o->f);
+        mf_out_write(o, o->buf[o->cur], o->n);
         o->n = 0;
         return;
     }
@@ -384,6 +431,10 @@ static void mf_out_end(struct mf_out *o)
     pthread_cond_destroy(&o->cv);
     free(o->buf[0]);
     free(o->buf[1]);
+    /* errno is per thread: the caller's message (mf_output_close) names the writer's error,
+     * not whatever this thread's errno last held ("Invalid argument" for a full disk) */
+    if (o->err)
+        errno = o->err;
 }
 
 static void mf_out_put(struct mf_out *o, const char *s, size_t len)

@@ -11,6 +11,7 @@ test_formats_agree_exactly checks every one of them."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import unicodedata
 
@@ -469,3 +470,80 @@ def test_sampled_formats_show_the_same_estimates():
         e = 100.0 * s["calls_stderr"] / s["calls"]
         shown = f"{e:.1f}%" if e < 9.95 else f"{e:.0f}%"
         rt.expect_eq(shown, errors.get(site), f"{site}: JSON's relative error vs the tree's ±")
+
+
+MF_CACHED_OUT = 64 << 20  # mf_print/report_csv.c: a file's bytes past this are written uncached
+
+
+@rt.test
+def test_a_large_csv_in_a_file_is_the_csv_through_a_pipe():
+    """html_100k_stacks' CSV is 108 MB: past its first 64 MiB a regular file is written with
+    RWF_DONTCACHE (Linux 6.14; elsewhere as usual). With -o, with > and with >> after a line
+    of its own, the file holds byte for byte what a pipe carries; strace sees the uncached
+    writes tried."""
+    r = rt.run_ok([rt.c_program("html_100k_stacks")])
+    piped = subprocess.run([rt.MF_PRINT, "--dir", r.profile, "--format", "csv"],
+                           capture_output=True, check=True).stdout
+    rt.expect(len(piped) > MF_CACHED_OUT + (16 << 20), f"the CSV is {len(piped):,} bytes")
+    d = rt.fresh_dir()
+    out = os.path.join(d, "o.csv")
+    subprocess.run([rt.MF_PRINT, "--dir", r.profile, "--format", "csv", "-o", out], check=True)
+    with open(out, "rb") as f:
+        rt.expect(f.read() == piped, "-o FILE differs from the pipe's bytes")
+    redirected = os.path.join(d, "r.csv")
+    with open(redirected, "wb") as f:
+        subprocess.run([rt.MF_PRINT, "--dir", r.profile, "--format", "csv"], stdout=f, check=True)
+    with open(redirected, "rb") as f:
+        rt.expect(f.read() == piped, "> FILE differs from the pipe's bytes")
+    appended = os.path.join(d, "a.csv")
+    with open(appended, "wb") as f:
+        f.write(b"a line of its own\n")
+    with open(appended, "ab") as f:
+        subprocess.run([rt.MF_PRINT, "--dir", r.profile, "--format", "csv"], stdout=f, check=True)
+    with open(appended, "rb") as f:
+        rt.expect(f.read() == b"a line of its own\n" + piped, ">> FILE differs")
+    if shutil.which("strace"):
+        trace = os.path.join(d, "trace")
+        subprocess.run(["strace", "-f", "-e", "trace=pwritev2", "-o", trace, rt.MF_PRINT,
+                        "--dir", r.profile, "--format", "csv", "-o", out], check=True)
+        with open(trace) as f:
+            calls = [l for l in f if "pwritev2(" in l]
+        rt.expect(calls and all("0x80" in l or "RWF_DONTCACHE" in l for l in calls),
+                  f"uncached writes: {calls[:2]}")
+        with open(out, "rb") as f:
+            rt.expect(f.read() == piped, "-o FILE under strace differs")
+
+
+@rt.test
+def test_a_full_disk_is_named_in_one_line():
+    """The same 108 MB CSV into an ext4 of 80 MiB (loop-mounted: as root only): the disk
+    fills in the uncached part, and the error is the disk's (it was the main thread's stale
+    errno, "Invalid argument": the second thread that writes had met the error), with -o and
+    with >, exit status 1."""
+    mkfs = shutil.which("mkfs.ext4") or "/usr/sbin/mkfs.ext4"
+    if os.geteuid() != 0 or not os.path.exists(mkfs):
+        return
+    r = rt.run_ok([rt.c_program("html_100k_stacks")])
+    d = rt.fresh_dir()
+    image, mnt = os.path.join(d, "small.img"), os.path.join(d, "small")
+    os.mkdir(mnt)
+    with open(image, "wb") as f:
+        f.truncate(80 << 20)
+    subprocess.run([mkfs, "-q", "-F", image], check=True, capture_output=True)
+    subprocess.run(["mount", "-o", "loop", image, mnt], check=True, capture_output=True)
+    try:
+        out = os.path.join(mnt, "o.csv")
+        p = subprocess.run([rt.MF_PRINT, "--dir", r.profile, "--format", "csv", "-o", out],
+                           capture_output=True)
+        rt.expect_eq((p.returncode, p.stderr.decode()),
+                     (1, f"mf_print: cannot write the report to {out}: No space left on device\n"),
+                     "-o on a full disk: status, stderr")
+        os.unlink(out)
+        with open(os.path.join(mnt, "r.csv"), "wb") as f:
+            p = subprocess.run([rt.MF_PRINT, "--dir", r.profile, "--format", "csv"], stdout=f,
+                               stderr=subprocess.PIPE)
+        rt.expect_eq((p.returncode, p.stderr.decode()),
+                     (1, "mf_print: cannot write the report: No space left on device\n"),
+                     "> on a full disk: status, stderr")
+    finally:
+        subprocess.run(["umount", mnt], check=False)
