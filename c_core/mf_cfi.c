@@ -14,6 +14,7 @@
  * table) is MF_CFI_OTHER: libunwind walks such stacks, loaded only then. Every read stays
  * inside the loaded segment that holds the table. */
 #include <link.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "mf_internal.h"
@@ -60,7 +61,7 @@ static uint64_t mf_get(struct mf_cur *c, unsigned n)
     return v;
 }
 
-static uint64_t mf_uleb(struct mf_cur *c)
+static uint64_t mf_uleb_long(struct mf_cur *c)
 {
     uint64_t v = 0;
     for (unsigned shift = 0; shift < 64; shift += 7) {
@@ -71,6 +72,14 @@ static uint64_t mf_uleb(struct mf_cur *c)
     }
     c->bad = true;
     return 0;
+}
+
+/* Most operands are one byte (a register, an offset under 128): read in line. */
+static inline uint64_t mf_uleb(struct mf_cur *c)
+{
+    if (!c->bad && c->p < c->end && !(*c->p & 0x80))
+        return *c->p++;
+    return mf_uleb_long(c);
 }
 
 static int64_t mf_sleb(struct mf_cur *c)
@@ -426,48 +435,117 @@ static void mf_cfi_from_hdr(uintptr_t hdr, uintptr_t lo, uintptr_t hi, uintptr_t
     mf_cfa_rule(&row, out);
 }
 
+/* The objects the last lookups found, good while the loader has loaded and unloaded nothing
+ * since (its counts, dlpi_adds and dlpi_subs, as they were): a lookup then finds its object
+ * here from dl_iterate_phdr's first callback and stops, instead of visiting every object's
+ * program headers (93 K of the 185 K instructions one `ls /usr/lib` spent reading rules; a
+ * program of a hundred libraries pays a hundred visits a new address). The table is read
+ * and parsed inside the callback as before, under the loader's lock, which dlclose takes
+ * before it unmaps; `busy` keeps two threads apart where a loader does not lock callbacks. */
+#define MF_CFI_OBJECTS 16
+struct mf_cfi_object {
+    uintptr_t lo, hi;               /* the loaded segment that held the address */
+    uintptr_t hdr, seg_lo, seg_hi;  /* its .eh_frame_hdr and the segment holding it; hdr 0: none */
+};
+static struct {
+    int busy;
+    bool valid;
+    unsigned long long adds, subs;
+    uint32_t n, next;
+    struct mf_cfi_object o[MF_CFI_OBJECTS];
+} mf_cfi_objects;
+
 struct mf_cfi_find {
     uintptr_t target;
     bool found;
+    bool first;  /* the next callback is the first */
+    bool cached; /* this lookup holds mf_cfi_objects */
     struct mf_cfi_rule rule;
 };
 
+static void mf_cfi_read(const struct mf_cfi_object *o, struct mf_cfi_find *q)
+{
+    q->found = true;
+    q->rule.kind = MF_CFI_OTHER;
+    if (o->hdr)
+        mf_cfi_from_hdr(o->hdr, o->seg_lo, o->seg_hi, q->target, &q->rule);
+}
+
+/* At the first callback: the object that holds the target if the cache knows it; else the
+ * cache is emptied if the loader's counts moved (or are not given). */
+static bool mf_cfi_cached(struct dl_phdr_info *info, size_t size, struct mf_cfi_find *q)
+{
+    bool counts = size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs;
+    if (counts && mf_cfi_objects.valid && info->dlpi_adds == mf_cfi_objects.adds &&
+        info->dlpi_subs == mf_cfi_objects.subs) {
+        for (uint32_t i = 0; i < mf_cfi_objects.n; i++) {
+            const struct mf_cfi_object *o = &mf_cfi_objects.o[i];
+            if (o->lo <= q->target && q->target - o->lo < o->hi - o->lo) {
+                mf_cfi_read(o, q);
+                return true;
+            }
+        }
+        return false;
+    }
+    mf_cfi_objects.valid = counts;
+    mf_cfi_objects.n = mf_cfi_objects.next = 0;
+    if (counts) {
+        mf_cfi_objects.adds = info->dlpi_adds;
+        mf_cfi_objects.subs = info->dlpi_subs;
+    }
+    return false;
+}
+
 static int mf_cfi_visit(struct dl_phdr_info *info, size_t size, void *arg)
 {
-    (void)size;
     struct mf_cfi_find *q = arg;
-    const ElfW(Phdr) *eh = NULL;
-    bool holds = false;
+    if (q->first) {
+        q->first = false;
+        if (q->cached && mf_cfi_cached(info, size, q))
+            return 1;
+    }
+    const ElfW(Phdr) *eh = NULL, *load = NULL;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         uintptr_t a = info->dlpi_addr + ph->p_vaddr;
         if (ph->p_type == PT_LOAD && a <= q->target && q->target - a < ph->p_memsz)
-            holds = true;
+            load = ph;
         else if (ph->p_type == PT_GNU_EH_FRAME)
             eh = ph;
     }
-    if (!holds)
+    if (!load)
         return 0;
-    q->found = true;
-    q->rule.kind = MF_CFI_OTHER;
-    if (!eh)
-        return 1;
-    uintptr_t hdr = info->dlpi_addr + eh->p_vaddr;
-    for (int i = 0; i < info->dlpi_phnum; i++) { /* the readable segment that holds it */
+    struct mf_cfi_object o = {info->dlpi_addr + load->p_vaddr,
+                              info->dlpi_addr + load->p_vaddr + load->p_memsz, 0, 0, 0};
+    uintptr_t hdr = eh ? info->dlpi_addr + eh->p_vaddr : 0;
+    for (int i = 0; hdr && i < info->dlpi_phnum; i++) { /* the readable segment that holds it */
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         uintptr_t a = info->dlpi_addr + ph->p_vaddr;
         if (ph->p_type == PT_LOAD && (ph->p_flags & PF_R) && a <= hdr && hdr - a < ph->p_filesz) {
-            mf_cfi_from_hdr(hdr, a, a + ph->p_filesz, q->target, &q->rule);
+            o.hdr = hdr;
+            o.seg_lo = a;
+            o.seg_hi = a + ph->p_filesz;
             break;
         }
     }
+    if (q->cached && mf_cfi_objects.valid) {
+        mf_cfi_objects.o[mf_cfi_objects.next] = o;
+        mf_cfi_objects.next = (mf_cfi_objects.next + 1) % MF_CFI_OBJECTS;
+        if (mf_cfi_objects.n < MF_CFI_OBJECTS)
+            mf_cfi_objects.n++;
+    }
+    mf_cfi_read(&o, q);
     return 1;
 }
 
 bool mf_cfi_rule_at(uintptr_t pc, struct mf_cfi_rule *rule)
 {
-    struct mf_cfi_find q = {.target = pc - 1, .found = false, .rule = {.kind = MF_CFI_OTHER}}; /* the call, not what follows */
+    struct mf_cfi_find q = {.target = pc - 1, /* the call, not what follows */
+                            .first = true, .rule = {.kind = MF_CFI_OTHER}};
+    q.cached = !__atomic_exchange_n(&mf_cfi_objects.busy, 1, __ATOMIC_ACQUIRE);
     dl_iterate_phdr(mf_cfi_visit, &q);
+    if (q.cached)
+        __atomic_store_n(&mf_cfi_objects.busy, 0, __ATOMIC_RELEASE);
     *rule = q.rule;
     return q.found;
 }

@@ -7,6 +7,7 @@ needs it: never by `ls`, which a short-process loop runs a thousand times, and b
 program whose signal frame only libunwind can step through."""
 import os
 import shutil
+import subprocess
 
 import run_tests as rt
 from run_tests import expect, expect_eq
@@ -93,3 +94,28 @@ def test_libunwind_is_loaded_only_when_a_stack_needs_it():
         loaded, r = _loads_libunwind([rt.c_program("hostile_frames")])
         expect(loaded, "hostile_frames did not load libunwind for its signal frame")
         rt.expect_sites(rt.csv_rows(r.profile), rt.HOSTILE_SITES)
+
+
+@rt.test
+def test_cfi_cache_forgets_a_closed_library():
+    """mf_cfi.c keeps the objects its lookups found while the loader's counts of loads and
+    unloads stand still. A library closed and another mapped at its address (of other code:
+    one built with frame pointers, one without and in another order) must get its own rules:
+    those of every 4th byte of its code, read after the first one's were, are those a
+    process that never loaded the first one reads. (With the counts not checked, 64 of
+    187 differ.)"""
+    core = os.path.join(rt.REPO, "c_core")
+    liba = rt.build("libcfi_variant1.so", ["cfi_variant_lib.c"], shared=True,
+                    libs=("-DVARIANT=1",))
+    libb = rt.build("libcfi_variant2.so", ["cfi_variant_lib.c"], shared=True,
+                    libs=("-DVARIANT=2", "-O2", "-fomit-frame-pointer"))
+    prog = rt.build("cfi_reload", ["cfi_reload.c", os.path.join(core, "mf_cfi.c")],
+                    libs=("-D_GNU_SOURCE", "-I" + core, "-ldl"))
+    fresh = subprocess.run([prog, libb], capture_output=True, text=True, check=True).stdout
+    after = subprocess.run([prog, liba, libb], capture_output=True, text=True, check=True).stdout
+    first, _, rules = after.partition("\n")
+    expect_eq(first, "same address", "where the second library was mapped (else this proves nothing)")
+    kinds = {line.split()[2] for line in fresh.splitlines()}
+    expect(len(fresh.splitlines()) > 100 and len(kinds) >= 2, f"rules read: {fresh[:200]!r}")
+    expect(rules == fresh, "rules after the first library was closed differ from a fresh "
+           f"process's: {sum(a != b for a, b in zip(rules.splitlines(), fresh.splitlines()))} lines")
