@@ -2,6 +2,7 @@
  * grouping the stacks in place (call_tree.h): time and memory linear in the frames, and
  * nodes only where the report prints. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,20 +11,40 @@
 
 /* ---- the stacks as paths ---------------------------------------------------------------- */
 
-void mf_paths_build(struct mf_paths *ps, const struct mf_model *m)
+void mf_paths_build(struct mf_paths *ps, const struct mf_model *m, bool outer)
 {
     memset(ps, 0, sizeof *ps);
     ps->m = m;
     ps->n = m->nstacks;
-    ps->ft = mf_xmalloc(((size_t)m->nframes + MF_REF_NPSEUDO) * sizeof *ps->ft);
+    /* outer: a frame for each wrapper folded into some site, after the pseudo-frames */
+    struct mf_map vias = {0};
+    uint32_t nvias = 0, *via_ids = NULL;
+    for (uint32_t i = 0; outer && i < m->nstacks; i++) {
+        bool added;
+        if (!m->stacks[i].via)
+            continue;
+        mf_map_put(&vias, m->stacks[i].via, NULL, NULL, nvias, &added);
+        if (added) {
+            via_ids = mf_xrealloc(via_ids, (nvias + 1) * sizeof *via_ids);
+            via_ids[nvias++] = m->stacks[i].via;
+        }
+    }
+    uint32_t via_ft = m->nframes + MF_REF_NPSEUDO;
+    ps->ft = mf_xmalloc(((size_t)via_ft + nvias) * sizeof *ps->ft);
     if (m->nframes)
         memcpy(ps->ft, m->frames, m->nframes * sizeof *ps->ft);
     for (uint32_t k = 0; k < MF_REF_NPSEUDO; k++)
         ps->ft[m->nframes + k] = mf_model_ref_frame(m, MF_REF_PSEUDO + k);
+    for (uint32_t k = 0; k < nvias; k++) {
+        char buf[4096];
+        snprintf(buf, sizeof buf, "[via %s]", mf_str(via_ids[k]));
+        ps->ft[via_ft + k] = (struct mf_frame){mf_intern(buf), 0, 0, false};
+    }
+    free(via_ids);
     size_t total = 0;
     for (uint32_t i = 0; i < m->nstacks; i++) {
         const struct mf_stack *s = &m->stacks[i];
-        total += 1;
+        total += 1 + (outer && s->via);
         for (uint32_t k = 0; k < s->depth; k++)
             total += m->locs[m->stack_locs[s->first + k]].n;
     }
@@ -42,18 +63,33 @@ void mf_paths_build(struct mf_paths *ps, const struct mf_model *m)
     for (uint32_t i = 0; i < ps->n; i++) {
         ps->first[i] = ps->nrefs;
         ps->len[i] = mf_model_frame_refs(m, &m->stacks[i], &ps->refs, &ps->nrefs, &ps->refs_cap);
-        for (size_t k = ps->first[i]; k < ps->nrefs; k++)
-            if (ps->refs[k] >= MF_REF_PSEUDO)
-                ps->refs[k] = m->nframes + (ps->refs[k] - MF_REF_PSEUDO);
+        uint32_t *r = ps->refs + ps->first[i];
+        for (uint32_t k = 0; k < ps->len[i]; k++)
+            if (r[k] >= MF_REF_PSEUDO)
+                r[k] = m->nframes + (r[k] - MF_REF_PSEUDO);
+        for (uint32_t k = 0; outer && k < ps->len[i] / 2; k++) {
+            uint32_t x = r[k];
+            r[k] = r[ps->len[i] - 1 - k];
+            r[ps->len[i] - 1 - k] = x;
+        }
+        if (outer && m->stacks[i].via) {
+            if (ps->nrefs == ps->refs_cap) {
+                ps->refs_cap *= 2;
+                ps->refs = mf_xrealloc(ps->refs, ps->refs_cap * sizeof *ps->refs);
+            }
+            ps->refs[ps->nrefs++] = via_ft + mf_map_get(&vias, m->stacks[i].via, NULL, NULL);
+            ps->len[i]++;
+        }
         ps->order[i] = i;
     }
-    for (uint32_t k = 0; k < m->nframes + MF_REF_NPSEUDO; k++)
+    mf_map_free(&vias);
+    for (uint32_t k = 0; k < via_ft + nvias; k++)
         if (ps->ft[k].name >= ps->nnames)
             ps->nnames = ps->ft[k].name + 1;
     /* Sites with a wrapper folded into them get ids of their own past the names', one per
      * (name, via): "f via xmalloc" and "f via xrealloc" are two sites. */
     struct mf_map keys = {0};
-    for (uint32_t i = 0; i < ps->n; i++) {
+    for (uint32_t i = 0; !outer && i < ps->n; i++) {
         uint32_t via = m->stacks[i].via;
         if (!via || !ps->len[i])
             continue;
@@ -389,7 +425,7 @@ void mf_tree_build(struct mf_tree *t, const struct mf_model *m, double threshold
     struct mf_node *root = &t->nodes[t->n++];
     memset(root, 0, sizeof *root);
     struct mf_build b = {.t = t, .threshold = threshold, .total = total};
-    mf_paths_build(&b.ps, m);
+    mf_paths_build(&b.ps, m, false);
     for (uint32_t i = 0; i < m->nstacks; i++) {
         const struct mf_stack *s = &m->stacks[i];
         root->calls += s->calls;

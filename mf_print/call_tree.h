@@ -71,7 +71,8 @@ struct mf_group {
 
 struct mf_paths {
     const struct mf_model *m;
-    struct mf_frame *ft; /* the model's frames, then the pseudo-frames: refs index it */
+    struct mf_frame *ft; /* the model's frames, the pseudo-frames, the "[via W]" frames
+                            (outer): refs index it */
     uint32_t *refs;      /* every stack's frames, innermost first */
     size_t nrefs, refs_cap;
     size_t *first;  /* per stack: its frames are refs[first, first + len) */
@@ -91,7 +92,10 @@ struct mf_paths {
     size_t ngroups, groups_cap;
 };
 
-void mf_paths_build(struct mf_paths *ps, const struct mf_model *m);
+/* The caller tree's paths: each stack's frames innermost first, a site grouped with the
+ * wrapper folded into it (site_key). outer: the flame graph's, outermost first, with a
+ * frame "[via W]" after the site of a stack wrapper W was folded into. */
+void mf_paths_build(struct mf_paths *ps, const struct mf_model *m, bool outer);
 /* Distinct stacks by their names (the site's via too): the tree's nodes where some stack
  * ends, [not profiled] aside. */
 uint32_t mf_paths_count_distinct(const struct mf_paths *ps);

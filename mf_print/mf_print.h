@@ -24,6 +24,8 @@ char *mf_xstrdup(const char *s);
         }                                                                         \
     } while (0)
 
+/* p, or "out of memory" and exit status 3 if it is NULL. */
+void *mf_oom(void *p);
 uint64_t mf_hash_u64(uint64_t x);
 uint64_t mf_hash_bytes(const void *p, size_t n, uint64_t seed);
 /* The same for an array of 64-bit words (a stack), a word at a time. */

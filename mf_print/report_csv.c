@@ -606,7 +606,7 @@ static void mf_csv_report(FILE *out, const struct mf_model *const *models,
     struct mf_paths *paths = mf_xcalloc(n, sizeof *paths);
     uint32_t *program_ids = mf_xcalloc(n, sizeof *program_ids);
     for (uint32_t i = 0; i < n; i++) {
-        mf_paths_build(&c.ps, models[i]);
+        mf_paths_build(&c.ps, models[i], false);
         c.part = i;
         mf_csv_walk(&c, 0, c.ps.n, 0);
         paths[i] = c.ps; /* the rows keep their stacks' frames there */
