@@ -20,10 +20,12 @@
 #include "report.h"
 
 struct mf_folded {
-    char *text;
+    size_t text; /* offset of the line's text in the arena */
     uint64_t count;
 };
 
+/* Every line's text in one growing buffer (10^6 lines of 80 frames are 0.75 GB: a buffer of
+ * their own each, doubled as it grew, took twice that). */
 struct mf_text {
     char *s;
     size_t n, cap;
@@ -40,28 +42,55 @@ static void mf_text_add(struct mf_text *t, const char *s, size_t len)
     t->s[t->n] = '\0';
 }
 
-static void mf_add_name(struct mf_text *t, const char *s)
+/* Each name escaped once (a character at a time it was most of the report's time). */
+struct mf_escaped {
+    char *s; /* NULL: not made yet */
+    size_t len;
+};
+static struct mf_escaped *mf_escaped;
+static uint32_t mf_nescaped;
+
+static const struct mf_escaped *mf_escape(uint32_t id)
 {
-    if (!*s) {
-        mf_text_add(t, "?", 1);
-        return;
+    if (id >= mf_nescaped) {
+        uint32_t n = id + 1 > 2 * mf_nescaped ? id + 1 : 2 * mf_nescaped;
+        mf_escaped = mf_xrealloc(mf_escaped, n * sizeof *mf_escaped);
+        memset(mf_escaped + mf_nescaped, 0, (n - mf_nescaped) * sizeof *mf_escaped);
+        mf_nescaped = n;
     }
+    struct mf_escaped *e = &mf_escaped[id];
+    if (e->s)
+        return e;
+    struct mf_text t = {0};
+    mf_text_add(&t, "", 0);
+    const char *s = mf_str(id);
+    if (!*s)
+        mf_text_add(&t, "?", 1);
     while (*s) {
         bool control;
         size_t len = mf_utf8_char(s, &control);
         if (len == 0 || control)
-            mf_text_add(t, "?", 1);
+            mf_text_add(&t, "?", 1);
         else
-            mf_text_add(t, *s == ';' ? ":" : s, len);
+            mf_text_add(&t, *s == ';' ? ":" : s, len);
         s += len ? len : 1;
     }
+    e->s = t.s;
+    e->len = t.n;
+    return e;
+}
+
+static void mf_add_name(struct mf_text *t, uint32_t id)
+{
+    const struct mf_escaped *e = mf_escape(id);
+    mf_text_add(t, e->s, e->len);
 }
 
 /* flamegraph.pl takes a line's count from /\s+?(\d+(?:\.\d*)?)$/ and then, for differential
  * graphs, a second one from what is left: a stack must not end in a space and a number. */
-static void mf_guard_last_number(struct mf_text *t)
+static void mf_guard_last_number(char *line)
 {
-    char *space = strrchr(t->s, ' ');
+    char *space = strrchr(line, ' ');
     if (!space || space[1] < '0' || space[1] > '9')
         return;
     const char *p = space + 1;
@@ -74,15 +103,19 @@ static void mf_guard_last_number(struct mf_text *t)
         *space = '_';
 }
 
+static const char *mf_sort_text;
+
 static int mf_folded_cmp(const void *a, const void *b)
 {
-    return strcmp(((const struct mf_folded *)a)->text, ((const struct mf_folded *)b)->text);
+    return strcmp(mf_sort_text + ((const struct mf_folded *)a)->text,
+                  mf_sort_text + ((const struct mf_folded *)b)->text);
 }
 
 bool mf_report_collapsed(FILE *out, const struct mf_model *m, const struct mf_report_options *o)
 {
     struct mf_folded *lines = NULL;
     uint32_t n = 0, cap = 0;
+    struct mf_text t = {0};
     struct mf_frames fr = {0};
     for (uint32_t i = 0; i < m->nstacks; i++) {
         const struct mf_stack *s = &m->stacks[i];
@@ -90,34 +123,37 @@ bool mf_report_collapsed(FILE *out, const struct mf_model *m, const struct mf_re
         if (count == 0)
             continue;
         mf_model_frames(m, s, &fr);
-        struct mf_text t = {0};
+        size_t start = t.n;
         mf_text_add(&t, "", 0);
         for (uint32_t k = fr.n; k-- > 0;) { /* root first */
-            mf_add_name(&t, mf_str(fr.v[k].name));
+            mf_add_name(&t, fr.v[k].name);
             if (k)
                 mf_text_add(&t, ";", 1);
         }
         if (s->via) { /* the wrapper folded into the site, as a pseudo-frame above it */
             mf_text_add(&t, ";[via ", 6);
-            mf_add_name(&t, mf_str(s->via));
+            mf_add_name(&t, s->via);
             mf_text_add(&t, "]", 1);
         }
-        mf_guard_last_number(&t);
+        mf_guard_last_number(t.s + start);
+        t.n++; /* past the line's NUL */
         MF_GROW(lines, n, cap);
-        lines[n++] = (struct mf_folded){t.s, count};
+        lines[n++] = (struct mf_folded){start, count};
     }
     free(fr.v);
+    mf_sort_text = t.s;
     if (n > 1)
         qsort(lines, n, sizeof *lines, mf_folded_cmp);
     for (uint32_t i = 0; i < n;) {
         uint64_t count = 0;
+        const char *text = t.s + lines[i].text;
         uint32_t j = i;
-        for (; j < n && strcmp(lines[j].text, lines[i].text) == 0; j++)
+        for (; j < n && strcmp(t.s + lines[j].text, text) == 0; j++)
             count += lines[j].count; /* stacks that differ only in addresses or lines */
-        fprintf(out, "%s %llu\n", lines[i].text, (unsigned long long)count);
-        for (; i < j; i++)
-            free(lines[i].text);
+        fprintf(out, "%s %llu\n", text, (unsigned long long)count);
+        i = j;
     }
+    free(t.s);
     free(lines);
     return false;
 }
