@@ -14,8 +14,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/uio.h>
 
 #include "mf_print.h"
 #include "report.h"
@@ -318,47 +316,12 @@ struct mf_out {
     pthread_cond_t cv;
     size_t pending; /* bytes of buf[!cur] the writer is to write; 0: it is free */
     bool done;
-    int fd;           /* f's, a regular file's: written uncached past MF_CACHED_OUT; else -1 */
-    bool uncached;    /* written so from now on */
-    uint64_t written; /* bytes handed on so far */
     int err;          /* the first write's errno that failed (the writer thread's own) */
 };
 
-#ifndef RWF_DONTCACHE
-#define RWF_DONTCACHE 0x00000080 /* Linux 6.14 */
-#endif
-/* The first bytes of a file are written as usual, into the page cache, where the script
- * that reads the report next finds them; from there on RWF_DONTCACHE drops each page once
- * it is on disk. A report of gigabytes (4 GB of CSV at 10^6 stacks) then never pushes the
- * page cache out, and on this machine it writes in a fifth of the time: 3.9 GB took 11-14 s
- * of kernel time into the page cache, 2.8-3.5 s uncached, memory that writeback frees being
- * reused at once rather than taken anew from a host that reclaims what the guest freed. A
- * kernel or file system without it (EOPNOTSUPP), a pipe or a terminal: written as usual. */
-#define MF_CACHED_OUT ((uint64_t)64 << 20)
-
 static void mf_out_write(struct mf_out *o, const char *p, size_t len)
 {
-    if (o->fd >= 0 && !o->uncached && o->written >= MF_CACHED_OUT) {
-        if (fflush(o->f) == 0) /* what the stream holds goes first */
-            o->uncached = true;
-        else
-            o->fd = -1; /* the stream's own error, which it reports */
-    }
-    o->written += len;
-    while (o->uncached && len) {
-        struct iovec v = {(void *)p, len};
-        ssize_t n = pwritev2(o->fd, &v, 1, -1, RWF_DONTCACHE);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) { /* unsupported, or a write error the stream's write then meets too */
-            o->uncached = false;
-            o->fd = -1;
-            break;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    if (len && fwrite(p, 1, len, o->f) != len && !o->err)
+    if (fwrite(p, 1, len, o->f) != len && !o->err)
         o->err = errno ? errno : EIO;
 }
 
@@ -387,8 +350,6 @@ static void mf_out_begin(struct mf_out *o, FILE *f)
 {
     memset(o, 0, sizeof *o);
     o->f = f;
-    struct stat st;
-    o->fd = fileno(f) >= 0 && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) ? fileno(f) : -1;
     o->buf[0] = mf_xmalloc(MF_OUT_BUF);
     o->buf[1] = mf_xmalloc(MF_OUT_BUF);
     o->cap = MF_OUT_BUF - MF_PAD;
