@@ -24,6 +24,9 @@ char *mf_xstrdup(const char *s);
         }                                                                         \
     } while (0)
 
+/* v, an array of *n elements of size bytes, grown (doubling) to hold element id, the new
+ * elements zeroed: a table by interned id made as ids turn up. */
+void *mf_grow_zeroed(void *v, uint32_t *n, uint32_t id, size_t size);
 /* p, or "out of memory" and exit status 3 if it is NULL. */
 void *mf_oom(void *p);
 uint64_t mf_hash_u64(uint64_t x);

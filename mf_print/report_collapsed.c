@@ -52,12 +52,7 @@ static uint32_t mf_nescaped;
 
 static const struct mf_escaped *mf_escape(uint32_t id)
 {
-    if (id >= mf_nescaped) {
-        uint32_t n = id + 1 > 2 * mf_nescaped ? id + 1 : 2 * mf_nescaped;
-        mf_escaped = mf_xrealloc(mf_escaped, n * sizeof *mf_escaped);
-        memset(mf_escaped + mf_nescaped, 0, (n - mf_nescaped) * sizeof *mf_escaped);
-        mf_nescaped = n;
-    }
+    mf_escaped = mf_grow_zeroed(mf_escaped, &mf_nescaped, id, sizeof *mf_escaped);
     struct mf_escaped *e = &mf_escaped[id];
     if (e->s)
         return e;

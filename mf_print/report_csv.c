@@ -111,12 +111,7 @@ static inline const struct mf_enc *mf_enc_of(uint32_t id)
 
 static const struct mf_enc *mf_enc_make(uint32_t id)
 {
-    if (id >= mf_nencs) {
-        uint32_t n = id + 1 > 2 * mf_nencs ? id + 1 : 2 * mf_nencs;
-        mf_encs = mf_xrealloc(mf_encs, n * sizeof *mf_encs);
-        memset(mf_encs + mf_nencs, 0, (n - mf_nencs) * sizeof *mf_encs);
-        mf_nencs = n;
-    }
+    mf_encs = mf_grow_zeroed(mf_encs, &mf_nencs, id, sizeof *mf_encs);
     struct mf_enc *e = &mf_encs[id];
     if (!e->text) {
         struct mf_buf b = {0}, q = {0};

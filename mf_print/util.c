@@ -42,6 +42,17 @@ void *mf_xrealloc(void *p, size_t size)
     return mf_oom(realloc(p, size ? size : 1));
 }
 
+void *mf_grow_zeroed(void *v, uint32_t *n, uint32_t id, size_t size)
+{
+    if (id < *n)
+        return v;
+    uint32_t want = id + 1 > 2 * *n ? id + 1 : 2 * *n;
+    v = mf_xrealloc(v, (size_t)want * size);
+    memset((char *)v + (size_t)*n * size, 0, (size_t)(want - *n) * size);
+    *n = want;
+    return v;
+}
+
 void *mf_xcalloc(size_t n, size_t size)
 {
     return mf_oom(calloc(n ? n : 1, size ? size : 1));

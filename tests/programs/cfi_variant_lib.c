@@ -16,15 +16,18 @@ FN long walk_a(long n)
     return s;
 }
 
+#define WALK_C                                                                                \
+    FN long walk_c(long n, long m)                                                            \
+    {                                                                                         \
+        long v[16];                                                                           \
+        for (int i = 0; i < 16; i++)                                                          \
+            v[i] = n * i + m;                                                                 \
+        sink = v[n & 15];                                                                     \
+        return walk_a(n) + v[m & 15];                                                         \
+    }
+
 #if VARIANT == 2
-FN long walk_c(long n, long m)
-{
-    long v[16];
-    for (int i = 0; i < 16; i++)
-        v[i] = n * i + m;
-    sink = v[n & 15];
-    return walk_a(n) + v[m & 15];
-}
+WALK_C
 #endif
 
 FN long walk_b(long n)
@@ -37,14 +40,7 @@ FN long walk_b(long n)
 }
 
 #if VARIANT == 1
-FN long walk_c(long n, long m)
-{
-    long v[16];
-    for (int i = 0; i < 16; i++)
-        v[i] = n * i + m;
-    sink = v[n & 15];
-    return walk_a(n) + v[m & 15];
-}
+WALK_C
 #endif
 
 FN long walk_d(long n)
