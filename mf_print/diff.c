@@ -306,12 +306,14 @@ static void mf_judge(struct mf_diff_row *r, const uint64_t interval[2])
     r->significant = r->dcalls != 0 && (!estimated || mag > MF_DIFF_SIGMAS * r->error);
 }
 
+static const uint32_t *mf_name_rank; /* mf_str_ranks(): names compared as strcmp would */
+
 static int mf_frames_cmp(const struct mf_diff_row *x, const struct mf_diff_row *y)
 {
     for (uint32_t i = 0; i < x->nframes && i < y->nframes; i++) {
-        int c = strcmp(mf_str(x->frames[i].name), mf_str(y->frames[i].name));
-        if (c)
-            return c;
+        uint32_t a = mf_name_rank[x->frames[i].name], b = mf_name_rank[y->frames[i].name];
+        if (a != b)
+            return a < b ? -1 : 1;
     }
     return x->nframes < y->nframes ? -1 : x->nframes > y->nframes;
 }
@@ -434,6 +436,8 @@ void mf_diff_build(struct mf_diff *d, const struct mf_side *old, const struct mf
     struct mf_diff_row *sorted = mf_xmalloc((nsites ? nsites : 1) * sizeof *sorted);
     if (nsites)
         memcpy(sorted, srows, nsites * sizeof *srows);
+    uint32_t *name_rank = mf_str_ranks(); /* no name is interned from here on */
+    mf_name_rank = name_rank;
     if (nsites > 1)
         qsort(sorted, nsites, sizeof *sorted, mf_site_qcmp);
     /* The site index each old site index went to: find it by the site name. */
@@ -453,6 +457,7 @@ void mf_diff_build(struct mf_diff *d, const struct mf_side *old, const struct mf
     mf_sort_rows = rows;
     if (nrows > 1)
         qsort(perm, nrows, sizeof *perm, mf_stack_qcmp);
+    free(name_rank);
     d->stacks = mf_xmalloc((nrows ? nrows : 1) * sizeof *d->stacks);
     uint32_t *where = mf_xmalloc((nrows ? nrows : 1) * sizeof *where);
     for (uint32_t i = 0; i < nrows; i++) {

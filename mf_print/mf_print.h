@@ -54,6 +54,9 @@ void mf_map_free(struct mf_map *m);
 /* Interned strings: equal strings get equal ids, id 0 is "". Never freed. */
 uint32_t mf_intern(const char *s);
 const char *mf_str(uint32_t id);
+/* Each interned id's place in the strings' strcmp order, while no string is added: ranks
+ * compare as their strings do (equal strings are one id), without reading them. */
+uint32_t *mf_str_ranks(void);
 
 const char *mf_basename(const char *path);
 /* s for a human reader (the tree, stderr): control characters (C0, DEL, C1, U+2028/9) as

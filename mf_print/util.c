@@ -220,6 +220,26 @@ const char *mf_str(uint32_t id)
     return id < mf_nstrings ? mf_strings[id] : "";
 }
 
+static int mf_id_str_cmp(const void *a, const void *b)
+{
+    return strcmp(mf_strings[*(const uint32_t *)a], mf_strings[*(const uint32_t *)b]);
+}
+
+uint32_t *mf_str_ranks(void)
+{
+    uint32_t n = mf_nstrings ? mf_nstrings : 1;
+    uint32_t *ids = mf_xmalloc(n * sizeof *ids), *rank = mf_xmalloc(n * sizeof *rank);
+    for (uint32_t i = 0; i < mf_nstrings; i++)
+        ids[i] = i;
+    if (mf_nstrings > 1)
+        qsort(ids, mf_nstrings, sizeof *ids, mf_id_str_cmp);
+    rank[0] = 0;
+    for (uint32_t i = 0; i < mf_nstrings; i++)
+        rank[ids[i]] = i;
+    free(ids);
+    return rank;
+}
+
 const char *mf_basename(const char *path)
 {
     const char *slash = strrchr(path, '/');
