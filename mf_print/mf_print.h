@@ -27,8 +27,6 @@ char *mf_xstrdup(const char *s);
 /* v, an array of *n elements of size bytes, grown (doubling) to hold element id, the new
  * elements zeroed: a table by interned id made as ids turn up. */
 void *mf_grow_zeroed(void *v, uint32_t *n, uint32_t id, size_t size);
-/* p, or "out of memory" and exit status 3 if it is NULL. */
-void *mf_oom(void *p);
 uint64_t mf_hash_u64(uint64_t x);
 uint64_t mf_hash_bytes(const void *p, size_t n, uint64_t seed);
 /* The same for an array of 64-bit words (a stack), a word at a time. */

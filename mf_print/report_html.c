@@ -317,7 +317,8 @@ static const char mf_varint_digits[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 struct mf_varint {
-    FILE *out;
+    char *s; /* the text so far */
+    size_t n, cap;
     unsigned col; /* a new line now and then keeps the file fit for line tools */
 };
 
@@ -328,10 +329,16 @@ static void mf_varint(struct mf_varint *v, uint64_t x)
     buf[n++] = mf_varint_digits[32 + (x & 31)];
     while (x >>= 5)
         buf[n++] = mf_varint_digits[x & 31];
+    if (v->n + sizeof buf + 8 > v->cap) {
+        v->cap = (v->n + sizeof buf + 8) * 2;
+        v->s = mf_xrealloc(v->s, v->cap);
+    }
     while (n)
-        fputc(buf[--n], v->out);
-    if (++v->col % 4096 == 0)
-        fputs("\",\n\"", v->out); /* the next string of the array, between two numbers */
+        v->s[v->n++] = buf[--n];
+    if (++v->col % 4096 == 0) { /* the next string of the array, between two numbers */
+        memcpy(v->s + v->n, "\",\n\"", 4);
+        v->n += 4;
+    }
 }
 
 /* A variance of bytes for the page: a whole number, held below 2^64 (its square root, 4 GiB,
@@ -351,7 +358,7 @@ struct mf_hwalk {
     struct mf_paths ps;
     const struct mf_model *m;
     bool live;
-    struct mf_varint nodes, ends; /* into memory streams: the tables come first in the page */
+    struct mf_varint nodes, ends; /* kept: the tables come first in the page */
     uint32_t n;                   /* nodes written, the root not counted */
     uint32_t depth;               /* the last node's */
     uint32_t last_end;            /* the last node with stacks ending there */
@@ -362,6 +369,10 @@ struct mf_hwalk {
     uint32_t nframes, frames_cap;
     uint32_t *frame_of; /* per group of ps.groups: its node's frame */
     size_t frame_of_cap;
+    /* The frame each location (a ps.ft index) and each name without a location gave, + 1;
+     * 0: none yet. Millions of nodes share a few thousand of them: no map lookup a node. */
+    uint32_t *by_ref, *by_name;
+    uint32_t nby_ref, nby_name;
 };
 
 static int mf_group_name_cmp(const void *a, const void *b)
@@ -370,9 +381,26 @@ static int mf_group_name_cmp(const void *a, const void *b)
                   mf_str(((const struct mf_group *)b)->name));
 }
 
+static uint32_t mf_hframe_make(struct mf_hwalk *w, uint32_t name, uint32_t ref);
+
 /* The frame of a node: its function and the location where the stacks through it made the
  * most calls; each distinct one once. */
 static uint32_t mf_hframe_of(struct mf_hwalk *w, uint32_t name, uint32_t ref)
+{
+    uint32_t *known;
+    if (ref != UINT32_MAX) { /* the location's frame has the group's name */
+        w->by_ref = mf_grow_zeroed(w->by_ref, &w->nby_ref, ref, sizeof *w->by_ref);
+        known = &w->by_ref[ref];
+    } else {
+        w->by_name = mf_grow_zeroed(w->by_name, &w->nby_name, name, sizeof *w->by_name);
+        known = &w->by_name[name];
+    }
+    if (!*known)
+        *known = mf_hframe_make(w, name, ref) + 1;
+    return *known - 1;
+}
+
+static uint32_t mf_hframe_make(struct mf_hwalk *w, uint32_t name, uint32_t ref)
 {
     const struct mf_frame *loc = ref == UINT32_MAX ? NULL : &w->ps.ft[ref];
     struct mf_hframe f = {mf_hstring(&w->strs, name), loc ? mf_hstring(&w->strs, loc->file) : 0,
@@ -472,14 +500,16 @@ static void mf_hgraph_make(struct mf_hgraph *g, const struct mf_model *m)
 {
     struct mf_hwalk w = {.m = m, .live = m->p->live != NULL};
     mf_paths_build(&w.ps, m, true);
-    w.nodes.out = mf_oom(open_memstream(&g->nodes, &g->nodes_len));
-    w.ends.out = mf_oom(open_memstream(&g->ends, &g->ends_len));
     mf_hwalk_node(&w, 0, 0, w.ps.n, 0);
-    if (fclose(w.nodes.out) != 0 || fclose(w.ends.out) != 0) /* a memory stream's: no room */
-        mf_oom(NULL);
+    g->nodes = w.nodes.s;
+    g->nodes_len = w.nodes.n;
+    g->ends = w.ends.s;
+    g->ends_len = w.ends.n;
     mf_paths_free(&w.ps);
     mf_map_free(&w.frame_ids);
     free(w.frame_of);
+    free(w.by_ref);
+    free(w.by_name);
     g->n = w.n;
     g->live_calls = w.live_calls;
     g->live_bytes = w.live_bytes;

@@ -23,7 +23,7 @@ void mf_error(const char *fmt, ...)
     va_end(ap);
 }
 
-void *mf_oom(void *p)
+static void *mf_oom(void *p)
 {
     if (!p) {
         fputs("mf_print: out of memory\n", stderr);
