@@ -11,8 +11,9 @@ thread file holds exactly N + a few distinct stacks (the program's start-up allo
 and mf_print's header says so. Then `mf_print --format tree|csv|pprof|html -o FILE` runs
 BENCH_MFPRINT_RUNS times (default 3) on each, interleaved: the median wall time and the
 largest peak RSS (GNU time's %M) are set against the targets of tree, CSV and pprof, at
-most 5 s and at most twice the size of the thread files (html is measured, untargeted). Next to each, what writing as many bytes to the same
-file takes by itself (dd): the floor a format with a large output cannot go under.
+most 5 s and at most twice the size of the thread files (html is measured, untargeted).
+Next to each, what writing as many bytes to the same file takes by itself (dd): the floor a
+format with a large output cannot go under through the page cache.
 
 Environment: BENCH_MFPRINT_SIZES (default 100000,1000000), BENCH_MFPRINT_RUNS, BENCH_LIB,
 BENCH_MFPRINT_RESULTS (default bench/RESULTS-mfprint.md). Exit status 1 if a run failed or a
@@ -216,7 +217,8 @@ def main():
                          out_bytes[f], statistics.median(alone[f]) if alone[f] else None))
     lines = ["# mf_print on large profiles (`make bench`, bench/mfprint_bench.py)", "",
              "%s; %d CPUs; median of %d runs each (formats interleaved), peak RSS the largest;"
-             " targets (tree, CSV, pprof): at most %.0f s, peak RSS at most %.0fx the thread files." % (
+             " targets (tree, CSV, pprof): at most %.0f s, peak RSS at most %.0fx the thread"
+             " files." % (
                  datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), os.cpu_count() or 0,
                  runs, TIME_TARGET, RSS_TARGET), "",
              "| stacks | thread files | format | wall (median) | runs' range | time | peak RSS"

@@ -222,8 +222,6 @@ static bool mf_is_file(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* The report's destination: standard output, FILE, or for --save a temporary file beside
- * FILE that replaces it once the report is whole (a failed snapshot leaves the last one). */
 /* A regular file is written through a stream of ours: past its first 64 MiB, with
  * RWF_DONTCACHE (Linux 6.14), so that each page leaves the page cache once it is on disk.
  * The first bytes stay cached for the script that reads the report next; a report of
@@ -274,6 +272,8 @@ static ssize_t mf_file_write(void *cookie, const char *buf, size_t size)
     return (ssize_t)done;
 }
 
+/* The report's destination: standard output, FILE, or for --save a temporary file beside
+ * FILE that replaces it once the report is whole (a failed snapshot leaves the last one). */
 struct mf_output {
     FILE *f;
     const char *path;

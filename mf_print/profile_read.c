@@ -4,9 +4,9 @@
  * profile is still printed. Live files (the process still runs) are fine: entries are
  * published hash-last, so a slot with hash == 0 is simply not there yet. */
 #include <dirent.h>
-#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

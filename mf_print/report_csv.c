@@ -388,7 +388,8 @@ static void mf_out_end(struct mf_out *o)
     free(o->buf[0]);
     free(o->buf[1]);
     /* errno is per thread: the caller's message (mf_output_close) names the writer's error,
-     * not whatever this thread's errno last held ("Invalid argument" for a full disk) */
+     * not whatever this thread's errno last held. A regular file's stream keeps its own
+     * (mf_file_write); this is for a pipe, a terminal or a device. */
     if (o->err)
         errno = o->err;
 }

@@ -354,11 +354,11 @@ static uint64_t mf_var_number(double v)
  * grouped outermost first (call_tree.h's paths, as the caller tree groups them innermost
  * first): no node is kept, only the numbers written for it. A tree built whole took 2.2 GB
  * and 8.9 s for 10^5 stacks 80 frames deep, 18.8 GB and 113 s for 10^6. */
-struct mf_hwalk {
+struct mf_hgraph {
     struct mf_paths ps;
     const struct mf_model *m;
     bool live;
-    struct mf_varint nodes, ends; /* kept: the tables come first in the page */
+    struct mf_varint nodes, ends; /* the tables come before them in the page */
     uint32_t n;                   /* nodes written, the root not counted */
     uint32_t depth;               /* the last node's */
     uint32_t last_end;            /* the last node with stacks ending there */
@@ -381,11 +381,11 @@ static int mf_group_name_cmp(const void *a, const void *b)
                   mf_str(((const struct mf_group *)b)->name));
 }
 
-static uint32_t mf_hframe_make(struct mf_hwalk *w, uint32_t name, uint32_t ref);
+static uint32_t mf_hframe_make(struct mf_hgraph *w, uint32_t name, uint32_t ref);
 
 /* The frame of a node: its function and the location where the stacks through it made the
  * most calls; each distinct one once. */
-static uint32_t mf_hframe_of(struct mf_hwalk *w, uint32_t name, uint32_t ref)
+static uint32_t mf_hframe_of(struct mf_hgraph *w, uint32_t name, uint32_t ref)
 {
     uint32_t *known;
     if (ref != UINT32_MAX) { /* the location's frame has the group's name */
@@ -400,7 +400,7 @@ static uint32_t mf_hframe_of(struct mf_hwalk *w, uint32_t name, uint32_t ref)
     return *known - 1;
 }
 
-static uint32_t mf_hframe_make(struct mf_hwalk *w, uint32_t name, uint32_t ref)
+static uint32_t mf_hframe_make(struct mf_hgraph *w, uint32_t name, uint32_t ref)
 {
     const struct mf_frame *loc = ref == UINT32_MAX ? NULL : &w->ps.ft[ref];
     struct mf_hframe f = {mf_hstring(&w->strs, name), loc ? mf_hstring(&w->strs, loc->file) : 0,
@@ -419,7 +419,7 @@ static uint32_t mf_hframe_make(struct mf_hwalk *w, uint32_t name, uint32_t ref)
 /* The node `node` (preorder index; 0 the root) holds the stacks order[lo, hi), whose frames
  * agree up to depth d - 1: the stacks that end there, then its children by name, each
  * followed by its own subtree. */
-static void mf_hwalk_node(struct mf_hwalk *w, uint32_t node, uint32_t lo, uint32_t hi, uint32_t d)
+static void mf_hwalk_node(struct mf_hgraph *w, uint32_t node, uint32_t lo, uint32_t hi, uint32_t d)
 {
     struct mf_paths *ps = &w->ps;
     const struct mf_model *m = w->m;
@@ -486,42 +486,25 @@ static void mf_hwalk_node(struct mf_hwalk *w, uint32_t node, uint32_t lo, uint32
     ps->ngroups = g0;
 }
 
-struct mf_hgraph {
-    char *nodes, *ends; /* the encoded numbers */
-    size_t nodes_len, ends_len;
-    uint32_t n;         /* nodes, the root not counted */
-    uint64_t live_calls, live_bytes;
-    struct mf_hstrings strs;
-    struct mf_hframe *frames;
-    uint32_t nframes;
-};
-
+/* The graph of m: its stacks walked once, the walk's own state given back after. */
 static void mf_hgraph_make(struct mf_hgraph *g, const struct mf_model *m)
 {
-    struct mf_hwalk w = {.m = m, .live = m->p->live != NULL};
-    mf_paths_build(&w.ps, m, true);
-    mf_hwalk_node(&w, 0, 0, w.ps.n, 0);
-    g->nodes = w.nodes.s;
-    g->nodes_len = w.nodes.n;
-    g->ends = w.ends.s;
-    g->ends_len = w.ends.n;
-    mf_paths_free(&w.ps);
-    mf_map_free(&w.frame_ids);
-    free(w.frame_of);
-    free(w.by_ref);
-    free(w.by_name);
-    g->n = w.n;
-    g->live_calls = w.live_calls;
-    g->live_bytes = w.live_bytes;
-    g->strs = w.strs;
-    g->frames = w.frames;
-    g->nframes = w.nframes;
+    memset(g, 0, sizeof *g);
+    g->m = m;
+    g->live = m->p->live != NULL;
+    mf_paths_build(&g->ps, m, true);
+    mf_hwalk_node(g, 0, 0, g->ps.n, 0);
+    mf_paths_free(&g->ps);
+    mf_map_free(&g->frame_ids);
+    free(g->frame_of);
+    free(g->by_ref);
+    free(g->by_name);
 }
 
 static void mf_hgraph_free(struct mf_hgraph *g)
 {
-    free(g->nodes);
-    free(g->ends);
+    free(g->nodes.s);
+    free(g->ends.s);
     free(g->frames);
     mf_map_free(&g->strs.ids);
     free(g->strs.order);
@@ -553,9 +536,9 @@ static void mf_html_data(FILE *out, const struct mf_model *m, const struct mf_hg
         fprintf(out, "%s%u,%u,%u", i ? "," : "", g->frames[i].name, g->frames[i].file,
                 g->frames[i].line);
     fputs("],\n\"nodes\":[\"", out);
-    fwrite(g->nodes, 1, g->nodes_len, out);
+    fwrite(g->nodes.s, 1, g->nodes.n, out);
     fputs("\"],\n\"ends\":[\"", out);
-    fwrite(g->ends, 1, g->ends_len, out);
+    fwrite(g->ends.s, 1, g->ends.n, out);
     fputs("\"]}", out);
 }
 
@@ -563,7 +546,7 @@ static void mf_html_data(FILE *out, const struct mf_model *m, const struct mf_hg
 
 bool mf_report_html(FILE *out, const struct mf_model *m, const struct mf_report_options *o)
 {
-    struct mf_hgraph g = {0};
+    struct mf_hgraph g;
     mf_hgraph_make(&g, m);
     const char *s = mf_flame_graph_html, *end = mf_flame_graph_html_end;
     bool failed = false;

@@ -3,8 +3,8 @@
  * loads OTHER, reads the rules of all its code (which fills mf_cfi.c's cache of objects),
  * closes it and then loads LIB, which the loader maps where OTHER was when both take as
  * much room (first line: "same address" or "other address"). A cache that outlived the
- * close would read LIB's rules from OTHER's tables. For test_cfi_cache_forgets_a_closed_library; built
- * with -D_GNU_SOURCE, as the core is. */
+ * close would read LIB's rules from OTHER's tables. For
+ * test_cfi_cache_forgets_a_closed_library; built with -D_GNU_SOURCE, as the core is. */
 #include <dlfcn.h>
 #include <link.h>
 #include <stdio.h>
