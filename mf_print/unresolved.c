@@ -42,32 +42,43 @@ static struct mf_unresolved *mf_unresolved_of(const struct mf_module_debug *d)
 
 void mf_unresolved_add(const struct mf_model *m)
 {
+    /* Each location asked once (10^6 stacks are 4x10^7 frames over a few thousand
+     * locations): the entry it counts for, UINT32_MAX if its module read in full. */
+    uint32_t *unres_of = mf_xmalloc(((size_t)m->nlocs + 1) * sizeof *unres_of);
+    bool any = false;
+    for (uint32_t i = 0; i < m->nlocs; i++) {
+        const struct mf_location *l = &m->locs[i];
+        struct mf_module_debug d;
+        unres_of[i] = UINT32_MAX;
+        if (l->module == MF_NO_MODULE ||
+            !mf_module_debug(&m->p->procs[l->process].modules[l->module], &d) ||
+            d.state == MF_DEBUG_OK || d.state == MF_DEBUG_NO_FILE || d.plumbing)
+            continue;
+        unres_of[i] = (uint32_t)(mf_unresolved_of(&d) - mf_unres);
+        any = true;
+    }
     uint32_t *seen = NULL, nseen, cap = 0;
     for (uint32_t i = 0; i < m->nstacks; i++) {
         const struct mf_stack *s = &m->stacks[i];
         mf_unres_total += s->calls;
         nseen = 0;
-        for (uint32_t k = 0; k < s->depth; k++) {
-            const struct mf_location *l = &m->locs[m->stack_locs[s->first + k]];
-            if (l->module == MF_NO_MODULE)
-                continue;
-            struct mf_module_debug d;
-            if (!mf_module_debug(&m->p->procs[l->process].modules[l->module], &d) ||
-                d.state == MF_DEBUG_OK || d.state == MF_DEBUG_NO_FILE || d.plumbing)
+        for (uint32_t k = 0; any && k < s->depth; k++) {
+            uint32_t u = unres_of[m->stack_locs[s->first + k]];
+            if (u == UINT32_MAX)
                 continue;
             uint32_t j = 0;
-            while (j < nseen && seen[j] != d.id)
+            while (j < nseen && seen[j] != u)
                 j++;
             if (j < nseen)
                 continue; /* a stack through a module twice counts once */
             MF_GROW(seen, nseen, cap);
-            seen[nseen++] = d.id;
-            struct mf_unresolved *u = mf_unresolved_of(&d);
-            u->calls += s->calls;
-            u->estimated |= s->estimated;
+            seen[nseen++] = u;
+            mf_unres[u].calls += s->calls;
+            mf_unres[u].estimated |= s->estimated;
         }
     }
     free(seen);
+    free(unres_of);
 }
 
 /* The Debian package whose file list (/var/lib/dpkg/info/<pkg>.list, under --sysroot
