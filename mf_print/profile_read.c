@@ -324,20 +324,36 @@ static const uint64_t *mf_frames(const struct mf_segment_header *seg)
     return (const uint64_t *)(mf_entries(seg) + seg->capacity);
 }
 
-struct mf_range {
-    uint64_t start, len;
-};
-
 /* The words an entry holds in the frame area: its frames, and its size class if sized. */
 static uint64_t mf_entry_words(const struct mf_entry *e)
 {
     return (uint64_t)e->depth + (e->flags & MF_ENTRY_SIZED ? 1 : 0);
 }
 
-static int mf_range_cmp(const void *a, const void *b)
+/* Marks frames [start, start + len) (len > 0) of a segment's frame area as an entry's; false
+ * if some already were another's, *first..*last the frames they share. A bitmap, not a sort
+ * of the ranges: 10^6 entries are two word operations each. */
+static bool mf_frames_take(uint64_t *taken, uint64_t start, uint64_t len, uint64_t *first,
+                           uint64_t *last)
 {
-    const struct mf_range *x = a, *y = b;
-    return x->start < y->start ? -1 : x->start > y->start;
+    uint64_t end = start + len - 1, w0 = start / 64, w1 = end / 64;
+    bool clash = false;
+    for (uint64_t w = w0; w <= w1; w++) {
+        uint64_t mask = ~0ull;
+        if (w == w0)
+            mask &= ~0ull << (start % 64);
+        if (w == w1)
+            mask &= ~0ull >> (63 - end % 64);
+        uint64_t hit = taken[w] & mask;
+        if (hit) {
+            if (!clash)
+                *first = w * 64 + (uint64_t)__builtin_ctzll(hit);
+            *last = w * 64 + 63 - (uint64_t)__builtin_clzll(hit);
+            clash = true;
+        }
+        taken[w] |= mask;
+    }
+    return !clash;
 }
 
 /* NULL if everything the reader will touch lies inside the file, makes sense, and is there
@@ -361,8 +377,7 @@ static const char *mf_check_thread(const uint8_t *buf, size_t size)
                       MF_DEPTH_MAX);
     if (h->threads > UINT32_MAX)
         return mf_why("bad thread count %llu", (unsigned long long)h->threads);
-    struct mf_range *fr = NULL;
-    size_t fr_cap = 0;
+    uint64_t *taken = NULL; /* a segment's frames held by an entry (mf_frames_take) */
     const char *why = NULL;
     for (uint32_t k = 0; k < h->nsegments && !why; k++) {
         uint64_t off = h->segment_offset[k], len = h->segment_size[k];
@@ -381,7 +396,7 @@ static const char *mf_check_thread(const uint8_t *buf, size_t size)
             break;
         }
         const struct mf_segment_header *seg = mf_segment(buf, h, k);
-        uint64_t cap = seg->capacity, fcap = seg->frame_capacity;
+        uint64_t cap = seg->capacity, fcap = seg->frame_capacity, first = 0, last = 0;
         if (cap == 0 || (cap & (cap - 1)) || cap > MF_SEG_ENTRIES_MAX) {
             why = mf_why("segment %u: bad capacity %llu", k, (unsigned long long)cap);
             break;
@@ -397,7 +412,8 @@ static const char *mf_check_thread(const uint8_t *buf, size_t size)
             break;
         }
         const struct mf_entry *e = mf_entries(seg);
-        size_t nfr = 0;
+        free(taken);
+        taken = mf_xcalloc(fcap / 64 + 1, sizeof *taken);
         for (uint64_t i = 0; i < cap && !why; i++) {
             if (e[i].hash == 0)
                 continue;
@@ -413,24 +429,12 @@ static const char *mf_check_thread(const uint8_t *buf, size_t size)
                 why = mf_why("segment %u entry %llu: bad size class %llu", k,
                              (unsigned long long)i,
                              (unsigned long long)mf_frames(seg)[e[i].frames + e[i].depth]);
-            else if (words) {
-                MF_GROW(fr, nfr, fr_cap);
-                fr[nfr++] = (struct mf_range){e[i].frames, words};
-            }
-        }
-        if (why)
-            break;
-        if (nfr > 1)
-            qsort(fr, nfr, sizeof *fr, mf_range_cmp);
-        for (size_t i = 1; i < nfr; i++)
-            if (fr[i].start < fr[i - 1].start + fr[i - 1].len) {
+            else if (words && !mf_frames_take(taken, e[i].frames, words, &first, &last))
                 why = mf_why("segment %u: two entries share frames %llu..%llu", k,
-                             (unsigned long long)fr[i].start,
-                             (unsigned long long)(fr[i - 1].start + fr[i - 1].len - 1));
-                break;
-            }
+                             (unsigned long long)first, (unsigned long long)last);
+        }
     }
-    free(fr);
+    free(taken);
     return why;
 }
 
