@@ -47,6 +47,8 @@ uint32_t mf_map_get(const struct mf_map *m, uint64_t key, mf_map_eq eq, const vo
 /* The stored value; if there is none, stores new_val, sets *added and returns new_val. */
 uint32_t mf_map_put(struct mf_map *m, uint64_t key, mf_map_eq eq, const void *ctx,
                     uint32_t new_val, bool *added);
+/* Starts loading key's first slot: a put or get of it a few keys later finds it cached. */
+void mf_map_prefetch(const struct mf_map *m, uint64_t key);
 void mf_map_free(struct mf_map *m);
 
 /* Interned strings: equal strings get equal ids, id 0 is "". Never freed. */

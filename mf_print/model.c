@@ -93,6 +93,13 @@ void mf_model_build(struct mf_model *m, const struct mf_profile *p, bool trim)
     m->stacks = mf_xmalloc(m->stacks_cap * sizeof *m->stacks);
     for (uint32_t r = 0; r < p->nstacks; r++) {
         const struct mf_raw_stack *rs = &p->stacks[r];
+        if (r + 4 < p->nstacks) {
+            /* The stacks' frames lie in the order the program first met them, read here in
+             * another: each stack's first lines were a cache miss, half of this loop. */
+            const struct mf_raw_stack *ahead = &p->stacks[r + 4];
+            for (uint32_t i = 0; i < ahead->depth; i += 8)
+                __builtin_prefetch(ahead->frames + i);
+        }
         struct mf_stack *s = mf_new_stack(m);
         s->process = rs->process;
         s->flags = rs->flags & MF_ENTRY_TRUNCATED;

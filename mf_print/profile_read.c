@@ -603,19 +603,31 @@ void mf_profile_drop_frames(struct mf_profile *p)
     mf_map_free(&mf_stack_ids);
 }
 
-/* A raw stack's counts by size class, merged over its entries (one per class and thread),
- * found by stack index << 8 | class (classes are < 256): an exact key. */
-static struct mf_map mf_stack_size_ids;
+/* A raw stack's counts by size class, merged over its entries (one per class and thread):
+ * while files are read, each stack's records are a chain from sizes_first (nsizes long)
+ * through mf_size_next, at most MF_SIZE_CLASSES links; mf_profile_finish lays them out in
+ * a row. No map: 10^6 stacks' classes cost a hashed slot (a cache miss) each. */
+static uint32_t *mf_size_next;
 
 static void mf_add_stack_size(struct mf_profile *p, uint32_t stack, const struct mf_entry *e,
                               uint32_t size_class)
 {
-    bool added;
-    uint64_t key = (uint64_t)stack << 8 | size_class;
-    uint32_t idx = mf_map_put(&mf_stack_size_ids, key, NULL, NULL, p->nstack_sizes, &added);
-    if (added) {
+    struct mf_raw_stack *s = &p->stacks[stack];
+    uint32_t idx = s->sizes_first, n = 0;
+    while (n < s->nsizes && p->stack_sizes[idx].size_class != size_class) {
+        idx = mf_size_next[idx];
+        n++;
+    }
+    if (n == s->nsizes) {
+        uint32_t cap = p->stack_sizes_cap;
         MF_GROW(p->stack_sizes, p->nstack_sizes, p->stack_sizes_cap);
-        p->stack_sizes[p->nstack_sizes++] = (struct mf_stack_size){stack, size_class, 0, 0, 0, 0, 0};
+        if (p->stack_sizes_cap != cap)
+            mf_size_next = mf_xrealloc(mf_size_next, p->stack_sizes_cap * sizeof *mf_size_next);
+        idx = p->nstack_sizes++;
+        p->stack_sizes[idx] = (struct mf_stack_size){stack, size_class, 0, 0, 0, 0, 0};
+        mf_size_next[idx] = s->sizes_first;
+        s->sizes_first = idx;
+        s->nsizes++;
     }
     struct mf_stack_size *z = &p->stack_sizes[idx];
     z->samples += e->samples;
@@ -629,12 +641,11 @@ static void mf_add_stack_size(struct mf_profile *p, uint32_t stack, const struct
  * class (the word after its frames) goes to the stack's counts by class; the stack itself
  * is all its classes' (its flags without MF_ENTRY_SIZED). */
 static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf_entry *e,
-                         const uint64_t *frames, bool in_place)
+                         const uint64_t *frames, bool in_place, uint64_t hash)
 {
     struct mf_stack_key key = mf_stack_key_of(p, process, e, frames);
     bool added;
-    uint32_t idx = mf_map_put(&mf_stack_ids, mf_stack_hash(&key), mf_stack_eq, &key, p->nstacks,
-                              &added);
+    uint32_t idx = mf_map_put(&mf_stack_ids, hash, mf_stack_eq, &key, p->nstacks, &added);
     if (added) {
         MF_GROW(p->stacks, p->nstacks, p->stacks_cap);
         struct mf_raw_stack *s = &p->stacks[p->nstacks++];
@@ -785,9 +796,25 @@ static void mf_read_thread(struct mf_profile *p, const char *dir, const char *na
         const struct mf_segment_header *seg = mf_segment(buf, h, k);
         const struct mf_entry *e = mf_entries(seg);
         const uint64_t *frames = mf_frames(seg);
-        for (uint32_t i = 0; i < seg->capacity; i++)
-            if (e[i].hash != 0 && e[i].calls != 0)
-                mf_add_stack(p, process, &e[i], &frames[e[i].frames], keep);
+        /* Entries lie in hash order, their frames in the order they were met, and each
+         * stack's slot in the map anywhere: loads started ahead, for the frames of the
+         * entry MF_AHEAD on and the slot of the one after MF_AHEAD / 2 (its hash ready). */
+        enum { MF_AHEAD = 8 };
+        uint64_t hashes[MF_AHEAD / 2] = {0};
+        for (uint32_t i = 0; i < seg->capacity + MF_AHEAD / 2; i++) {
+            if (i + MF_AHEAD < seg->capacity && e[i + MF_AHEAD].hash != 0)
+                for (uint32_t j = 0; j < e[i + MF_AHEAD].depth; j += 8)
+                    __builtin_prefetch(&frames[e[i + MF_AHEAD].frames + j]);
+            uint32_t at = i - MF_AHEAD / 2; /* hashed MF_AHEAD / 2 rounds ago */
+            if (i >= MF_AHEAD / 2 && e[at].hash != 0 && e[at].calls != 0)
+                mf_add_stack(p, process, &e[at], &frames[e[at].frames], keep,
+                             hashes[at % (MF_AHEAD / 2)]);
+            if (i < seg->capacity && e[i].hash != 0 && e[i].calls != 0) { /* at's slot */
+                struct mf_stack_key key = mf_stack_key_of(p, process, &e[i], &frames[e[i].frames]);
+                hashes[i % (MF_AHEAD / 2)] = mf_stack_hash(&key);
+                mf_map_prefetch(&mf_stack_ids, hashes[i % (MF_AHEAD / 2)]);
+            }
+        }
         bool later = false; /* a damaged file's segments may overlap: keep what is shared */
         for (uint32_t j = k + 1; j < h->nsegments; j++)
             later |= h->segment_offset[j] < h->segment_offset[k] + h->segment_size[k] &&
@@ -966,26 +993,28 @@ bool mf_profile_read_dir(struct mf_profile *p, const char *dir)
     return false;
 }
 
-static int mf_stack_size_cmp(const void *a, const void *b)
-{
-    const struct mf_stack_size *x = a, *y = b;
-    if (x->stack != y->stack)
-        return x->stack < y->stack ? -1 : 1;
-    return x->size_class < y->size_class ? -1 : x->size_class > y->size_class;
-}
-
 void mf_profile_finish(struct mf_profile *p)
 {
-    /* Each stack's counts by class, in a row. */
-    if (p->nstack_sizes > 1)
-        qsort(p->stack_sizes, p->nstack_sizes, sizeof *p->stack_sizes, mf_stack_size_cmp);
-    for (uint32_t i = 0; i < p->nstack_sizes; i++) {
-        struct mf_raw_stack *s = &p->stacks[p->stack_sizes[i].stack];
-        if (!s->nsizes)
-            s->sizes_first = i;
-        s->nsizes++;
+    /* Each stack's counts by class, in a row, by stack then class. */
+    struct mf_stack_size *row = mf_xmalloc(((size_t)p->nstack_sizes + 1) * sizeof *row);
+    uint32_t at = 0;
+    for (uint32_t i = 0; i < p->nstacks; i++) {
+        struct mf_raw_stack *s = &p->stacks[i];
+        uint32_t first = at, idx = s->sizes_first;
+        for (uint32_t n = 0; n < s->nsizes; n++, idx = mf_size_next[idx]) {
+            struct mf_stack_size z = p->stack_sizes[idx];
+            uint32_t k = at++;
+            for (; k > first && row[k - 1].size_class > z.size_class; k--)
+                row[k] = row[k - 1];
+            row[k] = z;
+        }
+        s->sizes_first = s->nsizes ? first : 0;
     }
-    mf_map_free(&mf_stack_size_ids);
+    free(p->stack_sizes);
+    p->stack_sizes = row;
+    p->stack_sizes_cap = p->nstack_sizes + 1;
+    free(mf_size_next);
+    mf_size_next = NULL;
     /* What tells files apart while they are read: the next profile (--base's other side)
      * starts afresh. */
     mf_map_free(&mf_stack_ids);

@@ -181,6 +181,15 @@ uint32_t mf_map_put(struct mf_map *m, uint64_t key, mf_map_eq eq, const void *ct
     return m->vals[i];
 }
 
+void mf_map_prefetch(const struct mf_map *m, uint64_t key)
+{
+    if (!m->cap)
+        return;
+    size_t i = mf_slot(key, m->cap - 1);
+    __builtin_prefetch(&m->keys[i]);
+    __builtin_prefetch(&m->vals[i]);
+}
+
 void mf_map_free(struct mf_map *m)
 {
     free(m->keys);

@@ -7,6 +7,7 @@ count a thing twice and never show a share above 100 %.
 
 MF_TEST_PRINT=/path/to/an/older/mf_print runs these against another build."""
 
+import json
 import os
 import random
 import shutil
@@ -606,3 +607,23 @@ def test_validate_base_compares_a_profile_with_its_copy():
         rt.expect_eq(sites.get(f"site_worker_{k}"), (0, WORKER_CALLS[k]),
                      f"site_worker_{k}: (change, new calls)")
     rt.expect(all(int(row["calls_change"]) == 0 for row in rows), "a change in a copy")
+
+
+@rt.test
+def test_validate_identical_stacks_of_threads_are_one_stack():
+    """50 threads allocate through one stack, 20 calls each, in 50 thread files: the reader
+    merges their entries (hashed ahead of its map since 10^6 stacks wanted it) into one
+    stack of 1,000 exact calls, beside main's stack of 10. A merge that went wrong leaves
+    the CSV (merged by names) as it was, so JSON's raw stacks are what is checked."""
+    r = rt.run_ok([rt.c_program("many_threads")])
+    out = run_print(["--format", "json", r.profile])
+    rt.expect_eq(out.returncode, 0, "exit status")
+    stacks = json.loads(out.stdout)["stacks"]
+    sites = {}
+    for s in stacks:
+        names = [f["function"] for f in s["frames"]]
+        for site in ("site_thread", "site_main"):
+            if site in names:
+                sites.setdefault(site, []).append((s["calls"], s["samples"]))
+    rt.expect_eq(sites, {"site_thread": [(1000, 1000)], "site_main": [(10, 10)]},
+                 "stacks through each site: (calls, samples)")
