@@ -155,6 +155,12 @@ size_t mf_paths_partition(struct mf_paths *ps, uint32_t lo, uint32_t hi, uint32_
      * are kept in ps->names for the passes below. */
     for (uint32_t i = lo; i < hi; i++) {
         uint32_t s = ps->order[i];
+        if (i + 32 < hi) { /* started ahead: the stack's place, then its frame */
+            __builtin_prefetch(&ps->first[ps->order[i + 32]]);
+            __builtin_prefetch(&ps->len[ps->order[i + 32]]);
+        }
+        if (i + 16 < hi)
+            __builtin_prefetch(&ps->refs[ps->first[ps->order[i + 16]] + d]);
         if (ps->len[s] <= d) {
             ends++;
             ps->names[i] = ps->cur[i] = UINT32_MAX;
