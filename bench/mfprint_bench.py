@@ -12,8 +12,9 @@ and mf_print's header says so. Then `mf_print --format tree|csv|pprof|html -o FI
 BENCH_MFPRINT_RUNS times (default 3) on each, interleaved: the median wall time and the
 largest peak RSS (GNU time's %M) are set against the targets of tree, CSV and pprof, at
 most 5 s and at most twice the size of the thread files (html is measured, untargeted).
-Next to each, what writing as many bytes to the same file takes by itself (dd): the floor a
-format with a large output cannot go under through the page cache.
+Next to each, what writing as many bytes to the same file takes by itself (dd): through the
+page cache, and with O_DIRECT, the disk's own floor that no format with a large output goes
+under.
 
 Environment: BENCH_MFPRINT_SIZES (default 100000,1000000), BENCH_MFPRINT_RUNS, BENCH_LIB,
 BENCH_MFPRINT_RESULTS (default bench/RESULTS-mfprint.md). Exit status 1 if a run failed or a
@@ -149,19 +150,24 @@ def write_alone(path, size):
     which reads for seconds before it writes, dd starts a few seconds after the last output
     was deleted: on this virtual machine the kernel hands freed memory back to the host
     within seconds, and 3.9 GB of page cache made of memory the host must supply again took
-    9-11 s to write where 2.7 s sufficed right after a delete."""
+    9-11 s to write where 2.7 s sufficed right after a delete. Then the same bytes with
+    O_DIRECT (no page cache: the disk's own floor), None where the file system refuses it."""
     blocks = max(1, (size + (1 << 20) - 1) >> 20)
     if os.path.exists(path):
         os.unlink(path)
         os.sync()
     time.sleep(WRITE_PAUSE if size >= 1 << 27 else 0)
-    t0 = time.perf_counter()
-    subprocess.run(["dd", "if=/dev/zero", "of=" + path, "bs=1M", "count=%d" % blocks,
-                    "status=none"], check=True)
-    wall = time.perf_counter() - t0
-    os.unlink(path)
-    os.sync()
-    return wall
+    walls = []
+    for flags in ([], ["oflag=direct"]):
+        t0 = time.perf_counter()
+        done = subprocess.run(["dd", "if=/dev/zero", "of=" + path, "bs=1M",
+                               "count=%d" % blocks, "status=none"] + flags,
+                              stderr=subprocess.DEVNULL).returncode == 0
+        walls.append(time.perf_counter() - t0 if done else None)
+        if os.path.exists(path):
+            os.unlink(path)
+            os.sync()
+    return tuple(walls)
 
 
 def verdict(fmt, met):
@@ -213,8 +219,11 @@ def main():
                 continue
             walls = sorted(w for w, _ in got[f])
             rss = max(r for _, r in got[f]) * 1024
+            cached = [c for c, _ in alone[f]]
+            direct = [x for _, x in alone[f] if x is not None]
             rows.append((n, file_bytes, f, statistics.median(walls), walls[0], walls[-1], rss,
-                         out_bytes[f], statistics.median(alone[f]) if alone[f] else None))
+                         out_bytes[f], statistics.median(cached) if cached else None,
+                         statistics.median(direct) if direct else None))
     lines = ["# mf_print on large profiles (`make bench`, bench/mfprint_bench.py)", "",
              "%s; %d CPUs; median of %d runs each (formats interleaved), peak RSS the largest;"
              " targets (tree, CSV, pprof): at most %.0f s, peak RSS at most %.0fx the thread"
@@ -222,21 +231,31 @@ def main():
                  datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), os.cpu_count() or 0,
                  runs, TIME_TARGET, RSS_TARGET), "",
              "| stacks | thread files | format | wall (median) | runs' range | time | peak RSS"
-             " | RSS / files | memory | output | writing the output alone |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for n, fb, f, wall, lo, hi, rss, ob, wa in rows:
+             " | RSS / files | memory | output | writing the output alone | the same, direct |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for n, fb, f, wall, lo, hi, rss, ob, wa, wd in rows:
         lines.append("| %s | %.0f MB | %s | %.2f s | %.2f-%.2f s | %s | %.0f MB | %.2fx | %s |"
-                     " %.1f MB | %s |" % ("{:,}".format(n), fb / 1e6, f, wall, lo, hi,
-                                          verdict(f, wall <= TIME_TARGET), rss / 1e6,
-                                          rss / fb, verdict(f, rss <= RSS_TARGET * fb),
-                                          ob / 1e6, "-" if wa is None else "%.2f s" % wa))
+                     " %.1f MB | %s | %s |" % ("{:,}".format(n), fb / 1e6, f, wall, lo, hi,
+                                               verdict(f, wall <= TIME_TARGET), rss / 1e6,
+                                               rss / fb, verdict(f, rss <= RSS_TARGET * fb),
+                                               ob / 1e6, "-" if wa is None else "%.2f s" % wa,
+                                               "-" if wd is None else "%.2f s" % wd))
     lines += ["", "Writing the output alone: the same number of bytes written to the same file"
               " by `dd` (1 MiB blocks, no sync), after an mf_print run, its output deleted and"
               " %.0f s of pause (outputs of 128 MiB and more; mf_print reads for seconds before"
               " it writes, and meanwhile this machine hands freed memory back to its host),"
               " median over the runs after the first: what the bytes take through the page"
               " cache. mf_print writes a file's bytes past its first 64 MiB uncached"
-              " (RWF_DONTCACHE, Linux 6.14 and later), which can take less." % WRITE_PAUSE]
+              " (RWF_DONTCACHE, Linux 6.14 and later), which can take less. The same, direct:"
+              " the same bytes written by `dd oflag=direct` (O_DIRECT, no page cache at all):"
+              " what the disk itself takes, a floor no way of writing gets under." % WRITE_PAUSE]
+    for n, fb, f, wall, lo, hi, rss, ob, wa, wd in rows:
+        if f in TARGETED and wall > TIME_TARGET and wd is not None:
+            lines += ["", "%s stacks, %s: %.2f s against %.0f s; its %.1f GB alone take the disk"
+                      " %.2f s (direct), which leaves %.2f s of the target for reading,"
+                      " symbolizing and making the rows; the run took %.2f s beyond the write." % (
+                          "{:,}".format(n), f, wall, TIME_TARGET, ob / 1e9, wd,
+                          TIME_TARGET - wd, wall - wd)]
     if failures:
         lines += ["", "## Failures", ""] + ["- " + x.replace("\n", " ")[:600] for x in failures]
     text = "\n".join(lines) + "\n"
