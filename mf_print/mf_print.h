@@ -10,6 +10,8 @@
 /* One line on stderr, prefixed "mf_print: ". */
 void mf_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Out of memory is the only error mf_print does not survive. */
+/* Says so and exits with status 3 (what every allocation here does when it fails). */
+void mf_out_of_memory(void) __attribute__((noreturn));
 void *mf_xmalloc(size_t size);
 void *mf_xrealloc(void *p, size_t size);
 void *mf_xcalloc(size_t n, size_t size);

@@ -23,12 +23,16 @@ void mf_error(const char *fmt, ...)
     va_end(ap);
 }
 
+void mf_out_of_memory(void)
+{
+    fputs("mf_print: out of memory\n", stderr);
+    exit(3);
+}
+
 static void *mf_oom(void *p)
 {
-    if (!p) {
-        fputs("mf_print: out of memory\n", stderr);
-        exit(3);
-    }
+    if (!p)
+        mf_out_of_memory();
     return p;
 }
 
