@@ -8,10 +8,11 @@ paths of 40 levels through the four libraries, each an allocation from a stack o
 (about 80 frames once inlined calls are expanded). Each profile is made once (kept in
 build/bench/mfprint/ while the generator, the library and N are the same) and checked: its
 thread file holds exactly N + a few distinct stacks (the program's start-up allocations),
-and mf_print's header says so. Then `mf_print --format tree|csv|pprof|html -o FILE` runs
-BENCH_MFPRINT_RUNS times (default 3) on each, interleaved: the median wall time and the
-largest peak RSS (GNU time's %M) are set against the targets of tree, CSV and pprof, at
-most 5 s and at most twice the size of the thread files (html is measured, untargeted).
+and mf_print's header says so. Then `mf_print --format F -o FILE` runs for F = tree, csv,
+pprof, html and collapsed, BENCH_MFPRINT_RUNS times (default 3) on each, interleaved: the
+median wall time and the largest peak RSS (GNU time's %M) are set against the targets of
+tree, CSV and pprof, at most 5 s and at most twice the size of the thread files (html and
+collapsed are measured, untargeted).
 Next to each, what writing as many bytes to the same file takes by itself (dd): through the
 page cache, and with O_DIRECT, the disk's own floor that no format with a large output goes
 under.
@@ -35,8 +36,8 @@ SRC = os.path.join(ROOT, "bench", "many_stacks_gen.c")
 WORK = os.path.join(ROOT, "build", "bench", "mfprint")
 LIB = os.path.abspath(os.environ.get("BENCH_LIB") or os.path.join(ROOT, "build", "libmalloc_freq.so"))
 MF_PRINT = os.path.join(ROOT, "build", "mf_print")
-FORMATS = ("tree", "csv", "pprof", "html")
-TARGETED = ("tree", "csv", "pprof")  # the targets are these formats'; html is measured
+FORMATS = ("tree", "csv", "pprof", "html", "collapsed")
+TARGETED = ("tree", "csv", "pprof")  # the targets are these formats'; html and collapsed are measured
 TIME_TARGET = 5.0  # seconds
 RSS_TARGET = 2.0  # times the thread files' size
 WRITE_PAUSE = 5.0  # seconds between deleting an output and timing dd's write of its size
