@@ -45,6 +45,9 @@ int mf_side_read(struct mf_side *s, const char *const *paths, int npaths, bool t
         return 1;
     }
     mf_model_build(&s->model, &s->profile, trim);
+    /* The model has its locations: the raw frames (a kept copy of each thread file) go before
+     * the other side is read, as main's one profile's do. */
+    mf_profile_drop_frames(&s->profile);
     s->calls = mf_profile_total_calls(&s->profile);
     s->bytes = mf_profile_total_bytes(&s->profile);
     mf_sampling_text(&s->profile, s->sampling, sizeof s->sampling);
