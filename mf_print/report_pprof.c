@@ -306,6 +306,7 @@ static int64_t mf_pp_clamp(uint64_t v)
 static void mf_pp_add_model(struct mf_pp *pp, int side, const struct mf_model *m, int sign,
                             const struct mf_diff *d, int dside, bool as_read)
 {
+    bool hiding = mf_transform_get()->nhide != 0; /* else no frame's name need be looked at */
     for (uint32_t i = 0; i < m->nstacks; i++) {
         const struct mf_stack *s = &m->stacks[i];
         if (s->flags & MF_STACK_NOT_PROFILED) {
@@ -316,7 +317,17 @@ static void mf_pp_add_model(struct mf_pp *pp, int side, const struct mf_model *m
                 uint32_t loc = m->stack_locs[s->first + i];
                 const struct mf_location *l = &m->locs[loc];
                 uint32_t skip = l->n, keep = 0, visible = 0;
-                for (uint32_t j = 0; j < l->n; j++, k++) {
+                if (!hiding) { /* the frames shown are [trimmed, total - cut), in a row */
+                    uint32_t lo = s->trimmed > k ? s->trimmed : k;
+                    uint32_t end = s->cut < total ? total - s->cut : 0;
+                    uint32_t hi = end < k + l->n ? end : k + l->n;
+                    if (lo < hi) {
+                        skip = lo - k;
+                        keep = visible = hi - lo;
+                    }
+                    k += l->n;
+                }
+                for (uint32_t j = 0; hiding && j < l->n; j++, k++) {
                     if (k < s->trimmed || k + s->cut >= total)
                         continue;
                     if (skip == l->n)
