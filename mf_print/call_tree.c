@@ -228,6 +228,21 @@ uint32_t mf_paths_loc(struct mf_paths *ps, uint32_t lo, uint32_t hi, uint32_t d)
     size_t n = 0;
     bool mapped = false;
     (void)d; /* the frames at depth d are ps->cur[lo, hi) */
+    /* One line only (a node of one stack, most nodes deep in a large profile): it wins
+     * whatever the calls, which lie in another array, a cache miss a stack. */
+    uint32_t one = UINT32_MAX;
+    bool uniform = true;
+    for (uint32_t i = lo; i < hi && uniform; i++) {
+        const struct mf_frame *f = &ps->ft[ps->cur[i]];
+        if (!f->file)
+            continue;
+        if (one == UINT32_MAX)
+            one = ps->cur[i];
+        else
+            uniform = ps->ft[one].file == f->file && ps->ft[one].line == f->line;
+    }
+    if (uniform)
+        return one;
     for (uint32_t i = lo; i < hi; i++) {
         uint32_t ref = ps->cur[i];
         const struct mf_frame *f = &ps->ft[ref];
