@@ -228,6 +228,7 @@ static void mf_csv_walk(struct mf_csv *c, uint32_t lo, uint32_t hi, uint32_t d)
     uint32_t nends;
     if (hi - lo == 1) { /* one stack: its frames are its nodes' locations, one row */
         uint32_t si = ps->order[lo];
+        __builtin_prefetch(&ps->m->stacks[si]); /* its counts, read by the row after the frames */
         for (uint32_t k = d; k < ps->len[si]; k++) {
             uint32_t ref = ps->refs[ps->first[si] + k];
             mf_csv_path(c, k, ps->ft[ref].file ? ref : UINT32_MAX);
