@@ -117,9 +117,6 @@ static const struct mf_enc *mf_enc_make(uint32_t id)
         struct mf_buf b = {0}, q = {0};
         mf_buf_addn(&b, "", 0);
         mf_buf_add_frame(&b, mf_str(id));
-        /* MF_PAD readable bytes past the end: rows copy a short text in one fixed move */
-        b.s = mf_xrealloc(b.s, b.n + MF_PAD);
-        memset(b.s + b.n, 0, MF_PAD);
         e->text = b.s;
         e->len = (uint32_t)b.n;
         e->needs_quotes = strpbrk(b.s, ",\"\r\n") != NULL;
@@ -408,8 +405,8 @@ static void mf_out_put(struct mf_out *o, const char *s, size_t len)
     }
 }
 
-/* s has MF_PAD readable bytes past len (an encoded text, a location piece): a short one is
- * copied by one fixed move (the buffer keeps MF_PAD bytes of room past cap). */
+/* s has MF_PAD readable bytes past len (a piece, below): a short one is copied by one fixed
+ * move (the buffer keeps MF_PAD bytes of room past cap). */
 static inline void mf_out_padded(struct mf_out *o, const char *s, size_t len)
 {
     if (len <= MF_PAD && o->n + len <= o->cap) {
@@ -423,6 +420,24 @@ static inline void mf_out_padded(struct mf_out *o, const char *s, size_t len)
 static void mf_out_str(struct mf_out *o, const char *s)
 {
     mf_out_put(o, s, strlen(s));
+}
+
+static char *mf_u64(char *end, uint64_t v)
+{
+    *--end = '\0';
+    do
+        *--end = (char)('0' + v % 10);
+    while (v /= 10);
+    return end;
+}
+
+/* ":line" ending at end (a buffer of 24), returned with its length. */
+static const char *mf_colon_line(char *end, uint32_t line, size_t *len)
+{
+    char *p = mf_u64(end, line);
+    *--p = ':';
+    *len = (size_t)(end - 1 - p);
+    return p;
 }
 
 /* Each frame's piece of the stack column (its name) and of the locations column (its
@@ -483,14 +498,10 @@ static void mf_pieces_make(struct mf_pieces *pc, const struct mf_paths *ps)
             continue;
         }
         const struct mf_enc *e = mf_enc_of(f->file);
-        char line[16], *p = line + sizeof line;
-        uint32_t v = f->line;
-        do
-            *--p = (char)('0' + v % 10);
-        while (v /= 10);
-        *--p = ':';
-        pc->loc[r] = mf_piece_add(pc, e->text, e->len, p, (size_t)(line + sizeof line - p),
-                                  e->needs_quotes);
+        char line[24];
+        size_t nl;
+        const char *t = mf_colon_line(line + sizeof line, f->line, &nl);
+        pc->loc[r] = mf_piece_add(pc, e->text, e->len, t, nl, e->needs_quotes);
     }
     free(by_name);
 }
@@ -531,25 +542,13 @@ static void mf_csv_frames(struct mf_out *o, const struct mf_paths *ps, const str
         const struct mf_enc *e = mf_enc_of(locs ? f->file : f->name);
         mf_out_put(o, e->quoted, e->quoted_len);
         if (locs) {
-            char line[16], *p = line + sizeof line;
-            uint32_t v = f->line;
-            do
-                *--p = (char)('0' + v % 10);
-            while (v /= 10);
-            *--p = ':';
-            mf_out_put(o, p, (size_t)(line + sizeof line - p));
+            char line[24];
+            size_t nl;
+            const char *t = mf_colon_line(line + sizeof line, f->line, &nl);
+            mf_out_put(o, t, nl);
         }
     }
     mf_out_put(o, "\"", 1);
-}
-
-static char *mf_u64(char *end, uint64_t v)
-{
-    *--end = '\0';
-    do
-        *--end = (char)('0' + v % 10);
-    while (v /= 10);
-    return end;
 }
 
 /* One interned string as a CSV field, percent-encoded as a frame is. */
