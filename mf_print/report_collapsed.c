@@ -79,21 +79,19 @@ static void mf_guard_last_number(char *text)
 /* A line is a sequence of tokens: each frame's text followed by ';', and at its end the
  * last frame's (guarded) or "[via W]". A token is never the start of another (no escaped
  * name holds a ';', and only a line's end ends without one), so lines compare as their
- * tokens do, token by token, and each token by its rank among the tokens' texts: 10^6 lines
- * of 80 frames sort on 4-byte ranks, not on their long common text (strcmp was 2 s of the
- * report), and are kept as ranks, not as 0.75 GB of text. Tokens of equal text (two names
- * that escape alike) share a rank, so their lines merge as equal text does. */
+ * tokens do, token by token. Tokens are interned: equal texts (two names that escape alike)
+ * are one id, so lines merge as equal text does, and an id's rank in the strings' strcmp
+ * order (mf_str_ranks) orders two tokens. 10^6 lines of 80 frames sort on 4-byte ids, not
+ * on their long common text (strcmp was 2 s of the report), and are kept as ids, not as
+ * 0.75 GB of text. */
 enum { MF_TOK_MID, MF_TOK_LAST, MF_TOK_VIA, MF_TOK_KINDS };
 
 struct mf_tokens {
-    struct mf_text text;   /* each token's text, NUL-terminated */
-    size_t *at;            /* per token: its text's offset */
-    uint32_t *len;         /* per token: its text's length */
-    uint32_t n, cap;
-    uint32_t *of[MF_TOK_KINDS]; /* per kind and name id: 1 + its token, 0 none yet */
+    uint32_t *of[MF_TOK_KINDS]; /* per kind and name id: 1 + its token's id, 0 none yet */
     uint32_t nof[MF_TOK_KINDS];
-    uint32_t *rank;        /* per token */
-    uint32_t *by_rank;     /* per rank: a token with that text */
+    uint32_t *len;              /* per token id: its text's length */
+    uint32_t nlen;
+    struct mf_text text;        /* the token being made */
 };
 
 static uint32_t mf_token(struct mf_tokens *tk, int kind, uint32_t id)
@@ -101,65 +99,31 @@ static uint32_t mf_token(struct mf_tokens *tk, int kind, uint32_t id)
     if (id < tk->nof[kind] && tk->of[kind][id]) /* made: nearly every frame */
         return tk->of[kind][id] - 1;
     tk->of[kind] = mf_grow_zeroed(tk->of[kind], &tk->nof[kind], id, sizeof *tk->of[kind]);
-    if (tk->of[kind][id])
-        return tk->of[kind][id] - 1;
-    uint32_t cap = tk->cap;
-    MF_GROW(tk->at, tk->n, tk->cap);
-    if (tk->cap != cap)
-        tk->len = mf_xrealloc(tk->len, tk->cap * sizeof *tk->len);
-    size_t start = tk->text.n;
+    tk->text.n = 0;
+    mf_text_add(&tk->text, "", 0);
     if (kind == MF_TOK_VIA)
         mf_text_add(&tk->text, "[via ", 5);
     mf_escape(&tk->text, id);
     if (kind == MF_TOK_VIA)
         mf_text_add(&tk->text, "]", 1);
     else if (kind == MF_TOK_LAST)
-        mf_guard_last_number(tk->text.s + start);
+        mf_guard_last_number(tk->text.s);
     else
         mf_text_add(&tk->text, ";", 1);
-    tk->len[tk->n] = (uint32_t)strlen(tk->text.s + start);
-    tk->text.n++; /* past the NUL */
-    tk->at[tk->n] = start;
-    tk->of[kind][id] = tk->n + 1;
-    return tk->n++;
-}
-
-static const struct mf_tokens *mf_sort_tokens;
-
-static int mf_token_cmp(const void *a, const void *b)
-{
-    const struct mf_tokens *tk = mf_sort_tokens;
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return strcmp(tk->text.s + tk->at[x], tk->text.s + tk->at[y]);
-}
-
-/* Ranks the tokens by text (equal texts one rank). */
-static void mf_tokens_rank(struct mf_tokens *tk)
-{
-    uint32_t *order = mf_xmalloc(((size_t)tk->n + 1) * sizeof *order);
-    for (uint32_t i = 0; i < tk->n; i++)
-        order[i] = i;
-    mf_sort_tokens = tk;
-    qsort(order, tk->n, sizeof *order, mf_token_cmp);
-    tk->rank = mf_xmalloc(((size_t)tk->n + 1) * sizeof *tk->rank);
-    tk->by_rank = mf_xmalloc(((size_t)tk->n + 1) * sizeof *tk->by_rank);
-    uint32_t r = 0;
-    for (uint32_t i = 0; i < tk->n; i++) {
-        if (i && mf_token_cmp(&order[i], &order[i - 1]) != 0)
-            r++;
-        tk->rank[order[i]] = r;
-        tk->by_rank[r] = order[i];
-    }
-    free(order);
+    uint32_t token = mf_intern(tk->text.s);
+    tk->len = mf_grow_zeroed(tk->len, &tk->nlen, token, sizeof *tk->len);
+    tk->len[token] = (uint32_t)strlen(tk->text.s);
+    tk->of[kind][id] = token + 1;
+    return token;
 }
 
 struct mf_folded {
-    size_t first;   /* its ranks: ranks[first, first + n) */
+    size_t first;   /* its tokens: tokens[first, first + n) */
     uint32_t n;
     uint64_t count;
 };
 
-static const uint32_t *mf_sort_ranks;
+static const uint32_t *mf_sort_tokens, *mf_sort_rank;
 
 /* The first k < n where x[k] != y[k], or n. Lines share long runs of leading tokens (every
  * line of a program starts at main): compared four ranks at a time where SSE2 is there. */
@@ -183,25 +147,25 @@ static uint32_t mf_first_difference(const uint32_t *x, const uint32_t *y, uint32
 static int mf_folded_cmp(const void *pa, const void *pb)
 {
     const struct mf_folded *a = pa, *b = pb;
-    const uint32_t *x = mf_sort_ranks + a->first, *y = mf_sort_ranks + b->first;
+    const uint32_t *x = mf_sort_tokens + a->first, *y = mf_sort_tokens + b->first;
     uint32_t n = a->n < b->n ? a->n : b->n, k = mf_first_difference(x, y, n);
     if (k < n)
-        return x[k] < y[k] ? -1 : 1;
+        return mf_sort_rank[x[k]] < mf_sort_rank[y[k]] ? -1 : 1;
     return a->n < b->n ? -1 : a->n > b->n;
 }
 
-static bool mf_folded_eq(const uint32_t *ranks, const struct mf_folded *a,
+static bool mf_folded_eq(const uint32_t *tokens, const struct mf_folded *a,
                          const struct mf_folded *b)
 {
-    return a->n == b->n && memcmp(ranks + a->first, ranks + b->first, a->n * sizeof *ranks) == 0;
+    return a->n == b->n && memcmp(tokens + a->first, tokens + b->first, a->n * sizeof *tokens) == 0;
 }
 
 bool mf_report_collapsed(FILE *out, const struct mf_model *m, const struct mf_report_options *o)
 {
     struct mf_folded *lines = NULL;
     uint32_t n = 0, cap = 0;
-    uint32_t *ranks = NULL; /* the lines' tokens, then their ranks */
-    size_t nranks = 0, ranks_cap = 0;
+    uint32_t *tokens = NULL; /* the lines' tokens, one after another */
+    size_t ntokens = 0, tokens_cap = 0;
     struct mf_tokens tk = {0};
     struct mf_frames fr = {0};
     for (uint32_t i = 0; i < m->nstacks; i++) {
@@ -210,36 +174,36 @@ bool mf_report_collapsed(FILE *out, const struct mf_model *m, const struct mf_re
         if (count == 0)
             continue;
         mf_model_frames(m, s, &fr);
-        size_t need = nranks + fr.n + 1;
-        if (need > ranks_cap) {
-            ranks_cap = need * 2;
-            ranks = mf_xrealloc(ranks, ranks_cap * sizeof *ranks);
+        size_t need = ntokens + fr.n + 1;
+        if (need > tokens_cap) {
+            tokens_cap = need * 2;
+            tokens = mf_xrealloc(tokens, tokens_cap * sizeof *tokens);
         }
-        size_t first = nranks;
+        size_t first = ntokens;
         for (uint32_t k = fr.n; k-- > 0;) /* root first */
-            ranks[nranks++] = mf_token(&tk, k || s->via ? MF_TOK_MID : MF_TOK_LAST, fr.v[k].name);
+            tokens[ntokens++] = mf_token(&tk, k || s->via ? MF_TOK_MID : MF_TOK_LAST, fr.v[k].name);
         if (s->via) /* the wrapper folded into the site, as a pseudo-frame above it */
-            ranks[nranks++] = mf_token(&tk, MF_TOK_VIA, s->via);
+            tokens[ntokens++] = mf_token(&tk, MF_TOK_VIA, s->via);
         MF_GROW(lines, n, cap);
-        lines[n++] = (struct mf_folded){first, (uint32_t)(nranks - first), count};
+        lines[n++] = (struct mf_folded){first, (uint32_t)(ntokens - first), count};
     }
     free(fr.v);
-    mf_tokens_rank(&tk);
-    for (size_t i = 0; i < nranks; i++)
-        ranks[i] = tk.rank[ranks[i]];
-    mf_sort_ranks = ranks;
+    uint32_t *rank = mf_str_ranks(); /* no string is interned from here on */
+    mf_sort_tokens = tokens;
+    mf_sort_rank = rank;
     if (n > 1)
         qsort(lines, n, sizeof *lines, mf_folded_cmp);
+    free(rank);
     struct mf_text line = {0};
     for (uint32_t i = 0; i < n;) {
         uint64_t count = 0;
         uint32_t j = i;
-        for (; j < n && mf_folded_eq(ranks, &lines[j], &lines[i]); j++)
+        for (; j < n && mf_folded_eq(tokens, &lines[j], &lines[i]); j++)
             count += lines[j].count; /* stacks that differ only in addresses or lines */
         line.n = 0;
         for (uint32_t k = 0; k < lines[i].n; k++) {
-            uint32_t token = tk.by_rank[ranks[lines[i].first + k]];
-            mf_text_add(&line, tk.text.s + tk.at[token], tk.len[token]);
+            uint32_t token = tokens[lines[i].first + k];
+            mf_text_add(&line, mf_str(token), tk.len[token]);
         }
         char num[32];
         int len = snprintf(num, sizeof num, " %llu\n", (unsigned long long)count);
@@ -248,14 +212,11 @@ bool mf_report_collapsed(FILE *out, const struct mf_model *m, const struct mf_re
         i = j;
     }
     free(line.s);
-    free(ranks);
+    free(tokens);
     free(lines);
-    free(tk.text.s);
-    free(tk.at);
-    free(tk.len);
     for (int k = 0; k < MF_TOK_KINDS; k++)
         free(tk.of[k]);
-    free(tk.rank);
-    free(tk.by_rank);
+    free(tk.len);
+    free(tk.text.s);
     return false;
 }
