@@ -9,8 +9,8 @@
 
 /* One line on stderr, prefixed "mf_print: ". */
 void mf_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Out of memory is the only error mf_print does not survive. */
-/* Says so and exits with status 3 (what every allocation here does when it fails). */
+/* Out of memory is the only error mf_print does not survive: mf_out_of_memory says so and
+ * exits with status 3, as every allocation here does when it fails. */
 void mf_out_of_memory(void) __attribute__((noreturn));
 void *mf_xmalloc(size_t size);
 void *mf_xrealloc(void *p, size_t size);
@@ -49,6 +49,13 @@ uint32_t mf_map_get(const struct mf_map *m, uint64_t key, mf_map_eq eq, const vo
 /* The stored value; if there is none, stores new_val, sets *added and returns new_val. */
 uint32_t mf_map_put(struct mf_map *m, uint64_t key, mf_map_eq eq, const void *ctx,
                     uint32_t new_val, bool *added);
+/* Starts loading the cache lines of bytes at p: a stack's frames read a few stacks from now,
+ * which lie apart from the ones read before. */
+static inline void mf_prefetch_range(const void *p, size_t bytes)
+{
+    for (size_t i = 0; i < bytes; i += 64)
+        __builtin_prefetch((const char *)p + i);
+}
 /* Starts loading key's first slot: a put or get of it a few keys later finds it cached. */
 void mf_map_prefetch(const struct mf_map *m, uint64_t key);
 void mf_map_free(struct mf_map *m);

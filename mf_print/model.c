@@ -97,8 +97,7 @@ void mf_model_build(struct mf_model *m, const struct mf_profile *p, bool trim)
             /* The stacks' frames lie in the order the program first met them, read here in
              * another: each stack's first lines were a cache miss, half of this loop. */
             const struct mf_raw_stack *ahead = &p->stacks[r + 4];
-            for (uint32_t i = 0; i < ahead->depth; i += 8)
-                __builtin_prefetch(ahead->frames + i);
+            mf_prefetch_range(ahead->frames, ahead->depth * sizeof *ahead->frames);
         }
         struct mf_stack *s = mf_new_stack(m);
         s->process = rs->process;

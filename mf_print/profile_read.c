@@ -809,8 +809,8 @@ static void mf_read_thread(struct mf_profile *p, const char *dir, const char *na
         uint64_t hashes[MF_AHEAD / 2] = {0};
         for (uint32_t i = 0; i < seg->capacity + MF_AHEAD / 2; i++) {
             if (i + MF_AHEAD < seg->capacity && e[i + MF_AHEAD].hash != 0)
-                for (uint32_t j = 0; j < e[i + MF_AHEAD].depth; j += 8)
-                    __builtin_prefetch(&frames[e[i + MF_AHEAD].frames + j]);
+                mf_prefetch_range(&frames[e[i + MF_AHEAD].frames],
+                                  e[i + MF_AHEAD].depth * sizeof *frames);
             uint32_t at = i - MF_AHEAD / 2; /* hashed MF_AHEAD / 2 rounds ago */
             if (i >= MF_AHEAD / 2 && e[at].hash != 0 && e[at].calls != 0)
                 mf_add_stack(p, process, &e[at], &frames[e[at].frames], keep,

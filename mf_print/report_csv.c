@@ -599,8 +599,7 @@ static void mf_csv_report(FILE *out, const struct mf_model *const *models,
         if (i + 4 < c.nrows) {
             const struct mf_row *a = &c.rows[i + 4];
             const uint32_t *refs = paths[a->part].refs + paths[a->part].first[a->stack];
-            for (uint32_t k = 0; k <= a->depth; k += 16)
-                __builtin_prefetch(refs + k);
+            mf_prefetch_range(refs, (a->depth + 1) * sizeof *refs);
         }
         char num[24];
         mf_out_str(&o, mf_u64(num + sizeof num, r->calls));
