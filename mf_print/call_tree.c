@@ -8,8 +8,45 @@
 
 #include "call_tree.h"
 #include "mf_print.h"
+#include "transform.h"
 
 /* ---- the stacks as paths ---------------------------------------------------------------- */
+
+/* Stacks [lo, hi) of ps, their frames put in their rooms (ps->first). */
+struct mf_paths_fill {
+    struct mf_paths *ps;
+    bool outer;
+    const struct mf_map *vias;
+    uint32_t via_ft;
+    uint32_t lo, hi;
+};
+
+#define MF_PATHS_FILL_MIN 65536 /* stacks worth a second thread */
+
+static void *mf_paths_fill(void *arg)
+{
+    const struct mf_paths_fill *f = arg;
+    struct mf_paths *ps = f->ps;
+    const struct mf_model *m = ps->m;
+    for (uint32_t i = f->lo; i < f->hi; i++) {
+        size_t at = ps->first[i], cap = ps->refs_cap;
+        uint32_t *refs = ps->refs; /* the room is there: never grown */
+        ps->len[i] = mf_model_frame_refs(m, &m->stacks[i], &refs, &at, &cap);
+        uint32_t *r = ps->refs + ps->first[i];
+        for (uint32_t k = 0; k < ps->len[i]; k++)
+            if (r[k] >= MF_REF_PSEUDO)
+                r[k] = m->nframes + (r[k] - MF_REF_PSEUDO);
+        for (uint32_t k = 0; f->outer && k < ps->len[i] / 2; k++) {
+            uint32_t x = r[k];
+            r[k] = r[ps->len[i] - 1 - k];
+            r[ps->len[i] - 1 - k] = x;
+        }
+        if (f->outer && m->stacks[i].via)
+            r[ps->len[i]++] = f->via_ft + mf_map_get(f->vias, m->stacks[i].via, NULL, NULL);
+        ps->order[i] = i;
+    }
+    return NULL;
+}
 
 void mf_paths_build(struct mf_paths *ps, const struct mf_model *m, bool outer)
 {
@@ -41,16 +78,18 @@ void mf_paths_build(struct mf_paths *ps, const struct mf_model *m, bool outer)
         ps->ft[via_ft + k] = (struct mf_frame){mf_intern(buf), 0, 0, false};
     }
     free(via_ids);
+    ps->first = mf_xmalloc(((size_t)ps->n + 1) * sizeof *ps->first);
     size_t total = 0;
-    for (uint32_t i = 0; i < m->nstacks; i++) {
+    for (uint32_t i = 0; i < m->nstacks; i++) { /* each stack's room: every frame, +1, +via */
         const struct mf_stack *s = &m->stacks[i];
+        ps->first[i] = total;
         total += 1 + (outer && s->via);
         for (uint32_t k = 0; k < s->depth; k++)
             total += m->locs[m->stack_locs[s->first + k]].n;
     }
     ps->refs_cap = total + 1;
+    ps->nrefs = total;
     ps->refs = mf_xmalloc(ps->refs_cap * sizeof *ps->refs);
-    ps->first = mf_xmalloc(((size_t)ps->n + 1) * sizeof *ps->first);
     ps->len = mf_xmalloc(((size_t)ps->n + 1) * sizeof *ps->len);
     ps->order = mf_xmalloc(((size_t)ps->n + 1) * sizeof *ps->order);
     ps->tmp = mf_xmalloc(((size_t)ps->n + 1) * sizeof *ps->tmp);
@@ -60,28 +99,21 @@ void mf_paths_build(struct mf_paths *ps, const struct mf_model *m, bool outer)
     ps->calls = mf_xmalloc(((size_t)ps->n + 1) * sizeof *ps->calls);
     for (uint32_t i = 0; i < ps->n; i++)
         ps->calls[i] = m->stacks[i].calls;
-    for (uint32_t i = 0; i < ps->n; i++) {
-        ps->first[i] = ps->nrefs;
-        ps->len[i] = mf_model_frame_refs(m, &m->stacks[i], &ps->refs, &ps->nrefs, &ps->refs_cap);
-        uint32_t *r = ps->refs + ps->first[i];
-        for (uint32_t k = 0; k < ps->len[i]; k++)
-            if (r[k] >= MF_REF_PSEUDO)
-                r[k] = m->nframes + (r[k] - MF_REF_PSEUDO);
-        for (uint32_t k = 0; outer && k < ps->len[i] / 2; k++) {
-            uint32_t x = r[k];
-            r[k] = r[ps->len[i] - 1 - k];
-            r[ps->len[i] - 1 - k] = x;
-        }
-        if (outer && m->stacks[i].via) {
-            if (ps->nrefs == ps->refs_cap) {
-                ps->refs_cap *= 2;
-                ps->refs = mf_xrealloc(ps->refs, ps->refs_cap * sizeof *ps->refs);
-            }
-            ps->refs[ps->nrefs++] = via_ft + mf_map_get(&vias, m->stacks[i].via, NULL, NULL);
-            ps->len[i]++;
-        }
-        ps->order[i] = i;
-    }
+    /* Each stack's frames fill its own room, so the two halves of the stacks are filled at
+     * once (half of ~0.5 s at 10^6 stacks). --hide's classes of names are made lazily:
+     * made first, for every frame, they are only read. */
+    for (uint32_t r = 0; mf_transform_get()->nhide && r < m->nframes; r++)
+        mf_name_hidden(m->frames[r].name);
+    struct mf_paths_fill halves[2] = {{ps, outer, &vias, via_ft, 0, ps->n / 2},
+                                      {ps, outer, &vias, via_ft, ps->n / 2, ps->n}};
+    pthread_t second;
+    bool threaded = ps->n >= MF_PATHS_FILL_MIN &&
+                    pthread_create(&second, NULL, mf_paths_fill, &halves[1]) == 0;
+    mf_paths_fill(&halves[0]);
+    if (threaded)
+        pthread_join(second, NULL);
+    else
+        mf_paths_fill(&halves[1]);
     mf_map_free(&vias);
     for (uint32_t k = 0; k < via_ft + nvias; k++)
         if (ps->ft[k].name >= ps->nnames)
@@ -124,7 +156,29 @@ void mf_paths_free(struct mf_paths *ps)
     free(ps->stamp);
     free(ps->slot);
     free(ps->groups);
+    free(ps->seen);
     memset(ps, 0, sizeof *ps);
+}
+
+void mf_paths_walker(struct mf_paths *w, const struct mf_paths *ps)
+{
+    *w = *ps;
+    w->stamp = mf_xcalloc(ps->nnames, sizeof *w->stamp);
+    w->slot = mf_xmalloc(ps->nnames * sizeof *w->slot);
+    w->gen = 0;
+    w->groups = NULL;
+    w->ngroups = w->groups_cap = 0;
+    w->seen = NULL;
+    w->seen_cap = 0;
+}
+
+void mf_paths_walker_free(struct mf_paths *w)
+{
+    free(w->stamp);
+    free(w->slot);
+    free(w->groups);
+    free(w->seen);
+    memset(w, 0, sizeof *w);
 }
 
 static void mf_push_group(struct mf_paths *ps, uint32_t name, uint32_t lo, uint32_t hi)
@@ -219,12 +273,8 @@ size_t mf_paths_partition(struct mf_paths *ps, uint32_t lo, uint32_t hi, uint32_
 uint32_t mf_paths_loc(struct mf_paths *ps, uint32_t lo, uint32_t hi, uint32_t d)
 {
     /* The locations seen, in order of first appearance; a map once there are many. */
-    static struct {
-        uint32_t ref;
-        uint64_t calls;
-    } *seen;
-    static size_t cap;
-    static struct mf_map map;
+    struct mf_loc_count *seen = ps->seen;
+    struct mf_map map = {0};
     size_t n = 0;
     bool mapped = false;
     (void)d; /* the frames at depth d are ps->cur[lo, hi) */
@@ -272,9 +322,9 @@ uint32_t mf_paths_loc(struct mf_paths *ps, uint32_t lo, uint32_t hi, uint32_t d)
                            &added);
         }
         if (k == n) {
-            if (n == cap) {
-                cap = cap ? cap * 2 : 64;
-                seen = mf_xrealloc(seen, cap * sizeof *seen);
+            if (n == ps->seen_cap) {
+                ps->seen_cap = ps->seen_cap ? ps->seen_cap * 2 : 64;
+                ps->seen = seen = mf_xrealloc(seen, ps->seen_cap * sizeof *seen);
             }
             seen[n].ref = ref;
             seen[n++].calls = 0;

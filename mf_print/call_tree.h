@@ -90,6 +90,11 @@ struct mf_paths {
     uint32_t *stamp, *slot, nnames, gen; /* partition scratch, by name id */
     struct mf_group *groups;             /* a stack of groups, one run per partition */
     size_t ngroups, groups_cap;
+    struct mf_loc_count {
+        uint32_t ref;
+        uint64_t calls;
+    } *seen; /* mf_paths_loc's scratch */
+    size_t seen_cap;
 };
 
 /* The caller tree's paths: each stack's frames innermost first, a site grouped with the
@@ -100,6 +105,11 @@ void mf_paths_build(struct mf_paths *ps, const struct mf_model *m, bool outer);
  * ends, [not profiled] aside. */
 uint32_t mf_paths_count_distinct(const struct mf_paths *ps);
 void mf_paths_free(struct mf_paths *ps);
+/* A second walker of ps's stacks, for another thread: it shares ps's arrays, and has scratch
+ * of its own to partition and find locations with, so that two walkers may group disjoint
+ * ranges of order at once (nothing else of ps may change meanwhile). */
+void mf_paths_walker(struct mf_paths *w, const struct mf_paths *ps);
+void mf_paths_walker_free(struct mf_paths *w);
 
 static inline uint32_t mf_paths_name(const struct mf_paths *ps, uint32_t s, uint32_t d)
 {

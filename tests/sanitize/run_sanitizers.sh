@@ -102,7 +102,8 @@ check "mf_print_asan_survives_damaged_files" test $rc = 0 -a -s "$out/damaged.cs
 check "mf_print_names_the_truncated_file" grep -q "$(basename "${files[0]}")" "$out/damaged.err"
 
 # A thread file above 32 MiB (mf_print/profile_read.c's MF_READ_SPLIT_MIN): two threads read
-# it, and the tree counts its distinct stacks on a second thread; 100,000 one-call stacks.
+# it, two fill its paths (call_tree.c), the tree counts its distinct stacks on a second thread
+# and two walk the CSV's nodes (report_csv.c); 100,000 one-call stacks.
 gcc $cflags -fsanitize=thread -o "$out/mf_print_tsan" "$top"/mf_print/*.c -ldw -lelf -liberty -lz
 gcc -O1 -g -fno-omit-frame-pointer -o "$out/html_100k_stacks" "$top/tests/programs/html_100k_stacks.c"
 big=$out/big && mkdir -p "$big"
@@ -115,10 +116,14 @@ for kind in tsan asan; do
     check "mf_print_${kind}_tree_of_a_large_profile_runs_clean" test $ok = 1 -a ! -s "$out/big_$kind.err"
     check "mf_print_${kind}_counts_the_large_profiles_stacks" \
         grep -q "stacks     100,000 distinct, 100,000 after trimming" "$out/big_$kind.tree"
+    # Two threads walk the CSV's stacks (report_csv.c): rows of equal calls must still come
+    # in the order of their stack text, byte for byte.
     check "mf_print_${kind}_reads_a_large_profile_whole" test "$(TSAN_OPTIONS=halt_on_error=1 "$out/mf_print_$kind" --dir "$bprof" --format csv |
         python3 -c 'import csv, sys
 rows = list(csv.DictReader(sys.stdin))
-print(len(rows), sum(int(r["calls"]) for r in rows), sum(int(r["bytes"]) for r in rows))')" = "100000 100000 4000000"
+keys = [(-int(r["calls"]), r["stack"].encode()) for r in rows]
+print(len(rows), sum(int(r["calls"]) for r in rows), sum(int(r["bytes"]) for r in rows),
+      "in order" if keys == sorted(keys) else "out of order")')" = "100000 100000 4000000 in order"
 done
 
 echo "$pass passed, $fail failed"
