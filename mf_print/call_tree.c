@@ -12,23 +12,22 @@
 
 /* ---- the stacks as paths ---------------------------------------------------------------- */
 
-/* Stacks [lo, hi) of ps, their frames put in their rooms (ps->first). */
+/* What filling a half of the stacks' rooms needs. */
 struct mf_paths_fill {
     struct mf_paths *ps;
     bool outer;
     const struct mf_map *vias;
     uint32_t via_ft;
-    uint32_t lo, hi;
 };
 
-#define MF_PATHS_FILL_MIN 65536 /* stacks worth a second thread */
-
-static void *mf_paths_fill(void *arg)
+/* Stacks [lo, hi) of ps, their frames put in their rooms (ps->first). */
+static void mf_paths_fill(void *arg, int half, uint32_t lo, uint32_t hi)
 {
     const struct mf_paths_fill *f = arg;
     struct mf_paths *ps = f->ps;
     const struct mf_model *m = ps->m;
-    for (uint32_t i = f->lo; i < f->hi; i++) {
+    (void)half;
+    for (uint32_t i = lo; i < hi; i++) {
         size_t at = ps->first[i], cap = ps->refs_cap;
         uint32_t *refs = ps->refs; /* the room is there: never grown */
         ps->len[i] = mf_model_frame_refs(m, &m->stacks[i], &refs, &at, &cap);
@@ -45,7 +44,6 @@ static void *mf_paths_fill(void *arg)
             r[ps->len[i]++] = f->via_ft + mf_map_get(f->vias, m->stacks[i].via, NULL, NULL);
         ps->order[i] = i;
     }
-    return NULL;
 }
 
 void mf_paths_build(struct mf_paths *ps, const struct mf_model *m, bool outer)
@@ -104,16 +102,8 @@ void mf_paths_build(struct mf_paths *ps, const struct mf_model *m, bool outer)
      * made first, for every frame, they are only read. */
     for (uint32_t r = 0; mf_transform_get()->nhide && r < m->nframes; r++)
         mf_name_hidden(m->frames[r].name);
-    struct mf_paths_fill halves[2] = {{ps, outer, &vias, via_ft, 0, ps->n / 2},
-                                      {ps, outer, &vias, via_ft, ps->n / 2, ps->n}};
-    pthread_t second;
-    bool threaded = ps->n >= MF_PATHS_FILL_MIN &&
-                    pthread_create(&second, NULL, mf_paths_fill, &halves[1]) == 0;
-    mf_paths_fill(&halves[0]);
-    if (threaded)
-        pthread_join(second, NULL);
-    else
-        mf_paths_fill(&halves[1]);
+    struct mf_paths_fill fill = {ps, outer, &vias, via_ft};
+    mf_in_halves(ps->n, mf_paths_fill, &fill);
     mf_map_free(&vias);
     for (uint32_t k = 0; k < via_ft + nvias; k++)
         if (ps->ft[k].name >= ps->nnames)

@@ -56,6 +56,11 @@ static inline void mf_prefetch_range(const void *p, size_t bytes)
     for (size_t i = 0; i < bytes; i += 64)
         __builtin_prefetch((const char *)p + i);
 }
+/* Runs fn(ctx, 0, 0, n / 2) and fn(ctx, 1, n / 2, n) for a pass over n stacks: on two
+ * threads from MF_HALVES_MIN stacks on (below, a thread costs more than it saves), else one
+ * after the other. fn's halves must share nothing they write. */
+#define MF_HALVES_MIN 65536
+void mf_in_halves(uint32_t n, void (*fn)(void *ctx, int half, uint32_t lo, uint32_t hi), void *ctx);
 /* Starts loading key's first slot: a put or get of it a few keys later finds it cached. */
 void mf_map_prefetch(const struct mf_map *m, uint64_t key);
 void mf_map_free(struct mf_map *m);

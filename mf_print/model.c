@@ -72,34 +72,72 @@ static struct mf_stack *mf_new_stack(struct mf_model *m)
     return s;
 }
 
-void mf_model_build(struct mf_model *m, const struct mf_profile *p, bool trim)
+/* The raw stacks [lo, hi), made model stacks on a thread of their own: each frame a location
+ * id of this half's (its distinct return addresses numbered in order of first appearance),
+ * renumbered once both halves' addresses are symbolized in order, half 0's first. That is
+ * the order one pass over all the stacks would meet them in: the same ids, the same bytes. */
+struct mf_stacks_half {
+    const struct mf_profile *p;
+    struct mf_model *m;
+    uint32_t lo, hi;
+    struct mf_loc_cache cache[MF_LOC_CACHE]; /* the same few thousand return addresses make
+                                                up millions of stacks */
+    struct mf_loc_cache *keys; /* by id of this half (id unused) */
+    uint32_t nkeys, keys_cap;
+    struct mf_map map;
+    bool estimated;
+};
+
+struct mf_half_key {
+    const struct mf_stacks_half *h;
+    struct mf_loc_cache k;
+};
+
+static bool mf_half_key_eq(const void *ctx, uint32_t val)
 {
-    memset(m, 0, sizeof *m);
-    m->p = p;
-    m->trim = trim;
-    struct mf_map map = {0};
-    struct mf_frames tmp = {0};
-    static struct mf_loc_cache cache[MF_LOC_CACHE];
-    memset(cache, 0xff, sizeof cache);
-    /* Sized up front: one location per raw frame, one stack per raw stack (+ [not profiled]). */
-    size_t nlocs = 0;
-    for (uint32_t r = 0; r < p->nstacks; r++)
-        nlocs += p->stacks[r].depth;
-    if (nlocs && nlocs < UINT32_MAX) {
-        m->stack_locs_cap = (uint32_t)nlocs;
-        m->stack_locs = mf_xmalloc(nlocs * sizeof *m->stack_locs);
+    const struct mf_half_key *q = ctx;
+    const struct mf_loc_cache *k = &q->h->keys[val];
+    return k->pc == q->k.pc && k->process == q->k.process && k->epoch == q->k.epoch;
+}
+
+static uint32_t mf_half_loc(struct mf_stacks_half *h, uint64_t pc, uint32_t process, uint32_t epoch)
+{
+    struct mf_loc_cache *c = &h->cache[mf_hash_u64(pc ^ process) & (MF_LOC_CACHE - 1)];
+    if (c->id != UINT32_MAX && c->pc == pc && c->process == process && c->epoch == epoch)
+        return c->id;
+    struct mf_half_key q = {h, {pc, process, epoch, 0}};
+    bool added;
+    uint32_t id = mf_map_put(&h->map, mf_hash_u64(pc ^ mf_hash_u64((uint64_t)process << 32 | epoch)),
+                             mf_half_key_eq, &q, h->nkeys, &added);
+    if (added) {
+        MF_GROW(h->keys, h->nkeys, h->keys_cap);
+        h->keys[h->nkeys++] = q.k;
     }
-    m->stacks_cap = p->nstacks + 1;
-    m->stacks = mf_xmalloc(m->stacks_cap * sizeof *m->stacks);
-    for (uint32_t r = 0; r < p->nstacks; r++) {
+    *c = (struct mf_loc_cache){pc, process, epoch, id};
+    return id;
+}
+
+static void mf_stacks_half_make(void *arg, int half, uint32_t lo, uint32_t hi)
+{
+    struct mf_stacks_half *h = &((struct mf_stacks_half *)arg)[half];
+    const struct mf_profile *p = h->p;
+    struct mf_model *m = h->m;
+    h->lo = lo;
+    h->hi = hi;
+    memset(h->cache, 0xff, sizeof h->cache);
+    for (uint32_t r = lo; r < hi; r++) {
         const struct mf_raw_stack *rs = &p->stacks[r];
-        if (r + 4 < p->nstacks) {
+        if (r + 4 < hi) {
             /* The stacks' frames lie in the order the program first met them, read here in
              * another: each stack's first lines were a cache miss, half of this loop. */
             const struct mf_raw_stack *ahead = &p->stacks[r + 4];
             mf_prefetch_range(ahead->frames, ahead->depth * sizeof *ahead->frames);
         }
-        struct mf_stack *s = mf_new_stack(m);
+        struct mf_stack *s = &m->stacks[r];
+        uint32_t first = s->first; /* set by mf_model_build */
+        memset(s, 0, sizeof *s);
+        s->first = first;
+        s->depth = rs->depth;
         s->process = rs->process;
         s->flags = rs->flags & MF_ENTRY_TRUNCATED;
         s->samples = rs->samples;
@@ -112,26 +150,62 @@ void mf_model_build(struct mf_model *m, const struct mf_profile *p, bool trim)
          * stack whose every sample was recorded for its size (all such calls are). */
         s->estimated = !(rs->flags & MF_ENTRY_LARGE) &&
                        (rs->calls != rs->samples || p->procs[rs->process].sampled);
-        m->estimated |= s->estimated;
+        h->estimated |= s->estimated;
         uint32_t epoch = rs->flags >> MF_ENTRY_EPOCH_SHIFT;
-        for (uint32_t i = 0; i < rs->depth; i++) {
-            /* A direct-mapped cache in front of the map: the same few thousand return
-             * addresses make up millions of stacks. */
-            uint64_t pc = rs->frames[i];
-            struct mf_loc_cache *c = &cache[mf_hash_u64(pc ^ rs->process) & (MF_LOC_CACHE - 1)];
-            uint32_t loc;
-            if (c->id != UINT32_MAX && c->pc == pc && c->process == rs->process &&
-                c->epoch == epoch) {
-                loc = c->id;
-            } else {
-                loc = mf_location(m, &map, &tmp, rs->process, epoch, pc);
-                *c = (struct mf_loc_cache){pc, rs->process, epoch, loc};
-            }
-            MF_GROW(m->stack_locs, m->nstack_locs, m->stack_locs_cap);
-            m->stack_locs[m->nstack_locs++] = loc;
+        for (uint32_t i = 0; i < rs->depth; i++)
+            m->stack_locs[first + i] = mf_half_loc(h, rs->frames[i], rs->process, epoch);
+    }
+}
+
+void mf_model_build(struct mf_model *m, const struct mf_profile *p, bool trim)
+{
+    memset(m, 0, sizeof *m);
+    m->p = p;
+    m->trim = trim;
+    struct mf_map map = {0};
+    struct mf_frames tmp = {0};
+    /* Sized up front: one location per raw frame, one stack per raw stack (+ [not profiled]). */
+    m->stacks_cap = p->nstacks + 1;
+    m->stacks = mf_xmalloc(m->stacks_cap * sizeof *m->stacks);
+    size_t nlocs = 0;
+    for (uint32_t r = 0; r < p->nstacks; r++) {
+        if (nlocs + p->stacks[r].depth >= UINT32_MAX) {
+            mf_error("the profile holds more than %u frames in all: too large to report", UINT32_MAX - 1);
+            exit(1);
         }
-        s = &m->stacks[m->nstacks - 1];
-        s->depth = rs->depth;
+        m->stacks[r].first = (uint32_t)nlocs;
+        nlocs += p->stacks[r].depth;
+    }
+    m->nstack_locs = m->stack_locs_cap = (uint32_t)nlocs;
+    m->stack_locs = nlocs ? mf_xmalloc(nlocs * sizeof *m->stack_locs) : NULL;
+    m->nstacks = p->nstacks;
+    static struct mf_stacks_half halves[2];
+    memset(halves, 0, sizeof halves);
+    for (int k = 0; k < 2; k++) {
+        halves[k].p = p;
+        halves[k].m = m;
+    }
+    mf_in_halves(p->nstacks, mf_stacks_half_make, halves);
+    /* Each distinct address symbolized once, in the order of first appearance; the halves'
+     * ids renumbered (half 0's stay as they are: the model's first locations). */
+    for (int k = 0; k < 2; k++) {
+        struct mf_stacks_half *h = &halves[k];
+        uint32_t *to = mf_xmalloc(((size_t)h->nkeys + 1) * sizeof *to);
+        bool same = true;
+        for (uint32_t j = 0; j < h->nkeys; j++) {
+            to[j] = mf_location(m, &map, &tmp, h->keys[j].process, h->keys[j].epoch, h->keys[j].pc);
+            same &= to[j] == j;
+        }
+        if (!same && h->hi > h->lo) {
+            uint32_t a = m->stacks[h->lo].first;
+            uint32_t b = h->hi < p->nstacks ? m->stacks[h->hi].first : (uint32_t)nlocs;
+            for (uint32_t i = a; i < b; i++)
+                m->stack_locs[i] = to[m->stack_locs[i]];
+        }
+        m->estimated |= h->estimated;
+        free(to);
+        free(h->keys);
+        mf_map_free(&h->map);
     }
     mf_map_free(&map);
     free(tmp.v);

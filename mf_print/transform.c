@@ -95,7 +95,7 @@ static const struct mf_frame *mf_frame_at(struct mf_cursor *c, uint32_t k)
     return &c->m->frames[l->first + (k - c->k0)];
 }
 
-static void mf_transform_stack(struct mf_model *m, struct mf_stack *s)
+static void mf_transform_stack(struct mf_model *m, struct mf_stack *s, struct mf_transform_counts *counts)
 {
     s->trimmed = s->cut = s->via = 0;
     s->flags &= ~MF_STACK_ALL_HIDDEN;
@@ -145,16 +145,16 @@ static void mf_transform_stack(struct mf_model *m, struct mf_stack *s)
     }
     s->trimmed = lo;
     s->cut = n - hi;
-    m->transformed.folded_stacks += s->via != 0;
-    m->transformed.cut_stacks += s->cut != 0;
+    counts->folded_stacks += s->via != 0;
+    counts->cut_stacks += s->cut != 0;
     if (mf_xf.nhide) {
         uint32_t hidden = 0;
         for (uint32_t k = lo; k < hi; k++)
             hidden += (mf_class(FR(k)->name) & MF_CLASS_HIDE) != 0;
         if (hidden) {
-            m->transformed.hidden_frames += hidden;
-            m->transformed.hidden_stacks++;
-            m->transformed.hidden_calls += s->calls;
+            counts->hidden_frames += hidden;
+            counts->hidden_stacks++;
+            counts->hidden_calls += s->calls;
             if (hidden == hi - lo)
                 s->flags |= MF_STACK_ALL_HIDDEN;
         }
@@ -163,9 +163,29 @@ static void mf_transform_stack(struct mf_model *m, struct mf_stack *s)
 #undef BK
 }
 
+struct mf_transform_halves {
+    struct mf_model *m;
+    struct mf_transform_counts counts[2];
+};
+
+static void mf_transform_half(void *arg, int half, uint32_t lo, uint32_t hi)
+{
+    struct mf_transform_halves *t = arg;
+    for (uint32_t i = lo; i < hi; i++)
+        mf_transform_stack(t->m, &t->m->stacks[i], &t->counts[half]);
+}
+
 void mf_model_transform(struct mf_model *m)
 {
-    memset(&m->transformed, 0, sizeof m->transformed);
-    for (uint32_t i = 0; i < m->nstacks; i++)
-        mf_transform_stack(m, &m->stacks[i]);
+    /* The names' classes are made lazily: made first, the halves only read them. */
+    for (uint32_t r = 0; r < m->nframes; r++)
+        mf_class(m->frames[r].name);
+    struct mf_transform_halves t = {m, {{0}, {0}}};
+    mf_in_halves(m->nstacks, mf_transform_half, &t);
+    struct mf_transform_counts *c = &m->transformed, *a = &t.counts[0], *b = &t.counts[1];
+    c->folded_stacks = a->folded_stacks + b->folded_stacks;
+    c->cut_stacks = a->cut_stacks + b->cut_stacks;
+    c->hidden_frames = a->hidden_frames + b->hidden_frames;
+    c->hidden_stacks = a->hidden_stacks + b->hidden_stacks;
+    c->hidden_calls = a->hidden_calls + b->hidden_calls;
 }

@@ -1,6 +1,7 @@
 /* The helpers declared in mf_print.h. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -360,4 +361,29 @@ int mf_open_regular(const char *path, bool follow, uint64_t max_size, const char
     }
     close(fd);
     return -1;
+}
+
+struct mf_half {
+    void (*fn)(void *ctx, int half, uint32_t lo, uint32_t hi);
+    void *ctx;
+    uint32_t lo, hi;
+};
+
+static void *mf_second_half(void *arg)
+{
+    const struct mf_half *h = arg;
+    h->fn(h->ctx, 1, h->lo, h->hi);
+    return NULL;
+}
+
+void mf_in_halves(uint32_t n, void (*fn)(void *ctx, int half, uint32_t lo, uint32_t hi), void *ctx)
+{
+    struct mf_half second = {fn, ctx, n / 2, n};
+    pthread_t t;
+    bool threaded = n >= MF_HALVES_MIN && pthread_create(&t, NULL, mf_second_half, &second) == 0;
+    fn(ctx, 0, 0, n / 2);
+    if (threaded)
+        pthread_join(t, NULL);
+    else
+        fn(ctx, 1, n / 2, n);
 }
