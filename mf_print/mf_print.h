@@ -3,6 +3,7 @@
 #ifndef MF_PRINT_H
 #define MF_PRINT_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -56,6 +57,24 @@ static inline void mf_prefetch_range(const void *p, size_t bytes)
     for (size_t i = 0; i < bytes; i += 64)
         __builtin_prefetch((const char *)p + i);
 }
+/* A second thread that runs one task at a time for the thread that owns it. Only the owner
+ * hands tasks over, so a worker seen idle stays idle until the owner fills in the next task
+ * (the data run reads) and gives it; what run wrote is the owner's once it sees the worker
+ * idle again. With no thread to be had, a task runs in the owner when given. */
+struct mf_worker {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool threaded, busy, stop;
+    void (*run)(void *ctx);
+    void *ctx;
+};
+void mf_worker_start(struct mf_worker *w, void (*run)(void *ctx), void *ctx);
+bool mf_worker_idle(struct mf_worker *w);
+void mf_worker_wait(struct mf_worker *w); /* until it is idle */
+void mf_worker_give(struct mf_worker *w); /* the task filled in: run it */
+void mf_worker_stop(struct mf_worker *w); /* after the task it runs, if any */
+
 /* Runs fn(ctx, 0, 0, n / 2) and fn(ctx, 1, n / 2, n) for a pass over n stacks: on two
  * threads from MF_HALVES_MIN stacks on (below, a thread costs more than it saves), else one
  * after the other. fn's halves must share nothing they write. */

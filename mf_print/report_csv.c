@@ -11,7 +11,6 @@
  * name byte for byte (Rust's `<[u8; 4] as T>::f`, a C++ `operator,`), and the file is valid
  * UTF-8. ',' '"' and spaces are left to the CSV quoting. */
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -171,13 +170,10 @@ struct mf_item {
  * node's stacks, whenever it is idle, and goes on with the others. Its rows get the places
  * in the text's order set aside for them, so the sort by calls puts every row where one
  * walker would have (the same bytes). The names' encodings are all made before the walk
- * (mf_csv_encode): mf_item_cmp only reads them. At 10^6 stacks the walk is ~1.2 s of one
- * CPU. */
+ * (mf_csv_encode): mf_item_cmp only reads them. At 10^6 stacks the walk took 1.1-1.3 s on
+ * one CPU, 0.7-0.8 s on two. */
 struct mf_csv_helper {
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool busy, stop;
+    struct mf_worker w;
     struct mf_csv c; /* its walker (mf_paths_walker), path and rows */
     struct mf_item *items; /* its task: these places at depth d */
     size_t nitems, items_cap;
@@ -257,23 +253,10 @@ static void mf_csv_items(struct mf_csv *c, const struct mf_item *items, size_t n
     }
 }
 
-static void *mf_csv_helper_run(void *arg)
+static void mf_csv_helper_run(void *arg)
 {
     struct mf_csv_helper *h = arg;
-    pthread_mutex_lock(&h->mu);
-    for (;;) {
-        while (!h->busy && !h->stop)
-            pthread_cond_wait(&h->cv, &h->mu);
-        if (!h->busy)
-            break;
-        pthread_mutex_unlock(&h->mu);
-        mf_csv_items(&h->c, h->items, h->nitems, h->d);
-        pthread_mutex_lock(&h->mu);
-        h->busy = false;
-        pthread_cond_broadcast(&h->cv);
-    }
-    pthread_mutex_unlock(&h->mu);
-    return NULL;
+    mf_csv_items(&h->c, h->items, h->nitems, h->d);
 }
 
 /* Hands items[k, n) of a node at depth d to the helper if it is idle, their rows at places
@@ -282,32 +265,20 @@ static bool mf_csv_hand_over(struct mf_csv *c, const struct mf_item *items, size
                              uint32_t d, uint32_t at)
 {
     struct mf_csv_helper *h = c->helper;
-    pthread_mutex_lock(&h->mu);
-    bool idle = !h->busy;
-    if (idle) {
-        h->nitems = 0;
-        for (size_t i = k; i < n; i++) {
-            MF_GROW(h->items, h->nitems, h->items_cap);
-            h->items[h->nitems++] = items[i];
-        }
-        h->d = d;
-        for (uint32_t i = 0; i < d; i++)
-            mf_csv_path(&h->c, i, c->path[i]);
-        h->c.seq = at;
-        h->c.part = c->part;
-        h->busy = true;
-        pthread_cond_broadcast(&h->cv);
+    if (!mf_worker_idle(&h->w))
+        return false;
+    h->nitems = 0;
+    for (size_t i = k; i < n; i++) {
+        MF_GROW(h->items, h->nitems, h->items_cap);
+        h->items[h->nitems++] = items[i];
     }
-    pthread_mutex_unlock(&h->mu);
-    return idle;
-}
-
-static void mf_csv_helper_wait(struct mf_csv_helper *h)
-{
-    pthread_mutex_lock(&h->mu);
-    while (h->busy)
-        pthread_cond_wait(&h->cv, &h->mu);
-    pthread_mutex_unlock(&h->mu);
+    h->d = d;
+    for (uint32_t i = 0; i < d; i++)
+        mf_csv_path(&h->c, i, c->path[i]);
+    h->c.seq = at;
+    h->c.part = c->part;
+    mf_worker_give(&h->w);
+    return true;
 }
 
 /* The rows under the node whose stacks are order[lo, hi), sharing depths up to d - 1. */
@@ -401,12 +372,8 @@ struct mf_out {
     int cur;
     size_t n;      /* bytes in buf[cur] */
     size_t cap;    /* MF_OUT_BUF less room for one fixed move past the end */
-    pthread_t writer;
-    bool threaded;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    size_t pending; /* bytes of buf[!cur] the writer is to write; 0: it is free */
-    bool done;
+    struct mf_worker writer;
+    size_t pending; /* bytes of buf[!cur] the writer is to write */
     int err;          /* the first write's errno that failed (the writer thread's own) */
 };
 
@@ -416,25 +383,10 @@ static void mf_out_write(struct mf_out *o, const char *p, size_t len)
         o->err = errno ? errno : EIO;
 }
 
-static void *mf_out_writer(void *arg)
+static void mf_out_writer(void *arg)
 {
     struct mf_out *o = arg;
-    pthread_mutex_lock(&o->mu);
-    for (;;) {
-        while (!o->pending && !o->done)
-            pthread_cond_wait(&o->cv, &o->mu);
-        if (!o->pending)
-            break;
-        size_t len = o->pending;
-        const char *p = o->buf[!o->cur];
-        pthread_mutex_unlock(&o->mu);
-        mf_out_write(o, p, len);
-        pthread_mutex_lock(&o->mu);
-        o->pending = 0;
-        pthread_cond_broadcast(&o->cv);
-    }
-    pthread_mutex_unlock(&o->mu);
-    return NULL;
+    mf_out_write(o, o->buf[!o->cur], o->pending);
 }
 
 static void mf_out_begin(struct mf_out *o, FILE *f)
@@ -444,9 +396,7 @@ static void mf_out_begin(struct mf_out *o, FILE *f)
     o->buf[0] = mf_xmalloc(MF_OUT_BUF);
     o->buf[1] = mf_xmalloc(MF_OUT_BUF);
     o->cap = MF_OUT_BUF - MF_PAD;
-    pthread_mutex_init(&o->mu, NULL);
-    pthread_cond_init(&o->cv, NULL);
-    o->threaded = pthread_create(&o->writer, NULL, mf_out_writer, o) == 0;
+    mf_worker_start(&o->writer, mf_out_writer, o);
 }
 
 /* Hands the filled buffer to the writer (once it has written the other). */
@@ -454,33 +404,18 @@ static void mf_out_flush(struct mf_out *o)
 {
     if (!o->n)
         return;
-    if (!o->threaded) {
-        mf_out_write(o, o->buf[o->cur], o->n);
-        o->n = 0;
-        return;
-    }
-    pthread_mutex_lock(&o->mu);
-    while (o->pending)
-        pthread_cond_wait(&o->cv, &o->mu);
+    mf_worker_wait(&o->writer);
     o->cur = !o->cur;
     o->pending = o->n;
-    pthread_cond_broadcast(&o->cv);
-    pthread_mutex_unlock(&o->mu);
+    mf_worker_give(&o->writer);
     o->n = 0;
 }
 
 static void mf_out_end(struct mf_out *o)
 {
     mf_out_flush(o);
-    if (o->threaded) {
-        pthread_mutex_lock(&o->mu);
-        o->done = true;
-        pthread_cond_broadcast(&o->cv);
-        pthread_mutex_unlock(&o->mu);
-        pthread_join(o->writer, NULL);
-    }
-    pthread_mutex_destroy(&o->mu);
-    pthread_cond_destroy(&o->cv);
+    mf_worker_wait(&o->writer);
+    mf_worker_stop(&o->writer);
     free(o->buf[0]);
     free(o->buf[1]);
     /* errno is per thread: the caller's message (mf_output_close) names the writer's error,
@@ -684,9 +619,8 @@ static void mf_csv_report(FILE *out, const struct mf_model *const *models,
     struct mf_pieces *pcs = mf_xcalloc(n, sizeof *pcs);
     static struct mf_csv_helper h;
     memset(&h, 0, sizeof h);
-    pthread_mutex_init(&h.mu, NULL);
-    pthread_cond_init(&h.cv, NULL);
-    bool threaded = pthread_create(&h.thread, NULL, mf_csv_helper_run, &h) == 0;
+    mf_worker_start(&h.w, mf_csv_helper_run, &h);
+    bool threaded = h.w.threaded; /* else no node is handed over */
     for (uint32_t i = 0; i < n; i++) {
         mf_paths_build(&c.ps, models[i], false);
         mf_pieces_make(&pcs[i], &c.ps);
@@ -698,26 +632,18 @@ static void mf_csv_report(FILE *out, const struct mf_model *const *models,
         }
         mf_csv_walk(&c, 0, c.ps.n, 0);
         if (threaded) {
-            mf_csv_helper_wait(&h);
+            mf_worker_wait(&h.w);
             mf_paths_walker_free(&h.c.ps);
         }
         paths[i] = c.ps; /* the rows keep their stacks' frames there */
         if (programs)
             program_ids[i] = mf_intern(programs[i]);
     }
-    if (threaded) {
-        pthread_mutex_lock(&h.mu);
-        h.stop = true;
-        pthread_cond_broadcast(&h.cv);
-        pthread_mutex_unlock(&h.mu);
-        pthread_join(h.thread, NULL);
-        for (uint32_t i = 0; i < h.c.nrows; i++) {
-            MF_GROW(c.rows, c.nrows, c.rows_cap);
-            c.rows[c.nrows++] = h.c.rows[i];
-        }
+    mf_worker_stop(&h.w);
+    for (uint32_t i = 0; i < h.c.nrows; i++) {
+        MF_GROW(c.rows, c.nrows, c.rows_cap);
+        c.rows[c.nrows++] = h.c.rows[i];
     }
-    pthread_mutex_destroy(&h.mu);
-    pthread_cond_destroy(&h.cv);
     free(h.c.rows);
     free(h.c.path);
     free(h.items);

@@ -387,3 +387,73 @@ void mf_in_halves(uint32_t n, void (*fn)(void *ctx, int half, uint32_t lo, uint3
     else
         fn(ctx, 1, n / 2, n);
 }
+
+static void *mf_worker_main(void *arg)
+{
+    struct mf_worker *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->busy && !w->stop)
+            pthread_cond_wait(&w->cv, &w->mu);
+        if (!w->busy)
+            break;
+        pthread_mutex_unlock(&w->mu);
+        w->run(w->ctx);
+        pthread_mutex_lock(&w->mu);
+        w->busy = false;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+void mf_worker_start(struct mf_worker *w, void (*run)(void *ctx), void *ctx)
+{
+    memset(w, 0, sizeof *w);
+    w->run = run;
+    w->ctx = ctx;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    w->threaded = pthread_create(&w->thread, NULL, mf_worker_main, w) == 0;
+}
+
+bool mf_worker_idle(struct mf_worker *w)
+{
+    pthread_mutex_lock(&w->mu);
+    bool idle = !w->busy;
+    pthread_mutex_unlock(&w->mu);
+    return idle;
+}
+
+void mf_worker_wait(struct mf_worker *w)
+{
+    pthread_mutex_lock(&w->mu);
+    while (w->busy)
+        pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void mf_worker_give(struct mf_worker *w)
+{
+    if (!w->threaded) {
+        w->run(w->ctx);
+        return;
+    }
+    pthread_mutex_lock(&w->mu);
+    w->busy = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void mf_worker_stop(struct mf_worker *w)
+{
+    if (w->threaded) {
+        pthread_mutex_lock(&w->mu);
+        w->stop = true;
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+        pthread_join(w->thread, NULL);
+    }
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+}
