@@ -81,7 +81,9 @@ uint64_t mf_hash_u64(uint64_t x)
  * (one probe chain for every address, or every stack in one bucket) without knowing it. */
 static uint64_t mf_key[2];
 
-static void mf_key_init(void)
+/* Drawn at start-up: a map's slots (mf_slot) use the key without drawing it, and the
+ * passes on two threads (mf_in_halves) must not both draw it. */
+__attribute__((constructor)) static void mf_key_init(void)
 {
     if (mf_key[0] | mf_key[1])
         return;
