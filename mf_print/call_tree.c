@@ -8,7 +8,6 @@
 
 #include "call_tree.h"
 #include "mf_print.h"
-#include "transform.h"
 
 /* ---- the stacks as paths ---------------------------------------------------------------- */
 
@@ -98,10 +97,8 @@ void mf_paths_build(struct mf_paths *ps, const struct mf_model *m, bool outer)
     for (uint32_t i = 0; i < ps->n; i++)
         ps->calls[i] = m->stacks[i].calls;
     /* Each stack's frames fill its own room, so the two halves of the stacks are filled at
-     * once (half of ~0.5 s at 10^6 stacks). --hide's classes of names are made lazily:
-     * made first, for every frame, they are only read. */
-    for (uint32_t r = 0; mf_transform_get()->nhide && r < m->nframes; r++)
-        mf_name_hidden(m->frames[r].name);
+     * once (half of ~0.5 s at 10^6 stacks). --hide's classes of the frames' names, made
+     * lazily, were all made by the model's transform (mf_model_transform): only read here. */
     struct mf_paths_fill fill = {ps, outer, &vias, via_ft};
     mf_in_halves(ps->n, mf_paths_fill, &fill);
     mf_map_free(&vias);

@@ -170,7 +170,7 @@ struct mf_item {
  * node's stacks, whenever it is idle, and goes on with the others. Its rows get the places
  * in the text's order set aside for them, so the sort by calls puts every row where one
  * walker would have (the same bytes). The names' encodings are all made before the walk
- * (mf_csv_encode): mf_item_cmp only reads them. At 10^6 stacks the walk took 1.1-1.3 s on
+ * (mf_pieces_make, mf_csv_encode_vias): mf_item_cmp only reads them. At 10^6 stacks the walk took 1.1-1.3 s on
  * one CPU, 0.7-0.8 s on two. */
 struct mf_csv_helper {
     struct mf_worker w;
@@ -414,7 +414,6 @@ static void mf_out_flush(struct mf_out *o)
 static void mf_out_end(struct mf_out *o)
 {
     mf_out_flush(o);
-    mf_worker_wait(&o->writer);
     mf_worker_stop(&o->writer);
     free(o->buf[0]);
     free(o->buf[1]);
@@ -598,11 +597,10 @@ static void mf_csv_name(struct mf_out *o, uint32_t id)
 }
 
 /* Every name the walk compares (mf_item_cmp) encoded before it starts: two walkers read the
- * encodings at once, and making one may move the others. */
-static void mf_csv_encode(const struct mf_paths *ps)
+ * encodings at once, and making one may move the others. The frames' names are encoded by
+ * mf_pieces_make; the vias here. */
+static void mf_csv_encode_vias(const struct mf_paths *ps)
 {
-    for (uint32_t r = 0; r < ps->m->nframes + MF_REF_NPSEUDO; r++)
-        mf_enc_of(ps->ft[r].name);
     for (uint32_t i = 0; i < ps->n; i++)
         mf_enc_of(ps->m->stacks[i].via);
 }
@@ -624,7 +622,7 @@ static void mf_csv_report(FILE *out, const struct mf_model *const *models,
     for (uint32_t i = 0; i < n; i++) {
         mf_paths_build(&c.ps, models[i], false);
         mf_pieces_make(&pcs[i], &c.ps);
-        mf_csv_encode(&c.ps);
+        mf_csv_encode_vias(&c.ps);
         c.part = i;
         if (threaded) {
             mf_paths_walker(&h.c.ps, &c.ps);
