@@ -128,8 +128,13 @@ static int64_t mf_next_countdown(struct mf_thread *t)
     }
     t->weight = n;
     /* Geometric with p = 1/n: the calls up to and including the next sampled one. */
-    double u = ((double)(mf_rng_next(t->slot) >> 11) + 1.0) * 0x1.0p-53; /* (0, 1] */
-    double c = mf_geometric(u, n);
+    struct mf_slot *s = t->slot;
+    double u = ((double)(mf_rng_next(s) >> 11) + 1.0) * 0x1.0p-53; /* (0, 1] */
+    if (s->draw_n != n) { /* a fixed MALLOC_FREQ_SAMPLE keeps it; the default mode's moves */
+        s->draw_n = n;
+        s->draw_log_q = mf_log1p(-1.0 / (double)n);
+    }
+    double c = mf_geometric_by(u, s->draw_log_q);
     int64_t k = c < (double)MF_COUNTDOWN_OFF ? (int64_t)c : MF_COUNTDOWN_OFF;
     t->drawn = (uint64_t)k;
     return k;

@@ -82,6 +82,8 @@ struct mf_slot {
     /* Default mode (mf_adapt): the mean interval the cost budget allows now, and what it
      * is computed from: the program's time per call and the profiler's time per sample. */
     uint64_t interval;
+    uint64_t draw_n;     /* the last draw's n (0: none yet), and its mf_log1p(-1.0 / n) */
+    double draw_log_q;
     uint64_t sample_end_ns; /* CLOCK_MONOTONIC when the last sample finished */
     double call_ns, sample_ns;
     uint32_t exact_seq; /* samples of the exact stretch: the clock is read around a few */

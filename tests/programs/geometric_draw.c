@@ -27,6 +27,21 @@ int main(void)
         worst = a > worst ? a : worst;
         worst = b > worst ? b : worst;
     }
+    /* Where the logarithms change method or range: mf_log's halving at sqrt(2), mf_log1p's
+     * switch at |x| = 0.25, the ends of the draw's domains, subnormal and tiny inputs. */
+    static const double xs[] = {-0.5, -1.0 / 3, -0.2500000000000001, -0.25, -0.2499999999999999,
+                                -1e-3, -1e-17, 1e-300, 0.2499999999999999, 0.25, 0.5};
+    for (unsigned k = 0; k < sizeof xs / sizeof xs[0]; k++) {
+        double b = fabs(mf_log1p(xs[k]) - log1p(xs[k])) / fabs(log1p(xs[k]));
+        worst = b > worst ? b : worst;
+    }
+    static const double us[] = {0x1p-1074, 0x1p-1022, 0x1p-53, 0.5, 0.7071067811865475,
+                                0.7071067811865476, 1.4142135623730951, 1.4142135623730954,
+                                0.9999999999999999, 1.0000000000000002, 1e300};
+    for (unsigned k = 0; k < sizeof us / sizeof us[0]; k++) {
+        double a = fabs(mf_log(us[k]) - log(us[k])) / fabs(log(us[k]));
+        worst = a > worst ? a : worst;
+    }
     printf("log_err %.3g\n", worst);
     static const uint64_t ns[] = {2, 3, 10, 100, 4096, 1000000, 1000000000};
     const int draws = 4000000;
