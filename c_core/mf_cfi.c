@@ -453,7 +453,7 @@ static struct {
     unsigned long long adds, subs;
     uint32_t n, next;
     struct mf_cfi_object o[MF_CFI_OBJECTS];
-} mf_cfi_objects;
+} mf_cfi_objects MF_LARGE_ZEROED;
 
 struct mf_cfi_find {
     uintptr_t target;

@@ -29,7 +29,7 @@ static pid_t mf_start_pid;
 bool mf_lazy_start;
 pid_t mf_pid;
 uint64_t mf_stamp;
-char mf_dir[MF_PATH_MAX];
+char mf_dir[MF_PATH_MAX] MF_LARGE_ZEROED;
 uint64_t mf_thread_seq;
 /* Counts process images of this address space's line: a slot whose table was made in an
  * earlier one (the parent's, before fork) never writes into it again. */
@@ -52,7 +52,7 @@ static struct mf_table *mf_first_table;
  * after them takes them into its histogram. */
 static struct {
     uint64_t calls[MF_SIZE_CLASSES], bytes[MF_SIZE_CLASSES];
-} mf_early_sizes;
+} mf_early_sizes MF_LARGE_ZEROED;
 
 #define MF_EXACT_CHUNK 64 /* a thread takes the exact budget in chunks: less contention */
 #define MF_EXACT_TIMED 16 /* one sample of the exact stretch in 16 is timed (mf_record_slow) */

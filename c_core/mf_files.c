@@ -27,7 +27,7 @@ extern char **environ;
 
 /* The absolute base directory, settled at the program's first start-up and kept: a fork
  * child that runs after a chdir writes where its parent does. */
-static char mf_base[MF_PATH_MAX];
+static char mf_base[MF_PATH_MAX] MF_LARGE_ZEROED;
 static int mf_base_state; /* 0: not settled yet; 1: settled; -1: unusable (said once) */
 /* The directory mf_files_start() accepted: every later opening must find the same one. */
 static dev_t mf_dir_dev;

@@ -10,6 +10,14 @@
 #include "mf_core.h"
 
 #define MF_UNLIKELY(x) __builtin_expect(!!(x), 0)
+/* A large zeroed array, placed after every small variable (x86-64's large-data section
+ * follows .bss): the variables start-up writes then share a page or two instead of being
+ * spread between the arrays, each page they touch a fault (README "Start-up"). */
+#if defined(__x86_64__) && defined(__ELF__)
+#define MF_LARGE_ZEROED __attribute__((section(".lbss")))
+#else
+#define MF_LARGE_ZEROED
+#endif
 #define MF_DEPTH_DEFAULT 64u
 #define MF_PATH_MAX 4096
 /* Default mode: samples may take this share of a thread's time, in parts per million.

@@ -20,7 +20,7 @@ struct mf_range {
     uintptr_t lo, hi;
     uint64_t id; /* path and build-id, hashed */
 };
-static struct mf_range mf_known[MF_MODULES_MAX];
+static struct mf_range mf_known[MF_MODULES_MAX] MF_LARGE_ZEROED;
 static uint32_t mf_nknown;  /* published with release after the range is written */
 static int mf_refreshing; /* try-lock: one refresh at a time, others skip */
 uint32_t mf_module_epoch;
@@ -39,7 +39,7 @@ static int mf_process_warned;
  * system call (a fork child forgets it: mf_modules_inherit). */
 static struct mf_process_header *mf_process_map;
 /* /proc/self/exe, read once per process image (the main program's module record). */
-static char mf_exe[MF_PATH_MAX];
+static char mf_exe[MF_PATH_MAX] MF_LARGE_ZEROED;
 static ssize_t mf_exe_len = -1;
 
 static const char *mf_exe_path(size_t *len)

@@ -265,7 +265,7 @@ struct mf_rules *mf_rules;
 static struct {
     struct mf_rules head;
     struct mf_rule_slot slot[1u << MF_RULES_FIRST_BITS];
-} mf_rules_first;
+} mf_rules_first MF_LARGE_ZEROED;
 /* The largest table found no room for an address: from then on an address without a rule
  * is libunwind's (its CFI would be read at every sample through it). */
 static bool mf_rules_full;
