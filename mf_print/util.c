@@ -81,25 +81,21 @@ uint64_t mf_hash_u64(uint64_t x)
  * (one probe chain for every address, or every stack in one bucket) without knowing it. */
 static uint64_t mf_key[2];
 
-/* Drawn at start-up: a map's slots (mf_slot) use the key without drawing it, and the
- * passes on two threads (mf_in_halves) must not both draw it. */
+/* Drawn once, before main, and never again: a map's slots (mf_slot) depend on it, and the
+ * hashes (mf_hash_bytes, mf_hash_u64s) run on two threads at once (mf_in_halves). */
 __attribute__((constructor)) static void mf_key_init(void)
 {
-    if (mf_key[0] | mf_key[1])
-        return;
     if (getrandom(mf_key, sizeof mf_key, GRND_NONBLOCK) != (ssize_t)sizeof mf_key) {
         struct timespec ts; /* no entropy yet (early boot): the clock and the pid */
         clock_gettime(CLOCK_MONOTONIC, &ts);
         mf_key[0] = mf_hash_u64((uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 30);
         mf_key[1] = mf_hash_u64(mf_key[0] ^ (uint64_t)getpid() ^ (uint64_t)(uintptr_t)&ts);
     }
-    mf_key[1] |= 1; /* never both 0: 0 means not drawn yet */
 }
 
 uint64_t mf_hash_bytes(const void *p, size_t n, uint64_t seed)
 {
     const unsigned char *s = p;
-    mf_key_init();
     /* Eight bytes at a time through a bijective mixer, keyed at the start and at each step. */
     uint64_t h = mf_hash_u64(mf_key[0] ^ seed ^ (uint64_t)n << 3);
     for (; n >= 8; s += 8, n -= 8) {
@@ -120,7 +116,6 @@ static size_t mf_slot(uint64_t key, size_t mask)
 
 uint64_t mf_hash_u64s(const uint64_t *v, size_t n, uint64_t seed)
 {
-    mf_key_init();
     /* Four lanes: one chain of multiplies waits on each multiply in turn (a 40-frame stack
      * took 200 ns of the 10^6-stack profile's reading); keyed like the rest, so that a file
      * cannot choose stacks of one hash. */
@@ -141,7 +136,6 @@ uint64_t mf_hash_u64s(const uint64_t *v, size_t n, uint64_t seed)
 static void mf_map_grow(struct mf_map *m)
 {
     struct mf_map old = *m;
-    mf_key_init();
     m->cap = old.cap ? old.cap * 2 : 64;
     m->keys = mf_xmalloc(m->cap * sizeof *m->keys);
     m->vals = mf_xmalloc(m->cap * sizeof *m->vals);
