@@ -75,7 +75,7 @@ static inline double mf_geometric_by(double u, double log_q)
     return mf_floor_pos(mf_log(u) / log_q) + 1.0;
 }
 
-/* The same for p = 1/n: mf_core.c's draw; the test's too. */
+/* The same for p = 1/n, log_q made here (the test's draw; mf_core.c keeps log_q). */
 static inline double mf_geometric(double u, uint64_t n)
 {
     return mf_geometric_by(u, mf_log1p(-1.0 / (double)n));
