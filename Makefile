@@ -52,10 +52,13 @@ deps-build:
 deps-demo deps-test: deps-build
 	@scripts/ensure_deps.sh $(@:deps-%=%)
 
+# Lazy binding: each imported function is looked up at its first call, so a process pays
+# only for those it uses; with -z now every process paid for all of them at load, /bin/true
+# too (README "Start-up and exit"). The GOT's other entries stay read-only (-z relro).
 $(BUILD)/libmalloc_freq.so: $(CORE_SRC) $(PRELOAD_SRC) $(BUILD)/mf_entry.o $(CORE_HDR) $(PRELOAD_HDR) \
                            lib_preload/exports.map | $(BUILD) deps-build
 	$(CC) $(CORE_CFLAGS) -Ic_core -shared -o $@ $(CORE_SRC) $(PRELOAD_SRC) $(BUILD)/mf_entry.o \
-	    -Wl,--version-script=lib_preload/exports.map -Wl,-z,now -ldl -lpthread
+	    -Wl,--version-script=lib_preload/exports.map -Wl,-z,lazy -Wl,-z,relro -ldl -lpthread
 
 # The exported entry points only tail-call: without a frame the hook costs half (mf_entry.c).
 $(BUILD)/mf_entry.o: lib_preload/mf_entry.c $(PRELOAD_HDR) $(CORE_HDR) | $(BUILD) deps-build

@@ -116,12 +116,16 @@ extern void *__libc_realloc(void *, size_t);
 extern void *__libc_memalign(size_t, size_t);
 extern void *__libc_valloc(size_t);
 extern void *__libc_pvalloc(size_t);
-#define mf_libc_malloc __libc_malloc
-#define mf_libc_calloc __libc_calloc
-#define mf_libc_realloc __libc_realloc
-#define mf_libc_memalign __libc_memalign
-#define mf_libc_valloc __libc_valloc
-#define mf_libc_pvalloc __libc_pvalloc
+extern void __libc_free(void *);
+/* Called, never taken by address: a call binds lazily, on this path that never runs, where
+ * an address taken would cost every process a symbol lookup at load (README "Start-up"). */
+static void *mf_libc_malloc(size_t size) { return __libc_malloc(size); }
+static void *mf_libc_calloc(size_t n, size_t size) { return __libc_calloc(n, size); }
+static void *mf_libc_realloc(void *p, size_t size) { return __libc_realloc(p, size); }
+static void *mf_libc_memalign(size_t align, size_t size) { return __libc_memalign(align, size); }
+static void *mf_libc_valloc(size_t size) { return __libc_valloc(size); }
+static void *mf_libc_pvalloc(size_t size) { return __libc_pvalloc(size); }
+static void mf_libc_free(void *p) { __libc_free(p); }
 
 static int mf_libc_posix_memalign(void **out, size_t align, size_t size)
 {
@@ -171,7 +175,6 @@ static int mf_alloc_resolved;
 
 /* free: looked up with the others; a free made inside the lookup (of memory dlsym got from
  * an earlier allocator) is left undone, never given to an allocator that did not make it. */
-extern void __libc_free(void *);
 static void (*mf_real_free)(void *);
 static void mf_first_free(void *p)
 {
@@ -209,7 +212,7 @@ void mf_next_resolve(void)
     MF_STORE(mf_real_##name, found_##name ? (ret(*) params)found_##name : mf_libc_##name);
         MF_ALLOC_FNS(MF_ALLOC_STORE)
 #undef MF_ALLOC_STORE
-        MF_STORE(mf_real_free, found_free ? (void (*)(void *))found_free : __libc_free);
+        MF_STORE(mf_real_free, found_free ? (void (*)(void *))found_free : mf_libc_free);
         MF_STORE(mf_next_free, mf_real_free);
         if (!mf_free_filtering)
             MF_STORE(mf_free_route, mf_real_free);
