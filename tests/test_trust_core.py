@@ -183,6 +183,19 @@ def test_process_that_never_allocates_leaves_nothing():
         expect("libunwind" not in text, "/bin/true loaded libunwind")
         expect("mkdir(" not in text and not re.search(r"malloc_freq\.\d", text),
                "/bin/true made a directory")
+    # Nor does it look up the next allocator or bind imports it never calls (lazy binding;
+    # README "Start-up and exit"): the loader binds the library's data references and the
+    # functions its constructor calls, nothing else (63 symbols with -z now and the lookups
+    # in the constructor). The environment is fixed: reading it binds strncmp (for PATH and
+    # MALLOC_FREQ_DIR, which start as a variable of ours may) and strlen (for the second).
+    env = {"PATH": "/usr/bin:/bin", "LD_PRELOAD": rt.LIB, "MALLOC_FREQ_DIR": outdir,
+           "LD_DEBUG": "bindings"}
+    r = subprocess.run(["/bin/true"], env=env, cwd=outdir, capture_output=True, text=True)
+    bound = sorted(re.findall(r"binding file \S*libmalloc_freq\.so \[0\] to \S+ \[0\]: "
+                              r"normal symbol `([^']+)'", r.stderr))
+    expect_eq(bound, sorted(["_r_debug", "__libc_single_threaded", "environ", "__cxa_finalize",
+                             "getauxval", "strncmp", "strlen", "pthread_key_create",
+                             "__register_atfork", "getpid"]), "imports /bin/true bound in the library")
     r = rt.run_ok([rt.c_program("exact_sites")])
     rt.expect_sites(csv_rows := rt.csv_rows(r.profile), rt.EXACT_SITES)
     expect_eq(rt.csv_total(csv_rows), rt.exact_total_calls(r.profile), "CSV total vs headers")
