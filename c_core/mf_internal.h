@@ -275,6 +275,7 @@ struct iovec;
 ssize_t mf_sys_pwritev(int fd, const struct iovec *iov, int n, uint64_t off);
 ssize_t mf_sys_read(int fd, void *buf, size_t len);
 int mf_sys_openat(int dirfd, const char *path, int flags, unsigned mode);
+int mf_sys_ioctl(int fd, unsigned long request, void *arg);
 int mf_sys_fallocate(int fd, uint64_t off, uint64_t len);
 void mf_prefault(void *p, size_t len); /* MADV_POPULATE_WRITE, errors ignored */
 #define MF_PREFAULT_MAX (64u << 10) /* larger ones fill slowly: left to fault page by page */

@@ -126,6 +126,11 @@ int mf_sys_openat(int dirfd, const char *path, int flags, unsigned mode)
     return (int)syscall(SYS_openat, dirfd, path, flags, mode);
 }
 
+int mf_sys_ioctl(int fd, unsigned long request, void *arg)
+{
+    return (int)syscall(SYS_ioctl, fd, request, arg);
+}
+
 int mf_sys_fallocate(int fd, uint64_t off, uint64_t len)
 {
     return (int)syscall(SYS_fallocate, fd, 0, (off_t)off, (off_t)len);

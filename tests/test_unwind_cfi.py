@@ -119,3 +119,36 @@ def test_cfi_cache_forgets_a_closed_library():
     expect(len(fresh.splitlines()) > 100 and len(kinds) >= 2, f"rules read: {fresh[:200]!r}")
     expect(rules == fresh, "rules after the first library was closed differ from a fresh "
            f"process's: {sum(a != b for a, b in zip(rules.splitlines(), fresh.splitlines()))} lines")
+
+
+THREAD_ERRNO_SITES = {"site_thread_%d" % k: ((k + 1) * 100, (k + 1) * 100 * 24) for k in range(4)}
+
+
+@rt.test
+def test_stack_mapping_found_by_query_and_by_reading_the_maps():
+    """A walk stays inside the mapping that holds its first frame; each thread's is looked up
+    at its first sample. On Linux 6.11 and later the kernel answers by address
+    (PROCMAP_QUERY), before that /proc/self/maps is read line by line; old_kernel runs a
+    program with that ioctl refused as an older kernel refuses it. Both ways: every thread's
+    stacks whole (exact counts at the sites, which lie below the thread's start), errno as
+    the program left it around every allocation call, and (strace) the way taken."""
+    old = rt.c_program("old_kernel", libs=())
+    prog = rt.c_program("thread_errno")
+    for argv, query in (([prog], True), ([old, prog], False)):
+        what = "with PROCMAP_QUERY" if query else "reading /proc/self/maps"
+        r = rt.run_ok(argv)
+        expect_eq(r.stderr, "", f"thread_errno {what}: stderr")
+        rt.expect_sites(rt.csv_rows(r.profile), THREAD_ERRNO_SITES)
+        if not shutil.which("strace"):
+            continue
+        trace = os.path.join(rt.fresh_dir(), "trace")
+        subprocess.run(["strace", "-f", "-e", "trace=ioctl,read", "-o", trace] + argv,
+                       env=rt.profiled_env(rt.fresh_dir()), check=True)
+        with open(trace) as f:
+            text = f.read()
+        queries = text.count("_IOC(_IOC_READ|_IOC_WRITE, 0x66, 0x11, 0x68)")
+        refused = text.count("= -1 ENOTTY")
+        if query and refused:
+            continue  # a kernel before 6.11 here: the query is refused anyway
+        expect_eq(queries, 4, f"{what}: queries (one per thread)")
+        expect_eq(refused, 0 if query else 4, f"{what}: queries refused")
