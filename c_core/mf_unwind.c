@@ -140,8 +140,11 @@ static void mf_stack_bounds(struct mf_slot *s, uintptr_t here)
             for (p++; *p != ' '; p++)
                 hi = hi * 16 + (uintptr_t)(*p <= '9' ? *p - '0' : *p - 'a' + 10);
             if (lo <= here && here < hi) {
-                s->stack_lo = lo;
-                s->stack_hi = hi;
+                if (p[1] == 'r') { /* "lo-hi rwxp ...": a mapping that cannot be read holds
+                                    * no frame to walk */
+                    s->stack_lo = lo;
+                    s->stack_hi = hi;
+                }
                 mf_sys_close(fd);
                 return;
             }
