@@ -520,21 +520,25 @@ static void mf_thread_setup(struct mf_thread *t)
 
 static void mf_process_start(void);
 
-/* The first slow-path call of a thread, or of a fork child: what needs files and stack. */
+/* The first slow-path call of a thread, or of a fork child: what needs files and stack.
+ * errno is the program's: start-up's system calls may fail as expected (mkdir finds the
+ * directory of the image this one was exec'd from: EEXIST), and a program may read errno
+ * after a call that allocated (getpwnam's "not found" is NULL with errno unchanged). */
 static void mf_setup_on_stack(void *arg)
 {
     struct mf_thread *t = arg;
+    int err = errno;
     if (__atomic_exchange_n(&mf_start_pending, 0, __ATOMIC_ACQ_REL)) {
         if (getpid() != mf_start_pid) { /* a vfork child: the parent's to start */
             __atomic_store_n(&mf_start_pending, 1, __ATOMIC_RELEASE);
+            errno = err;
             return;
         }
         mf_process_start();
     }
-    if (!mf_ready)
-        return;
-    if (t->state == MF_THREAD_NEW)
+    if (mf_ready && t->state == MF_THREAD_NEW)
         mf_thread_setup(t);
+    errno = err;
 }
 
 /* Returns false if the pid is not this image's: a vfork child, which shares our memory
@@ -575,7 +579,9 @@ static void mf_sample_on_stack(void *arg)
         /* A new stack: are its addresses in the modules we know? A library loaded since,
          * or one mapped where another was (then the epoch grows and the stack is the new
          * epoch's). Not in a vfork child: the loader's lock may be held by a thread of the
-         * parent, which waits for us. */
+         * parent, which waits for us. The module records and the table's growth make
+         * system calls, whose failures are not the program's (errno). */
+        int err = errno;
         mf_table_unlock(tab);
         if (mf_check_pid()) {
             if (!mf_rules) /* deferred libunwind, from the next sample on; with rules it waits
@@ -587,6 +593,7 @@ static void mf_sample_on_stack(void *arg)
         epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE);
         tab = mf_table_lock(s->table);
         e = mf_table_upsert(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT);
+        errno = err;
     }
     bool new_stack = e && e->samples == 0;
     if (e) {

@@ -100,27 +100,79 @@ _Static_assert(sizeof(struct mf_procmap_query) == 104, "struct procmap_query's l
 #define MF_PROCMAP_QUERY _IOWR('f', 17, struct mf_procmap_query)
 #define MF_PROCMAP_QUERY_VMA_READABLE 1u
 
+/* A seccomp filter may answer an ioctl it does not know by killing the process (sandboxes
+ * allow the few they need), where it answers a refused open or read with an error. So the
+ * query is asked only by a front end that sees a filter coming (the preload library's
+ * prctl: an unprivileged filter needs no_new_privs first), and only in a process that had
+ * neither when the profiler first looked (/proc/self/status, once). */
+bool mf_procmap_query_allowed;
+static int mf_procmap_state; /* 0: not looked yet; 1: the query is asked; -1: it is not */
+
+void mf_unwind_sandboxed(void)
+{
+    __atomic_store_n(&mf_procmap_state, -1, __ATOMIC_RELAXED);
+}
+
+/* "NoNewPrivs:\t0" and "Seccomp:\t0" in /proc/self/status, read with raw system calls. */
+static bool mf_unfiltered(void)
+{
+    int fd = mf_sys_openat(AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    char buf[4096]; /* the whole file: ~1.5 KiB */
+    size_t have = 0;
+    ssize_t n;
+    while (have < sizeof buf - 1 && (n = mf_sys_read(fd, buf + have, sizeof buf - 1 - have)) > 0)
+        have += (size_t)n;
+    mf_sys_close(fd);
+    buf[have] = '\0';
+    int zero = 0;
+    for (char *line = buf; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL)
+        if ((strncmp(line, "NoNewPrivs:\t", 12) == 0 && strncmp(line + 12, "0\n", 2) == 0) ||
+            (strncmp(line, "Seccomp:\t", 9) == 0 && strncmp(line + 9, "0\n", 2) == 0))
+            zero++;
+    return zero == 2;
+}
+
+static bool mf_procmap_usable(void)
+{
+    if (!mf_procmap_query_allowed)
+        return false;
+    int state = __atomic_load_n(&mf_procmap_state, __ATOMIC_RELAXED);
+    if (state == 0) {
+        int seen = mf_unfiltered() ? 1 : -1;
+        __atomic_compare_exchange_n(&mf_procmap_state, &state, seen, false, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED);
+        state = __atomic_load_n(&mf_procmap_state, __ATOMIC_RELAXED);
+    }
+    return state > 0;
+}
+
 /* The mapping that holds `here`, from /proc/self/maps with raw system calls
  * (pthread_getattr_np allocates and locks: DESIGN §5): asked by address where the kernel
- * can answer that (6.11 and later), else read line by line. Printing every mapping took
- * ~47 us of each short process here (README "Start-up and exit"). */
+ * can answer that (6.11 and later) and no seccomp filter may object, else read line by
+ * line. Printing every mapping took ~47 us of each short process here (README "Start-up
+ * and exit"). */
 static void mf_stack_bounds(struct mf_slot *s, uintptr_t here)
 {
     s->stack_lo = s->stack_hi = here; /* nothing found: walk no frames rather than guess */
     int fd = mf_sys_openat(AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0)
         return;
-    struct mf_procmap_query q = {.size = sizeof q, .query_addr = here};
     int err = errno; /* an older kernel's ENOTTY is not the program's to see */
-    if (mf_sys_ioctl(fd, MF_PROCMAP_QUERY, &q) == 0 || errno == ENOENT) {
-        if (q.vma_start <= here && here < q.vma_end &&
-            (q.vma_flags & MF_PROCMAP_QUERY_VMA_READABLE)) {
-            s->stack_lo = q.vma_start;
-            s->stack_hi = q.vma_end;
+    if (mf_procmap_usable()) {
+        struct mf_procmap_query q = {.size = sizeof q, .query_addr = here};
+        if (mf_sys_ioctl(fd, MF_PROCMAP_QUERY, &q) == 0 || errno == ENOENT) {
+            if (q.vma_start <= here && here < q.vma_end &&
+                (q.vma_flags & MF_PROCMAP_QUERY_VMA_READABLE)) {
+                s->stack_lo = q.vma_start;
+                s->stack_hi = q.vma_end;
+            }
+            mf_sys_close(fd);
+            errno = err;
+            return;
         }
-        mf_sys_close(fd);
-        errno = err;
-        return;
+        mf_unwind_sandboxed(); /* not this kernel's: not asked again */
     }
     errno = err;
     char buf[1024];

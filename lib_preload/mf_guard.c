@@ -14,10 +14,13 @@
  * and pointers either way. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stddef.h>
+#include <sys/prctl.h>
 
 void mf_core_start_now(void);
 void mf_core_before_threads(void);
+void mf_unwind_sandboxed(void);
 
 /* The next definition, looked up at the first call (not in malloc: the loader's lock is
  * free to take). Threads racing it store the same answer. */
@@ -77,4 +80,26 @@ __attribute__((visibility("default"))) int pthread_create(void *thread, const vo
     if (!f)
         return ENOSYS;
     return f(thread, attr, start, arg);
+}
+
+/* A seccomp filter is coming: no_new_privs (which an unprivileged filter needs first) or the
+ * filter itself. From then on a new thread's stack mapping is read from /proc/self/maps,
+ * never asked for with an ioctl the filter may kill the process for (c_core/mf_unwind.c).
+ * glibc's prctl reads four more arguments whatever the option: so does this one. */
+__attribute__((visibility("default"))) int prctl(int option, ...)
+{
+    static void *next;
+    va_list ap;
+    va_start(ap, option);
+    unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long);
+    unsigned long a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
+    va_end(ap);
+    if (option == PR_SET_SECCOMP || (option == PR_SET_NO_NEW_PRIVS && a2))
+        mf_unwind_sandboxed();
+    int (*f)(int, ...) = (int (*)(int, ...))mf_guard_next(&next, "prctl");
+    if (!f) {
+        errno = ENOSYS;
+        return -1;
+    }
+    return f(option, a2, a3, a4, a5);
 }

@@ -3,7 +3,7 @@
  * in line is mf_next.c's. */
 #include "mf_preload.h"
 
-extern bool mf_lazy_start; /* c_core/mf_internal.h */
+extern bool mf_lazy_start, mf_procmap_query_allowed; /* c_core/mf_internal.h */
 
 /* Runs before the core's constructor (priority 101). The next allocator is looked up at the
  * first allocation call (mf_next.c), not here: a process that never allocates does not pay
@@ -18,6 +18,7 @@ __attribute__((constructor(101))) static void mf_preload_start(void)
      * take away the means to make the files (mf_guard.c): a process that never allocates
      * pays for neither. */
     mf_lazy_start = true;
+    mf_procmap_query_allowed = true; /* prctl is ours (mf_guard.c) */
     mf_core_init();
     if (mf_live_enabled())
         mf_free_route_filtered();

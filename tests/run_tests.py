@@ -47,7 +47,7 @@ ALLOC_API = {"malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_a
 # (lib_preload/mf_guard.c).
 GUARD_API = {"setuid", "setgid", "seteuid", "setegid", "setreuid", "setregid", "setresuid",
              "setresgid", "setfsuid", "setfsgid", "setgroups", "chroot", "unshare", "setns",
-             "setrlimit", "setrlimit64", "prlimit", "prlimit64", "pthread_create"}
+             "setrlimit", "setrlimit64", "prlimit", "prlimit64", "pthread_create", "prctl"}
 # enum mf_fn / MF_FN_NAMES in c_core/mf_format.h, by index.
 MF_FN_NAMES = ["malloc", "calloc", "realloc", "posix_memalign", "aligned_alloc", "memalign",
                "valloc", "pvalloc", "rust alloc", "rust alloc_zeroed", "rust realloc",
