@@ -194,9 +194,10 @@ void mf_unwind_init(void);
 void mf_unwind_load_if_safe(void);
 extern bool mf_unwind_frozen; /* a fork child of a threaded parent: never load it */
 /* A front end that sees seccomp filters coming (prctl) allows the PROCMAP_QUERY ioctl, and
- * calls mf_unwind_sandboxed() before one is installed (mf_unwind.c, mf_stack_bounds). */
+ * calls mf_procmap_query_off() before one is installed; a kernel without the query turns it
+ * off too (mf_unwind.c, mf_stack_bounds). */
 extern bool mf_procmap_query_allowed;
-void mf_unwind_sandboxed(void);
+void mf_procmap_query_off(void);
 /* Set by a front end before mf_core_init(): files and libunwind wait for the first
  * allocation call (mf_core.c); mf_core_start_now() makes them at once. */
 extern bool mf_lazy_start;

@@ -63,7 +63,7 @@ static void mf_env_collect(const char *value[MF_ENV_COUNT])
         } else if (s[0] == 'P') {
             v = mf_env_match(s, mf_env_names[i]);
         }
-        if (v && i < MF_ENV_COUNT && !value[i])
+        if (v && !value[i])
             value[i] = v;
     }
 }

@@ -108,7 +108,7 @@ _Static_assert(sizeof(struct mf_procmap_query) == 104, "struct procmap_query's l
 bool mf_procmap_query_allowed;
 static int mf_procmap_state; /* 0: not looked yet; 1: the query is asked; -1: it is not */
 
-void mf_unwind_sandboxed(void)
+void mf_procmap_query_off(void)
 {
     __atomic_store_n(&mf_procmap_state, -1, __ATOMIC_RELAXED);
 }
@@ -172,7 +172,7 @@ static void mf_stack_bounds(struct mf_slot *s, uintptr_t here)
             errno = err;
             return;
         }
-        mf_unwind_sandboxed(); /* not this kernel's: not asked again */
+        mf_procmap_query_off(); /* not this kernel's: not asked again */
     }
     errno = err;
     char buf[1024];

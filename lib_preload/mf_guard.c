@@ -20,7 +20,7 @@
 
 void mf_core_start_now(void);
 void mf_core_before_threads(void);
-void mf_unwind_sandboxed(void);
+void mf_procmap_query_off(void);
 
 /* The next definition, looked up at the first call (not in malloc: the loader's lock is
  * free to take). Threads racing it store the same answer. */
@@ -95,7 +95,7 @@ __attribute__((visibility("default"))) int prctl(int option, ...)
     unsigned long a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
     va_end(ap);
     if (option == PR_SET_SECCOMP || (option == PR_SET_NO_NEW_PRIVS && a2))
-        mf_unwind_sandboxed();
+        mf_procmap_query_off();
     int (*f)(int, ...) = (int (*)(int, ...))mf_guard_next(&next, "prctl");
     if (!f) {
         errno = ENOSYS;

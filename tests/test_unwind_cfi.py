@@ -132,9 +132,8 @@ def test_stack_mapping_found_by_query_and_by_reading_the_maps():
     unprivileged filter) reads /proc/self/maps instead, for a filter may kill the process for
     an ioctl it does not know; so does a kernel that answers ENOTTY. Four ways: plain (four
     queries, one per thread); under setpriv --no-new-privs (none from the program: seen in
-    its /proc/self/status);
-    no_new_privs set by the program after its main thread's calls (one: seen in its prctl);
-    a filter that answers the query ENOTTY, installed by the seccomp system call after the
+    its /proc/self/status); no_new_privs set by the program after its main thread's calls
+    (one: seen in its prctl); a filter that answers the query ENOTTY, installed by the seccomp system call after the
     main thread's calls, as root (two: the refused one, then no more). Each way: every
     thread's stacks whole (exact counts at the sites), errno as the program left it (under
     setpriv also in an image exec'd from a profiled one, whose start-up's mkdir finds the
