@@ -593,6 +593,56 @@ def test_raw_fork_children_exact():
 
 
 @test
+def test_fork_leaves_the_parents_pages_alone():
+    """A profiled parent that forks again and again (a shell, make) must not pay for the
+    profiler's pages at each fork: the slots (the slow path's stack, the walk's record) are
+    not shared with the child (MADV_WIPEONFORK), so the parent's next samples copy none of
+    them (~9 page faults a fork before), and the prepare handler writes nothing that is
+    unchanged. The child sets the forking thread's slot up again: exact counts in every
+    child that allocated, at its own site, with stacks that reach main, and its stack bounds
+    from the fork (no /proc/self/maps opened in a child); a child that did not allocate
+    leaves no directory."""
+    prog = c_program("fork_loop")
+    rounds = 100
+    faults = {}
+    for profiled in (False, True):
+        r = run([prog, str(rounds)], profile=profiled)
+        expect_eq(r.rc, 0, f"fork_loop's status ({'profiled' if profiled else 'alone'})")
+        faults[profiled] = int(r.stdout)
+    added = faults[True] - faults[False]
+    expect(added <= 2 * rounds, f"the profiled parent took {added} more page faults over "
+                                f"{rounds} forks than alone ({faults}): its pages are shared "
+                                f"with its children again")
+    dirs = glob.glob(os.path.join(r.outdir, "malloc_freq.*"))
+    expect_eq(len(dirs), 1 + rounds // 2, "profile directories: the parent's and one per "
+                                           "child that allocated")
+    rows = csv_rows(r.profile)
+    expect_eq(site_totals(rows, "site_parent"), (6 * (rounds + 1), 6 * (rounds + 1) * 48,
+                                                 6 * (rounds + 1)), "the parent's site")
+    for d in dirs:
+        if d == r.profile:
+            continue
+        rows = csv_rows(d)
+        expect_eq(site_totals(rows, "site_child"), (10, 240, 10), f"{d}: the child's site")
+        expect_eq(site_totals(rows, "site_parent")[0], 0, f"{d}: the parent's site")
+        for row in rows:
+            names = [function_name(f) for f in row.stack]
+            expect("main" in names, f"{d}: a stack that does not reach main: {row.stack}")
+    if shutil.which("strace"):
+        outdir = fresh_dir()
+        trace = os.path.join(outdir, "strace.out")
+        env = profiled_env(outdir)
+        p = subprocess.run(["strace", "-f", "-qq", "-e", "trace=openat", "-o", trace, prog, "8"],
+                           env=env, capture_output=True, timeout=TIMEOUT)
+        expect_eq(p.returncode, 0, "fork_loop under strace")
+        with open(trace) as f:
+            lines = f.read().splitlines()
+        parent = lines[0].split()[0]
+        maps = [l for l in lines if "/proc/self/maps" in l and l.split()[0] != parent]
+        expect_eq(maps, [], "children that opened /proc/self/maps")
+
+
+@test
 def test_exec_keeps_both_images():
     second = c_program("exec_second")
     r = run_ok([c_program("exec_first"), second])
