@@ -372,41 +372,18 @@ static int64_t mf_arm(struct mf_thread *t, int64_t calls)
 
 /* ---- slots: a thread's cold state, table and stack ---------------------------------- */
 
-/* Noted as a thread forks (the prepare handler; glibc runs one fork's handlers at a time),
- * before the fork, so that the parent writes nothing back after it (a page it writes while
- * the child shares it is copied): whether the process had other threads, one of which may
- * have held the loader's lock, which glibc does not reset in the child
- * (mf_modules_inherit); the forking thread's stack bounds. In the child: that thread's slot,
- * set up again at its first call. */
-static bool mf_fork_threaded;
-static uintptr_t mf_fork_stack_lo, mf_fork_stack_hi;
-static struct mf_slot *mf_fork_slot;
-
-/* A slot from the pool, or a new one: [guard page][stack][struct mf_slot]. No file yet.
- * In a fork child, first the slot the thread had in the parent: on the same stack, whose
- * bounds it keeps (a shell's child that allocates before it execs reads no
- * /proc/self/maps), its memory zero (MADV_WIPEONFORK below) or, where the kernel has no
- * wiping, the parent's (its table is forgotten at set-up: mf_thread_setup). */
+/* A slot from the pool, or a new one: [guard page][stack][struct mf_slot]. No file yet. */
 static struct mf_slot *mf_slot_acquire(void)
 {
-    if (mf_fork_slot) {
-        struct mf_slot *s = mf_fork_slot;
-        mf_fork_slot = NULL;
-        s->stack_top = s;
-        s->stack_lo = mf_fork_stack_lo;
-        s->stack_hi = mf_fork_stack_hi;
-        s->listed = false;
-        s->next = s->prev = s->next_free = NULL;
-        s->owner = NULL;
-        return s;
-    }
     mf_spin_lock(&mf_slots_lock);
     struct mf_slot *s = mf_slots_free;
     if (s)
         mf_slots_free = s->next_free;
     mf_spin_unlock(&mf_slots_lock);
     if (s) {
-        /* Another thread's stack, which may be unmapped by now. */
+        /* Another thread's stack, which may be unmapped by now. Only here: a fork child
+         * sets up the forking thread's slot again, on the same stack, and keeps its bounds
+         * (no /proc/self/maps read in a shell's child before it execs). */
         s->stack_lo = s->stack_hi = 0;
         s->memo.kind = MF_MEMO_NONE;
         return s;
@@ -420,11 +397,6 @@ static struct mf_slot *mf_slot_acquire(void)
         munmap(m, total);
         return NULL;
     }
-    /* Not shared with a fork child, which reads zeros here: else fork write-protects every
-     * page a sample writes (the stack, the walk's record), and the parent's next samples
-     * copied them, ~9 page faults a fork (a shell, make). Linux 4.14 and later; before,
-     * the child gets a copy, as it did. */
-    madvise(m, total, MADV_WIPEONFORK);
     s = (struct mf_slot *)(m + MF_PAGE_BYTES + MF_SLOT_STACK_BYTES);
     s->stack_top = s;
     static bool first = true;
@@ -826,38 +798,34 @@ static void mf_process_start(void)
     mf_ready = 1;
 }
 
-/* Written only when changed: a page of ours the parent has not written since its last fork
- * is still write-protected, and a loop of fork and exec (a shell) forks with the same. */
-#define MF_NOTE(var, value)                                                                 \
-    do {                                                                                    \
-        __typeof__(var) mf_now_ = (value);                                                  \
-        if ((var) != mf_now_)                                                               \
-            (var) = mf_now_;                                                                \
-    } while (0)
+/* Whether the parent had other threads when it forked: one of them may have held the
+ * loader's lock, which glibc does not reset in the child (mf_modules_inherit). Noted by the
+ * prepare handler (glibc runs one fork's handlers at a time), and written only when it
+ * changed: fork write-protects the parent's pages, and a page of ours the parent writes
+ * after a fork, or before the next one without having written it since, costs it a page
+ * fault (a copy while the child still shares it). Nothing is written back after the fork:
+ * the child handler is what tells the child that this note is its fork's. */
+static bool mf_fork_threaded;
 
 static void mf_before_fork(void)
 {
-    struct mf_slot *s = mf_tls.slot;
-    MF_NOTE(mf_fork_threaded, !__libc_single_threaded);
-    MF_NOTE(mf_fork_stack_lo, s ? s->stack_lo : 0);
-    MF_NOTE(mf_fork_stack_hi, s ? s->stack_hi : 0);
+    bool threaded = !__libc_single_threaded;
+    if (mf_fork_threaded != threaded)
+        mf_fork_threaded = threaded;
 }
 
 /* The child of fork() must never write into its parent's files (they are shared mappings):
  * it forgets the parent's tables, and starts a directory of its own at its first call.
  * Nothing here blocks or calls into the loader: in the child of a threaded program, a lock
- * another thread of the parent held stays held. prepared: our atfork handlers ran, which
- * noted whether the parent had other threads (else it is assumed: _Fork(), clone()) and
- * the forking thread's stack bounds. Writes nothing but this thread's TLS and our few small
- * variables (one page): every page written here is copied for a child that may only exec. */
+ * another thread of the parent held stays held. prepared: our atfork handlers ran, and
+ * mf_fork_threaded is this fork's (else the parent is taken to have had other threads:
+ * _Fork(), clone()). */
 static void mf_after_fork_child(bool prepared)
 {
     struct mf_thread *t = &mf_tls;
-    bool frozen = prepared ? mf_fork_threaded : true;
-    if (!prepared)
-        mf_fork_stack_lo = mf_fork_stack_hi = 0; /* not known: read again */
     if (mf_fork_canary)
         *mf_fork_canary = 1; /* this image's from now on */
+    bool frozen = prepared ? mf_fork_threaded : true;
     mf_modules_inherit(frozen);
     /* libunwind looks up each new return address with dl_iterate_phdr: in such a child the
      * frame-pointer walk, which needs nothing from the loader, takes the stacks. */
@@ -877,12 +845,11 @@ static void mf_after_fork_child(bool prepared)
     for (uint32_t c = 0; c < MF_SIZE_CLASSES; c++) /* read first: zero after start-up, and */
         if (mf_early_sizes.calls[c])                 /* a page written is a page copied */
             mf_early_sizes.calls[c] = mf_early_sizes.bytes[c] = 0;
-    /* The slots' memory reads zero here: the thread's own slot is set up again at its
-     * first call, the pool's are left (their mappings, and the parent's table mappings that
-     * the slots held, stay mapped, unused, in the child). */
-    mf_fork_slot = t->slot;
-    t->slot = NULL;
-    mf_slots_free = NULL;
+    if (t->slot) {
+        t->slot->listed = false;
+        t->slot->next = t->slot->prev = NULL;
+        t->slot->owner = NULL;
+    }
     if (t->state != MF_THREAD_EXITED)
         t->state = MF_THREAD_NEW;
     t->exiting = false;

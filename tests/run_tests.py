@@ -593,26 +593,14 @@ def test_raw_fork_children_exact():
 
 
 @test
-def test_fork_leaves_the_parents_pages_alone():
-    """A profiled parent that forks again and again (a shell, make) must not pay for the
-    profiler's pages at each fork: the slots (the slow path's stack, the walk's record) are
-    not shared with the child (MADV_WIPEONFORK), so the parent's next samples copy none of
-    them (~9 page faults a fork before), and the prepare handler writes nothing that is
-    unchanged. The child sets the forking thread's slot up again: exact counts in every
-    child that allocated, at its own site, with stacks that reach main, and its stack bounds
-    from the fork (no /proc/self/maps opened in a child); a child that did not allocate
-    leaves no directory."""
+def test_fork_loop_children_exact():
+    """A shell's pattern: a profiled parent that allocates and forks, again and again. Exact
+    counts in the parent and in every child that allocated, at its own site, with stacks
+    that reach main; the child keeps the forking thread's stack bounds (no /proc/self/maps
+    opened in a child); a child that did not allocate leaves no directory."""
     prog = c_program("fork_loop")
     rounds = 100
-    faults = {}
-    for profiled in (False, True):
-        r = run([prog, str(rounds)], profile=profiled)
-        expect_eq(r.rc, 0, f"fork_loop's status ({'profiled' if profiled else 'alone'})")
-        faults[profiled] = int(r.stdout)
-    added = faults[True] - faults[False]
-    expect(added <= 2 * rounds, f"the profiled parent took {added} more page faults over "
-                                f"{rounds} forks than alone ({faults}): its pages are shared "
-                                f"with its children again")
+    r = run_ok([prog, str(rounds)])
     dirs = glob.glob(os.path.join(r.outdir, "malloc_freq.*"))
     expect_eq(len(dirs), 1 + rounds // 2, "profile directories: the parent's and one per "
                                            "child that allocated")
@@ -631,15 +619,28 @@ def test_fork_leaves_the_parents_pages_alone():
     if shutil.which("strace"):
         outdir = fresh_dir()
         trace = os.path.join(outdir, "strace.out")
-        env = profiled_env(outdir)
         p = subprocess.run(["strace", "-f", "-qq", "-e", "trace=openat", "-o", trace, prog, "8"],
-                           env=env, capture_output=True, timeout=TIMEOUT)
+                           env=profiled_env(outdir), capture_output=True, timeout=TIMEOUT)
         expect_eq(p.returncode, 0, "fork_loop under strace")
         with open(trace) as f:
             lines = f.read().splitlines()
         parent = lines[0].split()[0]
         maps = [l for l in lines if "/proc/self/maps" in l and l.split()[0] != parent]
         expect_eq(maps, [], "children that opened /proc/self/maps")
+
+
+@test
+def test_fork_from_a_signal_handler_mid_sample():
+    """A signal handler that forks, often while it interrupts the profiler's slow path
+    (every call recorded: most of the loop's time is there); the child returns from the
+    handler into whatever it interrupted, allocates on and exits. The child must find the
+    profiler's state as the parent had it: a version that did not share the slots' state
+    with fork children (MADV_WIPEONFORK) crashed 24-78 of 100 such children."""
+    forks = 100
+    r = run_ok([c_program("fork_in_handler"), str(forks)])
+    expect_eq(r.stdout, f"forks {forks}, children failed 0\n", "fork_in_handler's report")
+    dirs = glob.glob(os.path.join(r.outdir, "malloc_freq.*"))
+    expect_eq(len(dirs), 1 + forks, "profile directories: the parent's and each child's")
 
 
 @test
