@@ -646,9 +646,17 @@ static inline __attribute__((always_inline)) void mf_record_large(struct mf_thre
     mf_leave(t, saved);
 }
 
+static void mf_slow_done(struct mf_thread **t)
+{
+    (*t)->in_slow = false;
+}
+
 void mf_record_slow(enum mf_fn fn, size_t size)
 {
-    struct mf_thread *t = &mf_tls;
+    /* Cleared at every return: a fork from a signal handler that interrupted this call
+     * tells the child it may go on with it (mf_after_fork_child). */
+    struct mf_thread *t __attribute__((cleanup(mf_slow_done))) = &mf_tls;
+    t->in_slow = true;
     uintptr_t ret = (uintptr_t)__builtin_return_address(0);
     /* The hot path sent this call here for its size (without counting it down) when it is
      * at least the thread's `large`, else because the countdown ended. `large` is 0 until
@@ -665,10 +673,12 @@ void mf_record_slow(enum mf_fn fn, size_t size)
     /* With nothing pending (recording every call) the process's exit never writes this
      * thread's totals (mf_flush_others): the call goes straight in, no lock. Otherwise it
      * goes through `pending` and the flush, under the lock the exit takes too. */
+    struct mf_totals *counted = t->totals; /* where this call went, if straight in */
     if (t->totals && mf_nothing_pending(t)) {
         mf_totals_add(t->slot->table, t->totals, fn, 1, size);
         t->slot->live_calls++;
     } else {
+        counted = NULL;
         MF_PENDING_ADD(t->pending.calls[fn], 1);
         MF_PENDING_ADD(t->pending.bytes[fn], size);
         mf_flush(t);
@@ -717,6 +727,11 @@ void mf_record_slow(enum mf_fn fn, size_t size)
             return;
         }
         mf_flush(t); /* what was counted before the table existed */
+        /* This call went into the parent's totals, and a fork from a signal handler that
+         * interrupted it made this image (mf_after_fork_child): its sample, below, goes
+         * into this image's table, so its count does too. */
+        if (counted && counted != t->totals)
+            mf_totals_add(t->slot->table, t->totals, fn, 1, size);
     }
     if (large) {
         mf_record_large(t, size, ret);
@@ -825,6 +840,16 @@ static void mf_after_fork_child(bool prepared)
     struct mf_thread *t = &mf_tls;
     if (mf_fork_canary)
         *mf_fork_canary = 1; /* this image's from now on */
+    /* Forked by a signal handler that interrupted this thread in the slow path: when the
+     * handler returns, the child goes on with that call, with the parent's table and live
+     * heap, which are shared mappings. Private copies take their place, so that the child
+     * writes nothing into its parent's files (the parent lost counts to the child's writes
+     * racing its own). The copies are forgotten at the child's set-up. */
+    if (prepared && (t->in_slow || t->busy) && t->slot) {
+        if (t->slot->table)
+            mf_table_privatize(t->slot->table);
+        mf_live_privatize();
+    }
     bool frozen = prepared ? mf_fork_threaded : true;
     mf_modules_inherit(frozen);
     /* libunwind looks up each new return address with dl_iterate_phdr: in such a child the

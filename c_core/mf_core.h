@@ -68,6 +68,7 @@ struct mf_thread {
     uint32_t exit_round;      /* thread-exit destructor rounds seen */
     bool exact;               /* the sample now due belongs to the exact stretch */
     bool exiting;             /* runs the process's exit: flush every call (mf_arm) */
+    bool in_slow;             /* inside mf_record_slow (busy marks only the sample) */
 };
 
 /* The alignment of mf_tls. The preload library's build sets it to 512 (Makefile), the next

@@ -151,6 +151,7 @@ bool mf_check_pid(void); /* false in a vfork child (or a fork child, without the
 /* Thread tables (mf_table.c). Each returns true on error. */
 bool mf_table_create(struct mf_table *tab, uint64_t seq);
 void mf_table_forget(struct mf_table *tab); /* a fork child's copy: unmapped, never written */
+void mf_table_privatize(struct mf_table *tab); /* a fork child's copy: written, not to the file */
 /* With MF_ENTRY_SIZED in flags, pcs[depth] is the size class, stored after the frames. */
 struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                                  uint32_t flags);
@@ -163,6 +164,7 @@ void mf_spin_unlock(uint32_t *lock);
 /* The live heap (mf_live.c). */
 void mf_live_start(void);      /* at process start-up: the filter */
 void mf_live_after_fork(void); /* a fork child forgets its parent's */
+void mf_live_privatize(void);  /* a fork child's copy of its parent's file: not written to it */
 /* The sample just counted in entry e (on the slot's stack, table locked) is followed. */
 void mf_live_note(struct mf_thread *t, struct mf_table *tab, const struct mf_entry *e);
 uint64_t mf_live_thread_calls(const struct mf_thread *t); /* the thread's calls so far */
@@ -283,6 +285,7 @@ int mf_sys_openat(int dirfd, const char *path, int flags, unsigned mode);
 int mf_sys_ioctl(int fd, unsigned long request, void *arg);
 int mf_sys_fallocate(int fd, uint64_t off, uint64_t len);
 void mf_prefault(void *p, size_t len); /* MADV_POPULATE_WRITE, errors ignored */
+void mf_privatize(void *addr, size_t len); /* a private copy in place of a shared mapping */
 #define MF_PREFAULT_MAX (64u << 10) /* larger ones fill slowly: left to fault page by page */
 
 /* Small system helpers that neither allocate nor lock (mf_sys.c). */

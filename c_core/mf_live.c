@@ -63,6 +63,16 @@ void mf_live_after_fork(void)
         madvise(mf_live_filter, MF_LIVE_FILTER_SLOTS, MADV_DONTNEED); /* private: reads 0 */
 }
 
+/* The parent's file, in a fork child that goes on with a sample its parent was taking
+ * (mf_after_fork_child): a copy is written instead. */
+void mf_live_privatize(void)
+{
+    struct mf_live_header *h = mf_live_hdr;
+    if (h)
+        mf_privatize(h, h->stats_offset +
+                            mf_live_round((uint64_t)h->stats_capacity * sizeof(struct mf_live_stats)));
+}
+
 /* Makes the file, on the slot's stack (the caller is busy: mf_enter). */
 static void mf_live_create(void)
 {

@@ -153,6 +153,19 @@ void mf_prefault(void *p, size_t len)
 #endif
 }
 
+/* Puts a private copy of [addr, addr + len) in place of what is mapped there (a fork
+ * child's view of a file its parent shares): what is written there from now on is not
+ * written to the file. Without memory for the copy the mapping stays as it was. */
+void mf_privatize(void *addr, size_t len)
+{
+    void *copy = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (copy == MAP_FAILED)
+        return;
+    memcpy(copy, addr, len);
+    if (mremap(copy, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, addr) == MAP_FAILED)
+        munmap(copy, len);
+}
+
 /* strerror() may translate, which allocates; strerrordesc_np() returns a constant. */
 const char *mf_strerror(int err)
 {
