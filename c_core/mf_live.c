@@ -39,6 +39,12 @@ static uint64_t mf_live_round(uint64_t n)
     return (n + 4095u) & ~(uint64_t)4095u;
 }
 
+/* The file's length: the statistics table, at stats_off, is its last part. */
+static uint64_t mf_live_bytes(uint64_t stats_off, uint32_t stats_capacity)
+{
+    return stats_off + mf_live_round((uint64_t)stats_capacity * sizeof(struct mf_live_stats));
+}
+
 /* The filter is made at start-up (mf_live_start), before any allocation is recorded. */
 void mf_live_start(void)
 {
@@ -69,8 +75,7 @@ void mf_live_privatize(void)
 {
     struct mf_live_header *h = mf_live_hdr;
     if (h)
-        mf_privatize(h, h->stats_offset +
-                            mf_live_round((uint64_t)h->stats_capacity * sizeof(struct mf_live_stats)));
+        mf_privatize(h, mf_live_bytes(h->stats_offset, h->stats_capacity));
 }
 
 /* Makes the file, on the slot's stack (the caller is busy: mf_enter). */
@@ -80,7 +85,7 @@ static void mf_live_create(void)
     mf_append(mf_append_hex(mf_append(name, end, "live."), end, mf_stamp, 16), end, ".mfl");
     uint32_t cap = mf_opt.live == MF_LIVE_ALL ? MF_LIVE_CAPACITY_ALL : MF_LIVE_CAPACITY_SAMPLED;
     uint64_t rec_off = 4096, stats_off = rec_off + mf_live_round((uint64_t)cap * sizeof(struct mf_live_record));
-    uint64_t size = stats_off + mf_live_round((uint64_t)MF_LIVE_STATS_CAPACITY * sizeof(struct mf_live_stats));
+    uint64_t size = mf_live_bytes(stats_off, MF_LIVE_STATS_CAPACITY);
     static int warned;
     int fd = mf_file_create(name);
     if (fd < 0) {

@@ -369,17 +369,6 @@ struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uin
 
 /* A fork child's copy of its parent's table: the mappings are the parent's file, which the
  * child must never write; it lets them go and starts over. */
-/* A fork child that goes on with a sample its parent was taking (mf_after_fork_child)
- * writes to copies of the table's header and segments, not to its parent's file. */
-void mf_table_privatize(struct mf_table *tab)
-{
-    if (!tab->hdr)
-        return;
-    mf_privatize(tab->hdr, MF_HEADER_BYTES);
-    for (uint32_t s = 0; s < tab->nseg; s++)
-        mf_privatize(tab->seg[s], tab->hdr->segment_size[s]);
-}
-
 void mf_table_forget(struct mf_table *tab)
 {
     if (tab->hdr) {
@@ -390,4 +379,15 @@ void mf_table_forget(struct mf_table *tab)
     if (tab->index)
         munmap(tab->index, tab->index_slots * sizeof *tab->index);
     memset(tab, 0, sizeof *tab);
+}
+
+/* A fork child that goes on with a sample its parent was taking (mf_after_fork_child)
+ * writes to copies of the table's header and segments, not to its parent's file. */
+void mf_table_privatize(struct mf_table *tab)
+{
+    if (!tab->hdr)
+        return;
+    mf_privatize(tab->hdr, MF_HEADER_BYTES);
+    for (uint32_t s = 0; s < tab->nseg; s++)
+        mf_privatize(tab->seg[s], tab->hdr->segment_size[s]);
 }
