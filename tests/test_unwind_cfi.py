@@ -130,7 +130,8 @@ def test_stack_mapping_found_by_query_and_by_reading_the_maps():
     at its first sample. On Linux 6.11 and later the kernel answers by address
     (PROCMAP_QUERY); a process that has a seccomp filter or no_new_privs (the step before an
     unprivileged filter) reads /proc/self/maps instead, for a filter may kill the process for
-    an ioctl it does not know; so does a kernel that answers ENOTTY. Four ways: plain (four
+    an ioctl it does not know; so does a kernel that answers ENOTTY. The program's threads
+    run one at a time: with the filter, two racing could both be refused. Four ways: plain (four
     queries, one per thread); under setpriv --no-new-privs (none from the program: seen in
     its /proc/self/status); no_new_privs set by the program after its main thread's calls
     (one: seen in its prctl); a filter that answers the query ENOTTY, installed by the seccomp system call after the
