@@ -964,15 +964,17 @@ static void mf_setup_start_thread(void)
  * outside malloc: libunwind, which otherwise waits for a stack the rules cannot walk
  * (mf_unwind.c), is loaded now if it may be (its allocations are the profiler's), or it
  * never could be once other threads run. The files still wait for the first allocation
- * call. */
+ * call. errno is the program's: a call that succeeds leaves it as it was. */
 void mf_core_before_threads(void)
 {
     struct mf_thread *t = &mf_tls;
     if (!mf_lazy_start || !mf_start_pid || t->busy)
         return;
+    int err = errno;
     int64_t saved = mf_enter(t);
     mf_unwind_load_if_safe();
     mf_leave(t, saved);
+    errno = err;
 }
 
 /* Deferred start-up (mf_lazy_start): the profile starts at the process's first allocation
@@ -980,8 +982,53 @@ void mf_core_before_threads(void)
  * making its files needs (setuid, chroot, setrlimit...: lib_preload/mf_guard.c). */
 void mf_core_start_now(void)
 {
-    if (__atomic_load_n(&mf_start_pending, __ATOMIC_ACQUIRE) && !mf_tls.busy)
+    if (__atomic_load_n(&mf_start_pending, __ATOMIC_ACQUIRE) && !mf_tls.busy) {
+        int err = errno;
         mf_setup_start_thread();
+        errno = err;
+    }
+}
+
+static void mf_before_loss_on_stack(void *arg)
+{
+    const uint64_t *uid = arg;
+    if (mf_modules_changed()) /* libunwind, just loaded, or the program's own dlopens */
+        mf_modules_refresh();
+    mf_live_file_now();
+    if (*uid != UINT64_MAX)
+        mf_files_hand_over((uid_t)*uid);
+}
+
+/* A guarded call (lib_preload/mf_guard.c) is about to take away what making and adding to
+ * the files needs: the profile is started if it is not yet, libunwind loaded, the modules
+ * loaded since the process file was written are added to it, the live heap's file made;
+ * and before a setuid that gives up root (uid: the effective uid it sets, else
+ * UINT64_MAX), the directory and its files are given to that user, so that the process and
+ * its children after it can go on making theirs there. Returns whether they were given:
+ * mf_core_after_loss() takes them back if the call failed. errno is the program's. */
+bool mf_core_before_loss(uint64_t uid)
+{
+    struct mf_thread *t = &mf_tls;
+    mf_core_before_threads();
+    mf_core_start_now();
+    if (!mf_ready || t->busy || getpid() != mf_pid) /* not started, or a vfork child */
+        return false;
+    int err = errno;
+    uid_t before = geteuid();
+    int64_t saved = mf_enter(t);
+    if (t->slot && t->state == MF_THREAD_READY)
+        mf_call_on_stack(t->slot->stack_top, mf_before_loss_on_stack, &uid);
+    else
+        mf_before_loss_on_stack(&uid);
+    mf_leave(t, saved);
+    errno = err;
+    return uid != UINT64_MAX && uid != before && before == 0 && mf_ready;
+}
+
+void mf_core_after_loss(bool handed, bool failed)
+{
+    if (handed)
+        mf_files_handed_over(failed);
 }
 
 void mf_core_init(void)
@@ -998,6 +1045,7 @@ void mf_core_init(void)
          * makes no file and loads no libunwind (README "Overhead": start-up). */
         mf_start_pid = mf_pid = getpid();
         mf_start_pending = 1;
+        mf_files_settle(); /* before the program can chdir */
         mf_leave(&mf_tls, saved);
         return;
     }

@@ -13,7 +13,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <dirent.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "mf_internal.h"
@@ -25,14 +27,29 @@ extern char **environ;
 /* The longest base directory whose malloc_freq.<pid> is still a path the kernel takes. */
 #define MF_BASE_MAX (MF_PATH_MAX - 1u - (sizeof MF_DIR_PREFIX - 1u) - MF_PID_DIGITS_MAX)
 
-/* The absolute base directory, settled at the program's first start-up and kept: a fork
- * child that runs after a chdir writes where its parent does. */
+/* The absolute base directory, settled when the library is loaded and kept: a program that
+ * runs after a chdir, and its fork children, write where it started. */
 static char mf_base[MF_PATH_MAX] MF_LARGE_ZEROED;
-static int mf_base_state; /* 0: not settled yet; 1: settled; -1: unusable (said once) */
+static int mf_base_state; /* 0: not settled yet; 1: settled; -1: unusable */
 /* The directory mf_files_start() accepted: every later opening must find the same one. */
 static dev_t mf_dir_dev;
 static ino_t mf_dir_ino;
 static uid_t mf_dir_uid;
+/* After a setuid that left the directory out of the new user's reach by its path (a base
+ * directory only root may search), the directory is reached through this descriptor, kept
+ * from before the call (close-on-exec: a fork child inherits it and writes beside its
+ * parent, mf_dir_fall_back). -1: none, the directory is opened by its path each time. The
+ * program may close or reuse the number: each use checks it is still the directory. */
+static int mf_dir_fd = -1;
+static int mf_dir_fd_spare = -1; /* opened before the setuid, kept if it is needed after */
+
+static int mf_dir_open(void);
+
+static void mf_dir_close(int fd)
+{
+    if (fd != mf_dir_fd)
+        mf_sys_close(fd);
+}
 
 static void mf_base_too_long(size_t len)
 {
@@ -66,11 +83,18 @@ static void mf_env_rewrite(void)
     }
 }
 
-/* MALLOC_FREQ_DIR, or the working directory, as an absolute path without trailing '/'. */
-static bool mf_base_settle(void)
+/* MALLOC_FREQ_DIR, or the working directory, as an absolute path without trailing '/',
+ * settled when the library is loaded (mf_files_settle), before the program can chdir: one
+ * getcwd, and only for a relative or unset MALLOC_FREQ_DIR. What went wrong is said at the
+ * first start-up, so that a process that never allocates prints nothing. */
+static size_t mf_base_len;  /* too long: the length it would have had */
+static int mf_base_err;     /* getcwd's errno */
+
+void mf_files_settle(void)
 {
-    if (mf_base_state)
-        return mf_base_state < 0;
+    if (mf_base_state || mf_opt.secure)
+        return;
+    int err = errno;
     mf_base_state = -1;
     const char *b = mf_opt.base_dir;
     size_t len = 0;
@@ -78,17 +102,18 @@ static bool mf_base_settle(void)
         b += b[1] ? 2 : 1;
     if (!b || b[0] != '/') {
         if (!getcwd(mf_base, sizeof mf_base)) {
-            mf_warn("cannot find the working directory: ", mf_strerror(errno), "; not profiling",
-                    NULL);
-            return true;
+            mf_base_err = errno ? errno : ENAMETOOLONG;
+            errno = err;
+            return;
         }
         len = strlen(mf_base);
     }
     if (b && *b) {
         size_t blen = strlen(b), slash = len && mf_base[len - 1] != '/';
         if (len + slash + blen >= sizeof mf_base) {
-            mf_base_too_long(len + slash + blen);
-            return true;
+            mf_base_len = len + slash + blen;
+            errno = err;
+            return;
         }
         if (slash)
             mf_base[len++] = '/';
@@ -98,54 +123,58 @@ static bool mf_base_settle(void)
     while (len && mf_base[len - 1] == '/') /* "/" itself becomes "": its "/malloc_freq.N" */
         mf_base[--len] = '\0';
     if (len > MF_BASE_MAX) {
-        mf_base_too_long(len);
-        return true;
+        mf_base_len = len;
+        errno = err;
+        return;
     }
     if (mf_opt.base_dir && mf_opt.base_dir[0] != '/')
         mf_env_rewrite();
     mf_base_state = 1;
+    errno = err;
+}
+
+static bool mf_base_settled(void)
+{
+    mf_files_settle(); /* a front end that did not settle it at load */
+    if (mf_base_state > 0)
+        return true;
+    static int said;
+    if (__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        return false;
+    if (mf_base_len)
+        mf_base_too_long(mf_base_len);
+    else
+        mf_warn("cannot find the working directory: ", mf_strerror(mf_base_err),
+                "; not profiling", NULL);
     return false;
 }
 
-static bool mf_dir_refuse(const char *what, const char *why)
+static bool mf_dir_refuse(const char *what, const char *dir, const char *why)
 {
-    const char *parts[] = {what, mf_dir, ": ", why, "; not profiling"};
+    const char *parts[] = {what, dir, ": ", why, "; not profiling"};
     mf_warnv(NULL, parts, 5);
     mf_dir[0] = '\0';
     return true;
 }
 
-bool mf_files_start(void)
+/* Takes dir as the profile directory if it is a directory (not a symlink) of the effective
+ * user's that nobody else can write to; else returns why not, and what it did (*what). */
+static const char *mf_dir_accept(const char *dir, bool created, const char **what)
 {
-    mf_dir[0] = '\0';
-    if (mf_opt.secure) { /* silently: a set-user-ID program's output must not change */
-        errno = EPERM;
-        return true;
-    }
-    if (mf_base_settle())
-        return true;
-    char *end = mf_dir + sizeof mf_dir;
-    mf_append_u64(mf_append(mf_append(mf_dir, end, mf_base), end, MF_DIR_PREFIX), end,
-                  (uint64_t)mf_pid); /* fits: mf_base_settle() checked the length */
-    /* An exec'd image (same pid) finds its predecessor's directory: that is the one case
-     * where it exists already, and it is then ours and private. */
-    bool created = mkdir(mf_dir, 0700) == 0;
-    if (!created && errno != EEXIST)
-        return mf_dir_refuse("cannot create ", mf_strerror(errno));
-    int fd = mf_sys_openat(AT_FDCWD, mf_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+    *what = "refusing ";
+    int fd = mf_sys_openat(AT_FDCWD, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
     if (fd < 0)
-        return mf_dir_refuse("refusing ", errno == ENOTDIR ? "not a directory (a symbolic link?)"
-                                                           : mf_strerror(errno));
+        return errno == ENOTDIR ? "not a directory (a symbolic link?)" : mf_strerror(errno);
     struct stat st;
     if (fstat(fd, &st) != 0) {
+        int err = errno;
         mf_sys_close(fd);
-        return mf_dir_refuse("cannot use ", mf_strerror(errno));
+        *what = "cannot use ";
+        return mf_strerror(err);
     }
     if (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))) {
         mf_sys_close(fd);
-        return mf_dir_refuse("refusing ", st.st_uid != geteuid()
-                                              ? "it belongs to another user"
-                                              : "others can write to it");
+        return st.st_uid != geteuid() ? "it belongs to another user" : "others can write to it";
     }
     if (created && (st.st_mode & 0777) != 0700) {
         /* The umask took the owner's bits (mkdir never sets the others'). An O_PATH
@@ -154,13 +183,172 @@ bool mf_files_start(void)
         mf_append_u64(mf_append(link, link + sizeof link, "/proc/self/fd/"), link + sizeof link,
                       (uint64_t)fd);
         if (chmod(link, 0700) != 0)
-            mf_warn("cannot make ", mf_dir, " 0700: ", mf_strerror(errno));
+            mf_warn("cannot make ", dir, " 0700: ", mf_strerror(errno));
     }
     mf_dir_dev = st.st_dev;
     mf_dir_ino = st.st_ino;
     mf_dir_uid = st.st_uid;
     mf_sys_close(fd);
+    return NULL;
+}
+
+/* A process that may not make its directory in the base (a root daemon's child after
+ * setuid, in root's base directory) writes beside the process it comes from, in a
+ * directory of its own user's: a fork child in its parent's (the very directory the parent
+ * accepted, which the parent's setuid gave to the new user: mf_files_hand_over), an exec'd
+ * child in malloc_freq.<ppid>. Its files carry its own stamp. */
+static bool mf_dir_fall_back(bool forked, dev_t dev, ino_t ino, char *dir)
+{
+    const char *what;
+    if (forked && mf_dir_fd >= 0) { /* the descriptor inherited: the directory it names */
+        int fd = mf_dir_open();
+        if (fd >= 0 && mf_dir_dev == dev && mf_dir_ino == ino)
+            return true;
+        mf_dir_fd = -1;
+    }
+    if (forked && !mf_dir_accept(mf_dir, false, &what) && mf_dir_dev == dev && mf_dir_ino == ino)
+        return true;
+    char *end = dir + MF_PATH_MAX;
+    mf_append_u64(mf_append(mf_append(dir, end, mf_base), end, MF_DIR_PREFIX), end,
+                  (uint64_t)getppid());
+    if (mf_dir_accept(dir, false, &what))
+        return false;
+    memcpy(mf_dir, dir, strlen(dir) + 1);
+    return true;
+}
+
+bool mf_files_start(void)
+{
+    /* A fork child's mf_dir is its parent's directory still. */
+    bool forked = mf_dir[0] != '\0';
+    dev_t parent_dev = mf_dir_dev;
+    ino_t parent_ino = mf_dir_ino;
+    if (mf_opt.secure) { /* silently: a set-user-ID program's output must not change */
+        mf_dir[0] = '\0';
+        errno = EPERM;
+        return true;
+    }
+    if (!mf_base_settled()) {
+        mf_dir[0] = '\0';
+        return true;
+    }
+    if (mf_files_sealed()) {
+        mf_dir[0] = '\0';
+        errno = EPERM;
+        return true;
+    }
+    char dir[MF_PATH_MAX], *end = dir + sizeof dir;
+    mf_append_u64(mf_append(mf_append(dir, end, mf_base), end, MF_DIR_PREFIX), end,
+                  (uint64_t)mf_pid); /* fits: mf_files_settle() checked the length */
+    /* An exec'd image (same pid) finds its predecessor's directory: that is the one case
+     * where it exists already, and it is then ours and private. */
+    bool created = mkdir(dir, 0700) == 0;
+    if (!created && errno != EEXIST) {
+        int err = errno;
+        char other[MF_PATH_MAX];
+        if ((err == EACCES || err == EPERM) && mf_dir_fall_back(forked, parent_dev, parent_ino, other))
+            return false;
+        return mf_dir_refuse("cannot create ", dir, mf_strerror(err));
+    }
+    const char *what, *why = mf_dir_accept(dir, created, &what);
+    if (why)
+        return mf_dir_refuse(what, dir, why);
+    memcpy(mf_dir, dir, strlen(dir) + 1);
+    if (mf_dir_fd >= 0) { /* a fork child's, inherited: closed if it is still ours */
+        struct stat st;
+        if (fstat(mf_dir_fd, &st) == 0 && st.st_dev == parent_dev && st.st_ino == parent_ino)
+            mf_sys_close(mf_dir_fd);
+        mf_dir_fd = -1;
+    }
     return false;
+}
+
+/* The directory and the files in it go to `uid` (root only: CAP_CHOWN), so that the
+ * process can go on making and growing them once it is that user, and its children after
+ * it (mf_dir_fall_back). Entries are changed relative to the directory, never following a
+ * symlink. */
+bool mf_files_hand_over(uid_t uid)
+{
+    if (!mf_dir[0] || uid == mf_dir_uid || geteuid() != 0 || mf_files_sealed())
+        return false;
+    int err = errno;
+    int fd = mf_sys_openat(AT_FDCWD, mf_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || st.st_dev != mf_dir_dev || st.st_ino != mf_dir_ino ||
+        st.st_uid != mf_dir_uid) {
+        if (fd >= 0)
+            mf_sys_close(fd);
+        errno = err;
+        return false;
+    }
+    char buf[4096];
+    long n;
+    while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < n;) {
+            struct mf_dirent {
+                uint64_t ino;
+                int64_t off;
+                unsigned short reclen;
+                unsigned char type;
+                char name[];
+            } *d = (struct mf_dirent *)(buf + off);
+            if (d->type == DT_REG)
+                (void)fchownat(fd, d->name, uid, (gid_t)-1, AT_SYMLINK_NOFOLLOW);
+            off += d->reclen;
+        }
+    }
+    bool done = fchown(fd, uid, (gid_t)-1) == 0;
+    if (done) {
+        mf_dir_uid = uid;
+        if (mf_dir_fd_spare >= 0)
+            mf_sys_close(mf_dir_fd_spare);
+        mf_dir_fd_spare = fd;
+    } else {
+        mf_sys_close(fd);
+    }
+    errno = err;
+    return done;
+}
+
+/* After the setuid that mf_files_hand_over() prepared for: if it failed, the directory goes
+ * back to root; if it succeeded and the new user cannot reach the directory by its path,
+ * the descriptor opened before is kept. */
+void mf_files_handed_over(bool failed)
+{
+    int err = errno, spare = mf_dir_fd_spare;
+    mf_dir_fd_spare = -1;
+    if (spare < 0)
+        return;
+    if (failed) {
+        mf_sys_close(spare);
+        mf_files_hand_over(0);
+        if (mf_dir_fd_spare >= 0)
+            mf_sys_close(mf_dir_fd_spare);
+        mf_dir_fd_spare = -1;
+        errno = err;
+        return;
+    }
+    int fd = mf_sys_openat(AT_FDCWD, mf_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+    if (fd >= 0) {
+        mf_sys_close(fd);
+        mf_sys_close(spare);
+    } else {
+        if (mf_dir_fd >= 0)
+            mf_sys_close(mf_dir_fd);
+        mf_dir_fd = spare;
+    }
+    errno = err;
+}
+
+bool mf_files_sealed(void)
+{
+    if (!mf_filtered())
+        return false;
+    static int said;
+    mf_warn_once(&said, "a seccomp filter is installed: from now on no profile file is made "
+                 "or opened (a new thread records into the first thread's table, perhaps "
+                 "without its stacks; a full table counts its calls as not profiled)", NULL, NULL, NULL);
+    return true;
 }
 
 /* The directory, if it is still the one mf_files_start() accepted: not replaced (by a
@@ -172,14 +360,19 @@ static int mf_dir_open(void)
         errno = ENOENT;
         return -1;
     }
-    int fd = mf_sys_openat(AT_FDCWD, mf_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
-    if (fd < 0)
+    if (mf_files_sealed()) {
+        errno = EPERM;
+        return -1;
+    }
+    int fd = mf_dir_fd;
+    if (fd < 0 && (fd = mf_sys_openat(AT_FDCWD, mf_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW |
+                                      O_CLOEXEC, 0)) < 0)
         return -1;
     struct stat st;
-    if (fstat(fd, &st) == 0 && st.st_dev == mf_dir_dev && st.st_ino == mf_dir_ino &&
-        st.st_uid == mf_dir_uid && !(st.st_mode & (S_IWGRP | S_IWOTH)))
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) && st.st_dev == mf_dir_dev &&
+        st.st_ino == mf_dir_ino && st.st_uid == mf_dir_uid && !(st.st_mode & (S_IWGRP | S_IWOTH)))
         return fd;
-    mf_sys_close(fd);
+    mf_dir_close(fd); /* the kept one, if the program closed or reused it, stays the program's */
     errno = EPERM;
     return -1;
 }
@@ -193,7 +386,7 @@ int mf_file_create(const char *name)
     int err = errno;
     if (fd >= 0)
         (void)fchmod(fd, 0600); /* the umask may have taken the owner's bits */
-    mf_sys_close(dfd);
+    mf_dir_close(dfd);
     errno = err;
     return fd;
 }
@@ -211,7 +404,7 @@ int mf_file_open(const char *name)
         fd = -1;
         err = EPERM;
     }
-    mf_sys_close(dfd);
+    mf_dir_close(dfd);
     errno = err;
     return fd;
 }
@@ -221,7 +414,7 @@ void mf_file_unlink(const char *name)
     int err = errno, dfd = mf_dir_open();
     if (dfd >= 0) {
         unlinkat(dfd, name, 0);
-        mf_sys_close(dfd);
+        mf_dir_close(dfd);
     }
     errno = err;
 }
@@ -252,6 +445,8 @@ void mf_file_warn(int *once, const char *what, const char *name, const char *tai
     /* Out of space or past RLIMIT_FSIZE: every file would say so, the process file's and
      * each thread's. One line per process for all of them. */
     static int space_warned;
+    if (errno == EPERM && mf_filtered()) /* mf_files_sealed() said why */
+        return;
     if (errno == EFBIG || errno == ENOSPC || errno == EDQUOT)
         once = &space_warned;
     /* The directory last: a long one may be cut at the line's end, nothing else. */

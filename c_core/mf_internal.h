@@ -165,6 +165,7 @@ void mf_spin_unlock(uint32_t *lock);
 void mf_live_start(void);      /* at process start-up: the filter */
 void mf_live_after_fork(void); /* a fork child forgets its parent's */
 void mf_live_privatize(void);  /* a fork child's copy of its parent's file: not written to it */
+void mf_live_file_now(void);   /* the file, if it is to be and not made yet */
 /* The sample just counted in entry e (on the slot's stack, table locked) is followed. */
 void mf_live_note(struct mf_thread *t, struct mf_table *tab, const struct mf_entry *e);
 uint64_t mf_live_thread_calls(const struct mf_thread *t); /* the thread's calls so far */
@@ -205,6 +206,10 @@ void mf_procmap_query_off(void);
 extern bool mf_lazy_start;
 void mf_core_start_now(void);
 void mf_core_before_threads(void); /* pthread_create: load libunwind while it may be */
+/* setuid, chroot, setrlimit... (the front end's guards): everything made while it can be;
+ * uid: the effective uid a setuid sets, else UINT64_MAX. */
+bool mf_core_before_loss(uint64_t uid);
+void mf_core_after_loss(bool handed, bool failed);
 extern int (*mf_unw_backtrace)(void **, int); /* NULL: the frame-pointer walk */
 int mf_unwind_fp(void **pcs, int max); /* from the calling thread's slot's entry_fp */
 /* The stack from the unwind rules read from each return address's CFI (mf_unwind.c,
@@ -256,14 +261,19 @@ static inline __attribute__((always_inline)) uint32_t mf_unwind(struct mf_slot *
 
 /* The profile directory and its files (mf_files.c). Profiles hold secrets and profilers run
  * as root: the directory is 0700 and owned by the effective uid, files are 0600, no symlink
- * is followed, and nothing here keeps a descriptor open (the program may close or reuse any
- * number) or is a cancellation point. Each returns true / -1 on error, with errno set.
+ * is followed, nothing here is a cancellation point, and no descriptor is kept open (the
+ * program may close or reuse any number) but one, after a setuid that leaves the directory
+ * out of the new user's reach by its path. Each returns true / -1 on error, with errno set.
  * Files are named relative to the directory (openat), so a name is never longer than
  * MF_NAME_MAX whatever the directory's path. */
 #define MF_NAME_MAX 64
-bool mf_files_start(void); /* creates and checks mf_dir (malloc_freq.<pid> under the absolute
-                            * base directory settled at first start-up); warns on failure,
+void mf_files_settle(void); /* the absolute base directory, when the library is loaded */
+bool mf_files_start(void); /* creates and checks mf_dir (malloc_freq.<pid> under the base,
+                            * or beside its parent's after a setuid); warns on failure,
                             * except under AT_SECURE, where it fails silently */
+bool mf_files_hand_over(uid_t uid); /* mf_dir and its files to uid, before a setuid */
+void mf_files_handed_over(bool failed); /* after it */
+bool mf_files_sealed(void); /* a seccomp filter: no file is opened (said once) */
 int mf_file_create(const char *name); /* a new file in mf_dir: O_RDWR, O_EXCL, 0600 */
 int mf_file_open(const char *name);   /* an existing file of ours in mf_dir, O_RDWR */
 void mf_file_unlink(const char *name);
@@ -300,5 +310,9 @@ uint64_t mf_now_ns(void);  /* CLOCK_REALTIME */
 uint64_t mf_mono_ns(void); /* CLOCK_MONOTONIC */
 pid_t mf_gettid(void);
 bool mf_parse_u64(const char *s, uint64_t *out);
+/* A seccomp filter is installed, or about to be (the front end's prctl): nothing may be
+ * opened from then on, a refused open may kill the process. */
+void mf_filter_seen(void);
+bool mf_filtered(void);
 
 #endif

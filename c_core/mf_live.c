@@ -122,6 +122,19 @@ static void mf_live_create(void)
     __atomic_store_n(&mf_live_hdr, h, __ATOMIC_RELEASE);
 }
 
+/* Makes the file if it is to be and is not made yet: at the first sample to follow, or
+ * before a call that would take away the means to make it (mf_core_before_loss). */
+void mf_live_file_now(void)
+{
+    if (!mf_opt.live || !mf_live_filter || __atomic_load_n(&mf_live_hdr, __ATOMIC_ACQUIRE) ||
+        mf_live_failed)
+        return;
+    mf_spin_lock(&mf_live_lock);
+    if (!mf_live_hdr && !mf_live_failed && mf_check_pid())
+        mf_live_create();
+    mf_spin_unlock(&mf_live_lock);
+}
+
 /* The sample just recorded into entry e of table tab is to be followed: noted in the slot
  * until the front end has the address (mf_live_alloc). Runs on the slot's stack. */
 void mf_live_note(struct mf_thread *t, struct mf_table *tab, const struct mf_entry *e)
@@ -129,12 +142,7 @@ void mf_live_note(struct mf_thread *t, struct mf_table *tab, const struct mf_ent
     struct mf_slot *s = t->slot;
     if (!mf_opt.live || !mf_live_filter)
         return;
-    if (!__atomic_load_n(&mf_live_hdr, __ATOMIC_ACQUIRE) && !mf_live_failed) {
-        mf_spin_lock(&mf_live_lock);
-        if (!mf_live_hdr && !mf_live_failed && mf_check_pid())
-            mf_live_create();
-        mf_spin_unlock(&mf_live_lock);
-    }
+    mf_live_file_now();
     if (!mf_live_hdr)
         return;
     for (uint32_t k = 0; k < tab->nseg; k++) {

@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -192,6 +193,29 @@ pid_t mf_gettid(void)
     return (pid_t)syscall(SYS_gettid);
 }
 
+/* A seccomp filter may kill the process for a system call it refuses (open, openat...): once
+ * one is seen, whether through the front end's prctl (mf_filter_seen) or installed behind
+ * its back (a raw system call), the profiler opens nothing more. PR_GET_SECCOMP is the
+ * cheap look: one system call, answered 2 under a filter. */
+static int mf_filter;
+
+void mf_filter_seen(void)
+{
+    __atomic_store_n(&mf_filter, 1, __ATOMIC_RELAXED);
+}
+
+bool mf_filtered(void)
+{
+    if (__atomic_load_n(&mf_filter, __ATOMIC_RELAXED))
+        return true;
+    int err = errno;
+    long mode = syscall(SYS_prctl, PR_GET_SECCOMP, 0, 0, 0, 0);
+    if (mode != 0 && !(mode < 0 && errno == EINVAL)) /* EINVAL: a kernel without seccomp */
+        mf_filter_seen();
+    errno = err;
+    return __atomic_load_n(&mf_filter, __ATOMIC_RELAXED);
+}
+
 /* Decimal digits only, no sign, no overflow. */
 bool mf_parse_u64(const char *s, uint64_t *out)
 {
@@ -199,9 +223,9 @@ bool mf_parse_u64(const char *s, uint64_t *out)
     if (!s || !*s)
         return false;
     for (; *s; s++) {
-        if (*s < '0' || *s > '9' || v > (UINT64_MAX - 9) / 10)
+        if (*s < '0' || *s > '9' || __builtin_mul_overflow(v, 10, &v) ||
+            __builtin_add_overflow(v, (uint64_t)(*s - '0'), &v))
             return false;
-        v = v * 10 + (uint64_t)(*s - '0');
     }
     *out = v;
     return true;

@@ -49,6 +49,8 @@ void mf_unwind_init(void)
     if (mf_opt.unwinder != MF_UNWIND_LIBUNWIND || mf_unw_backtrace || mf_unwind_tried)
         return;
     mf_unwind_tried = true;
+    if (mf_filtered()) /* the loader opens files, which a seccomp filter may kill us for */
+        return;
     void *lib = dlopen(mf_opt.libunwind, RTLD_NOW | RTLD_LOCAL);
     void *bt = lib ? dlsym(lib, "unw_backtrace") : NULL;
     if (!bt) {
@@ -156,6 +158,8 @@ static bool mf_procmap_usable(void)
 static void mf_stack_bounds(struct mf_slot *s, uintptr_t here)
 {
     s->stack_lo = s->stack_hi = here; /* nothing found: walk no frames rather than guess */
+    if (mf_files_sealed()) /* a seccomp filter may kill us for the open */
+        return;
     int fd = mf_sys_openat(AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0)
         return;

@@ -18,9 +18,14 @@
 #include <stddef.h>
 #include <sys/prctl.h>
 
-void mf_core_start_now(void);
 void mf_core_before_threads(void);
+_Bool mf_core_before_loss(unsigned long long uid);
+void mf_core_after_loss(_Bool handed, _Bool failed);
 void mf_procmap_query_off(void);
+void mf_filter_seen(void);
+
+#define MF_NO_UID (~0ull) /* the call sets no effective uid */
+#define MF_UID(u) ((u) == ~0u ? MF_NO_UID : (unsigned long long)(u)) /* -1: left as it is */
 
 /* The next definition, looked up at the first call (not in malloc: the loader's lock is
  * free to take). Threads racing it store the same answer. */
@@ -34,38 +39,43 @@ static void *mf_guard_next(void **slot, const char *name)
     return f;
 }
 
-#define MF_GUARD(name, params, args)                                                        \
+/* uid: the effective uid the call sets, if it does (the directory is given to that user
+ * first: c_core/mf_core.c, mf_core_before_loss). A call that succeeds leaves errno alone,
+ * as glibc's does. */
+#define MF_GUARD(name, params, args, uid)                                                   \
     __attribute__((visibility("default"))) int name params                                 \
     {                                                                                       \
         static void *next;                                                                  \
-        mf_core_before_threads(); /* first: the module list written next includes it */      \
-        mf_core_start_now();                                                                \
+        _Bool handed = mf_core_before_loss(uid);                                            \
         int(*f) params = (int(*) params)mf_guard_next(&next, #name);                        \
         if (!f) {                                                                           \
+            mf_core_after_loss(handed, 1);                                                  \
             errno = ENOSYS;                                                                 \
             return -1;                                                                      \
         }                                                                                   \
-        return f args;                                                                      \
+        int rc = f args;                                                                    \
+        mf_core_after_loss(handed, rc != 0);                                                \
+        return rc;                                                                          \
     }
 
-MF_GUARD(setuid, (unsigned u), (u))
-MF_GUARD(setgid, (unsigned g), (g))
-MF_GUARD(seteuid, (unsigned u), (u))
-MF_GUARD(setegid, (unsigned g), (g))
-MF_GUARD(setreuid, (unsigned r, unsigned e), (r, e))
-MF_GUARD(setregid, (unsigned r, unsigned e), (r, e))
-MF_GUARD(setresuid, (unsigned r, unsigned e, unsigned s), (r, e, s))
-MF_GUARD(setresgid, (unsigned r, unsigned e, unsigned s), (r, e, s))
-MF_GUARD(setfsuid, (unsigned u), (u)) /* returns the previous fsuid: -1 only if not found */
-MF_GUARD(setfsgid, (unsigned g), (g))
-MF_GUARD(setgroups, (size_t n, const unsigned *list), (n, list))
-MF_GUARD(chroot, (const char *path), (path))
-MF_GUARD(unshare, (int flags), (flags))
-MF_GUARD(setns, (int fd, int type), (fd, type))
-MF_GUARD(setrlimit, (int resource, const void *rl), (resource, rl))
-MF_GUARD(setrlimit64, (int resource, const void *rl), (resource, rl))
-MF_GUARD(prlimit, (int pid, int resource, const void *rl, void *old), (pid, resource, rl, old))
-MF_GUARD(prlimit64, (int pid, int resource, const void *rl, void *old), (pid, resource, rl, old))
+MF_GUARD(setuid, (unsigned u), (u), MF_UID(u))
+MF_GUARD(setgid, (unsigned g), (g), MF_NO_UID)
+MF_GUARD(seteuid, (unsigned u), (u), MF_UID(u))
+MF_GUARD(setegid, (unsigned g), (g), MF_NO_UID)
+MF_GUARD(setreuid, (unsigned r, unsigned e), (r, e), MF_UID(e))
+MF_GUARD(setregid, (unsigned r, unsigned e), (r, e), MF_NO_UID)
+MF_GUARD(setresuid, (unsigned r, unsigned e, unsigned s), (r, e, s), MF_UID(e))
+MF_GUARD(setresgid, (unsigned r, unsigned e, unsigned s), (r, e, s), MF_NO_UID)
+MF_GUARD(setfsuid, (unsigned u), (u), MF_NO_UID) /* returns the previous fsuid: -1 only if not found */
+MF_GUARD(setfsgid, (unsigned g), (g), MF_NO_UID)
+MF_GUARD(setgroups, (size_t n, const unsigned *list), (n, list), MF_NO_UID)
+MF_GUARD(chroot, (const char *path), (path), MF_NO_UID)
+MF_GUARD(unshare, (int flags), (flags), MF_NO_UID)
+MF_GUARD(setns, (int fd, int type), (fd, type), MF_NO_UID)
+MF_GUARD(setrlimit, (int resource, const void *rl), (resource, rl), MF_NO_UID)
+MF_GUARD(setrlimit64, (int resource, const void *rl), (resource, rl), MF_NO_UID)
+MF_GUARD(prlimit, (int pid, int resource, const void *rl, void *old), (pid, resource, rl, old), MF_NO_UID)
+MF_GUARD(prlimit64, (int pid, int resource, const void *rl, void *old), (pid, resource, rl, old), MF_NO_UID)
 
 /* The last moment the process may have one thread: libunwind is loaded now if it is still
  * to be (c_core/mf_unwind.c, mf_unwind_load_if_safe), or a program that starts its threads
@@ -84,7 +94,9 @@ __attribute__((visibility("default"))) int pthread_create(void *thread, const vo
 
 /* A seccomp filter is coming: no_new_privs (which an unprivileged filter needs first) or the
  * filter itself. From then on a new thread's stack mapping is read from /proc/self/maps,
- * never asked for with an ioctl the filter may kill the process for (c_core/mf_unwind.c).
+ * never asked for with an ioctl the filter may kill the process for (c_core/mf_unwind.c);
+ * the profile is made first, like before a setuid, and once a filter is installed nothing
+ * more is opened: a refused open may kill the process too (c_core/mf_files.c).
  * glibc's prctl reads four more arguments whatever the option: so does this one. */
 __attribute__((visibility("default"))) int prctl(int option, ...)
 {
@@ -94,8 +106,12 @@ __attribute__((visibility("default"))) int prctl(int option, ...)
     unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long);
     unsigned long a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
     va_end(ap);
-    if (option == PR_SET_SECCOMP || (option == PR_SET_NO_NEW_PRIVS && a2))
+    if (option == PR_SET_SECCOMP || (option == PR_SET_NO_NEW_PRIVS && a2)) {
         mf_procmap_query_off();
+        mf_core_before_loss(MF_NO_UID); /* the files, while opening them is sure to be allowed */
+    }
+    if (option == PR_SET_SECCOMP)
+        mf_filter_seen(); /* from now on nothing is opened (c_core/mf_files.c) */
     int (*f)(int, ...) = (int (*)(int, ...))mf_guard_next(&next, "prctl");
     if (!f) {
         errno = ENOSYS;

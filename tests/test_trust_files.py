@@ -438,22 +438,24 @@ def profiles_in(d):
 
 @rt.test
 def test_chdir_then_fork_child():
-    """A program changes directory, then forks a child that allocates: with a relative
-    MALLOC_FREQ_DIR and without one, both profiles land where the start-up put the
-    parent's, with exact counts."""
+    """A program changes directory, after its first allocation or before it (the profile
+    starts at the first allocation, the base directory is settled when the library is
+    loaded), then forks a child that allocates: with a relative MALLOC_FREQ_DIR and without
+    one, both profiles land where the program started, with exact counts."""
     prog = rt.c_program("chdir_children")
     problems = []
-    for relative in ("out", None):
+    for mode, relative in (("fork", "out"), ("fork", None), ("early-fork", "out"),
+                           ("early-fork", None)):
         top = rt.fresh_dir()
         os.makedirs(os.path.join(top, "elsewhere", "out"))
         os.makedirs(os.path.join(top, "out"))
         env = rt.profiled_env(relative or top)
         if relative is None:
             del env["MALLOC_FREQ_DIR"]
-        p = subprocess.Popen([prog, "elsewhere", "fork"], env=env, cwd=top, text=True,
+        p = subprocess.Popen([prog, "elsewhere", mode], env=env, cwd=top, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         p.stdout, p.stderr = p.communicate(timeout=rt.TIMEOUT)
-        what = f"MALLOC_FREQ_DIR={relative}" if relative else "MALLOC_FREQ_DIR unset"
+        what = f"{mode}, " + (f"MALLOC_FREQ_DIR={relative}" if relative else "MALLOC_FREQ_DIR unset")
         m = re.match(r"child (\d+)\n$", p.stdout)
         if p.returncode != 0 or not m or p.stderr:
             problems.append(f"{what}: status {p.returncode}, stdout {p.stdout!r}, "
@@ -482,30 +484,32 @@ def test_chdir_then_fork_child():
 
 @rt.test
 def test_chdir_then_exec_relative_dir():
-    """A program with a relative MALLOC_FREQ_DIR changes directory and execs another
-    image: the new image writes next to the first in the same malloc_freq.<pid>, because
-    the start-up made MALLOC_FREQ_DIR absolute in the environment."""
+    """A program with a relative MALLOC_FREQ_DIR changes directory (after its first
+    allocation or before it) and execs another image: the new image writes next to the
+    first in the same malloc_freq.<pid>, because the library made MALLOC_FREQ_DIR absolute
+    in the environment when it was loaded."""
     prog = rt.c_program("chdir_children")
     second = rt.c_program("exec_second")
-    top = rt.fresh_dir()
-    os.makedirs(os.path.join(top, "elsewhere", "out"))
-    os.makedirs(os.path.join(top, "out"))
-    env = rt.profiled_env("out")
-    p = subprocess.Popen([prog, "elsewhere", "exec", second], env=env, cwd=top, text=True,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    p.stdout, p.stderr = p.communicate(timeout=rt.TIMEOUT)
-    rt.expect((p.returncode, p.stdout, p.stderr) == (0, "exec_second done\n", ""),
-              f"status {p.returncode}, stdout {p.stdout!r}, stderr {p.stderr!r}")
-    rt.expect_eq(profiles_in(os.path.join(top, "elsewhere", "out")), [],
-                 "profiles in elsewhere/out")
-    rt.expect_eq(profiles_in(os.path.join(top, "out")), [f"malloc_freq.{p.pid}"],
-                 "profiles in out")
-    profile = os.path.join(top, "out", f"malloc_freq.{p.pid}")
-    rt.expect_eq(len(rt.process_files(profile)), 2, "process files (both images)")
-    rows = rt.csv_rows(profile)
-    rt.expect_sites(rows, {"site_before": (100, 1600), "site_after_exec": (900, 27000)})
-    rt.expect_eq(rt.csv_total(rows), rt.exact_total_calls(profile),
-                 "CSV total vs the headers' totals")
+    for mode in ("exec", "early-exec"):
+        top = rt.fresh_dir()
+        os.makedirs(os.path.join(top, "elsewhere", "out"))
+        os.makedirs(os.path.join(top, "out"))
+        env = rt.profiled_env("out")
+        p = subprocess.Popen([prog, "elsewhere", mode, second], env=env, cwd=top, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p.stdout, p.stderr = p.communicate(timeout=rt.TIMEOUT)
+        rt.expect((p.returncode, p.stdout, p.stderr) == (0, "exec_second done\n", ""),
+                  f"{mode}: status {p.returncode}, stdout {p.stdout!r}, stderr {p.stderr!r}")
+        rt.expect_eq(profiles_in(os.path.join(top, "elsewhere", "out")), [],
+                     f"{mode}: profiles in elsewhere/out")
+        rt.expect_eq(profiles_in(os.path.join(top, "out")), [f"malloc_freq.{p.pid}"],
+                     f"{mode}: profiles in out")
+        profile = os.path.join(top, "out", f"malloc_freq.{p.pid}")
+        rt.expect_eq(len(rt.process_files(profile)), 2, f"{mode}: process files (both images)")
+        rows = rt.csv_rows(profile)
+        rt.expect_sites(rows, {"site_before": (100, 1600), "site_after_exec": (900, 27000)})
+        rt.expect_eq(rt.csv_total(rows), rt.exact_total_calls(profile),
+                     f"{mode}: CSV total vs the headers' totals")
 
 
 # ---- a long base directory ------------------------------------------------------------------

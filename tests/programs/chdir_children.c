@@ -1,11 +1,13 @@
 /* Changes directory after start-up, then forks a child or execs another image, for
  * test_chdir_then_fork_child and test_chdir_then_exec_relative_dir: every profile must land
  * in the directory settled at start-up, not one relative to the new working directory.
- * site_before 100 x 16 bytes, then chdir(DIR);
+ * site_before 100 x 16 bytes, then chdir(DIR) (with early-fork and early-exec, chdir(DIR)
+ * first, before any allocation, then site_before);
  * fork: the child calls site_child 300 x 32 bytes, the parent site_after 200 x 48 bytes and
  *       prints "child PID";
  * exec: execv(PROG) (exec_second: site_after_exec 900 x 30 bytes).
- * Usage: chdir_children DIR fork | chdir_children DIR exec PROG */
+ * Usage: chdir_children DIR [early-]fork | chdir_children DIR [early-]exec PROG */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,10 +43,15 @@ int main(int argc, char **argv)
 {
     if (argc < 3)
         return 2;
-    site_before(100);
-    if (chdir(argv[1]) != 0)
+    const char *mode = argv[2];
+    bool early = strncmp(mode, "early-", 6) == 0;
+    if (early && chdir(argv[1]) != 0)
         return 3;
-    if (strcmp(argv[2], "exec") == 0) {
+    mode += early ? 6 : 0;
+    site_before(100);
+    if (!early && chdir(argv[1]) != 0)
+        return 3;
+    if (strcmp(mode, "exec") == 0) {
         if (argc != 4)
             return 2;
         char *args[] = {argv[3], NULL};
