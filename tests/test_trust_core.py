@@ -2,9 +2,13 @@
 part): small stacks, fork children of threaded programs, vfork children, files that can no
 longer be made after start-up, a full disk, thread churn. Each test runs the real library on
 a program of tests/programs/ and compares with the same program run without it."""
+import csv
+import glob
+import io
 import os
 import re
 import shutil
+import struct
 import subprocess
 
 import run_tests as rt
@@ -98,6 +102,8 @@ def test_files_made_at_start_up_serve_later_threads():
     # directory itself (chroot), descriptors (RLIMIT_NOFILE). The start-up thread's table was
     # made at start-up; the threads that cannot make their own record into it (before: an
     # empty profile, "0 (exact)" for 16,000 calls).
+    # A setuid from root gives the directory to the new user first: its threads make
+    # their own files, there is nothing to warn of (before: one shared table, one line).
     prog = rt.c_program("after_startup")
     jail = rt.fresh_dir()
     for what in ("setuid", "chroot", "nofile"):
@@ -105,9 +111,101 @@ def test_files_made_at_start_up_serve_later_threads():
         rows = rt.csv_rows(r.profile)
         rt.expect_sites(rows, {"site_worker": (15000, 600000), "site_main": (1000, 8000)})
         expect_eq(rt.csv_total(rows), rt.exact_total_calls(r.profile), f"{what}: CSV vs headers")
-        expect_eq(len(rt.thread_files(r.profile)), 1, f"{what}: thread files")
-        expect_eq(rt.table_threads(rt.thread_files(r.profile)[0]), 4, f"{what}: threads in the table")
+        files = rt.thread_files(r.profile)
+        if what == "setuid":
+            expect_eq([rt.table_threads(f) for f in files], [1, 1, 1, 1], f"{what}: threads per file")
+            expect_eq(r.stderr, "", f"{what}: stderr")
+            expect_eq({os.stat(p).st_uid for p in [r.profile] + files}, {65534},
+                      f"{what}: the owners of the directory and its files")
+            continue
+        expect_eq(len(files), 1, f"{what}: thread files")
+        expect_eq(rt.table_threads(files[0]), 4, f"{what}: threads in the table")
         expect_eq(len(r.stderr.splitlines()), 1, f"{what}: warning lines {r.stderr!r}")
+
+
+def live_csv(profile):
+    """mf_print --live --format csv: {stack: (alive, freed)}."""
+    out = subprocess.run([rt.MF_PRINT, "--live", "--format", "csv", "--dir", profile],
+                         capture_output=True, text=True, timeout=rt.TIMEOUT)
+    expect(out.returncode == 0, f"mf_print --live: {out.returncode} {out.stderr.strip()!r}")
+    rows = list(csv.DictReader(io.StringIO(out.stdout)))
+    return {r["stack"]: (int(r["alive"]), int(r["freed"])) for r in rows}
+
+
+@rt.test
+def test_live_heap_made_before_setuid_chroot_nofile():
+    # MALLOC_FREQ_LIVE and a program that gives up, before its first allocation, what
+    # making files needs: the guard makes the live heap's file too (before: "cannot create
+    # live.....mfl", no live heap at all).
+    prog = rt.c_program("after_startup")
+    jail = rt.fresh_dir()
+    for what in ("setuid", "chroot", "nofile"):
+        _, r = same_as_without([prog, what, jail], extra_env={"MALLOC_FREQ_LIVE": "all"})
+        lives = glob.glob(os.path.join(r.profile, "live.*.mfl"))
+        expect(len(lives) == 1 and "live" not in r.stderr,
+               f"{what}: live files {lives}, stderr {r.stderr!r}")
+        rows = live_csv(r.profile)
+        expect_eq((rows.get("site_worker;worker"), rows.get("site_main;main")),
+                  ((0, 15000), (0, 1000)), f"{what}: (alive, freed) of site_worker and site_main")
+
+
+# tests/programs/guard_errno.c late: site_before before the setuid, site_after after it.
+@rt.test
+def test_setuid_after_start_up_warns_only_of_what_is_lost():
+    # The profile is made at the first allocation; the setuid guard then loads libunwind and
+    # adds it to the process file before the call: nothing is lost, nothing said (before:
+    # "cannot add modules ... stacks in them will show no function names", every run).
+    if os.geteuid() != 0:
+        return
+    prog = rt.c_program("guard_errno")
+    for base_mode in (0o700, 0o755):  # the directory out of the new user's reach, or not
+        outdir = rt.fresh_dir()
+        os.chmod(outdir, base_mode)
+        _, r = same_as_without([prog, "late"], outdir=outdir)
+        expect_eq(r.stderr, "", f"stderr (base {base_mode:o})")
+        rt.expect_sites(rt.csv_rows(r.profile), {"site_before": (100, 1600),
+                                                 "site_after": (200, 9600)})
+
+
+PROCESS_LARGE_BYTES = 344  # struct mf_process_header.large_bytes
+
+
+@rt.test
+def test_large_takes_the_whole_range_it_states():
+    # MALLOC_FREQ_LARGE=2^64-1 is in "0..18446744073709551615" (before: refused as not in it).
+    prog = rt.c_program("exact_sites")
+    for value, large, warning in (("18446744073709551615", 2**64 - 1, ""),
+                                  ("18446744073709551616", 65536,
+                                   "malloc_freq: MALLOC_FREQ_LARGE=18446744073709551616 is not "
+                                   "a number in 0..18446744073709551615; using the default "
+                                   "(65536)\n")):
+        r = rt.run_ok([prog], extra_env={"MALLOC_FREQ_LARGE": value})
+        expect_eq(r.stderr, warning, f"MALLOC_FREQ_LARGE={value}: stderr")
+        with open(rt.process_files(r.profile)[0], "rb") as f:
+            got = struct.unpack_from("<Q", f.read(PROCESS_LARGE_BYTES + 8), PROCESS_LARGE_BYTES)[0]
+        expect_eq(got, large, f"MALLOC_FREQ_LARGE={value}: large_bytes in the process file")
+        rt.expect_sites(rt.csv_rows(r.profile), rt.EXACT_SITES)
+
+
+@rt.test
+def test_seccomp_filter_is_not_a_death():
+    # A filter that kills the process for open and openat, installed after the first
+    # allocations through the prctl the library sees, or through raw system calls it does
+    # not (then PR_GET_SECCOMP tells): no file is opened from then on, one line says so, the
+    # program runs to its end with every call counted (before: killed by SIGSYS at its
+    # first new thread). The threads started after a filter installed behind our back have
+    # no stack bounds (reading /proc/self/maps is an open), so their calls have no stack.
+    prog = rt.c_program("seccomp_threads")
+    for how, worker in (("prctl", "site_worker"), ("syscall", "[no stack]")):
+        _, r = same_as_without([prog, how])
+        expect_eq(r.stdout, "done\n", f"{how}: stdout")
+        lines = r.stderr.splitlines()
+        expect(len(lines) == 1 and "seccomp filter is installed" in lines[0],
+               f"{how}: expected one line about the filter, got {lines}")
+        rows = rt.csv_rows(r.profile)
+        rt.expect_sites(rows, {"site_before": (100, 1600), "site_after": (200, 9600)})
+        expect_eq(rt.site_totals(rows, worker)[:2], (3000, 120000), f"{how}: {worker}")
+        expect_eq(rt.csv_total(rows), rt.exact_total_calls(r.profile), f"{how}: CSV vs headers")
 
 
 @rt.test

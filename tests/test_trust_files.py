@@ -136,6 +136,17 @@ exec setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups env -i "$@"
 """
 
 
+def private_mount_namespace():
+    """Whether `unshare` can make the private mount namespace the set-user-ID test needs
+    (not in a chroot without namespaces, say): (True, "") or (False, why not)."""
+    try:
+        p = subprocess.run(["unshare", "--mount", "--propagation", "private", "--", "true"],
+                           capture_output=True, text=True, timeout=rt.TIMEOUT)
+    except OSError as e:
+        return False, str(e)
+    return p.returncode == 0, p.stderr.strip() or f"exit status {p.returncode}"
+
+
 def run_setuid_as_nobody(prog, variables, cwd, libdir=None, name=None):
     scratch = rt.fresh_dir()
     for d in ("up", "work"):
@@ -148,6 +159,7 @@ def run_setuid_as_nobody(prog, variables, cwd, libdir=None, name=None):
     status, out, err = execute(argv, env, "/")
     rt.expect(status not in (97, 98, 99), f"the set-up in the mount namespace failed ({status}): "
                                           f"{err.strip()!r}")
+    rt.expect(not err.startswith("unshare:"), f"unshare failed ({status}): {err.strip()!r}")
     return status, out, err
 
 
@@ -159,6 +171,11 @@ def test_setuid_program_is_not_profiled():
     (by name, from the system's library directory, with the set-user-ID bit: the only way
     the loader preloads into such a program) and with the core linked in."""
     if not is_root():
+        return
+    usable, why = private_mount_namespace()
+    if not usable:  # the environment lacks the facility: say so, check nothing else
+        print(f"  SKIPPED: unshare cannot make a private mount namespace here ({why}); the "
+              f"set-user-ID program cannot be installed where the loader trusts it")
         return
     base = public_dir()
     attacker = os.path.join(base, "attacker")
@@ -510,6 +527,56 @@ def test_chdir_then_exec_relative_dir():
         rt.expect_sites(rows, {"site_before": (100, 1600), "site_after_exec": (900, 27000)})
         rt.expect_eq(rt.csv_total(rows), rt.exact_total_calls(profile),
                      f"{mode}: CSV total vs the headers' totals")
+
+
+# ---- setuid, then children ------------------------------------------------------------------
+
+@rt.test
+def test_children_after_setuid_are_profiled():
+    """A root daemon's pattern: allocate, setuid(65534), fork a worker that allocates, and
+    fork a child that execs another program. The setuid guard gives the profile directory
+    and its files to the new user first, so the parent and the fork child (which may not
+    create a directory in root's base) write there; the exec'd image, which inherits nothing
+    of ours, writes there too (malloc_freq.<its parent's pid>) when the new user can reach
+    it by its path, else it says in one line that it cannot create its own. Everything
+    stays the new user's, 0700 and 0600. Before: the fork child's calls were lost ("cannot
+    create ... Permission denied")."""
+    if not is_root():
+        return
+    prog = rt.c_program("setuid_fork")
+    second = shutil.copy(rt.c_program("exec_second"), public_dir())
+    problems = []
+    for base_mode in (0o700, 0o755):
+        base = rt.fresh_dir()
+        os.chmod(base, base_mode)
+        what = f"base {base_mode:o}"
+        status, out, err = execute([prog, second], rt.profiled_env(base), base)
+        m = re.match(r"exec_second done\nchildren (\d+) (\d+)\n$", out)
+        if status != 0 or not m:
+            problems.append(f"{what}: status {status}, stdout {out!r}, stderr {err!r}")
+            continue
+        dirs = profiles_in(base)
+        if len(dirs) != 1:
+            problems.append(f"{what}: profiles {dirs}")
+            continue
+        profile = os.path.join(base, dirs[0])
+        reachable = base_mode == 0o755
+        want_err = "" if reachable else (f"malloc_freq: cannot create {base}/malloc_freq."
+                                         f"{m.group(2)}: Permission denied; not profiling\n")
+        if err != want_err:
+            problems.append(f"{what}: stderr {err!r}, expected {want_err!r}")
+        problems += check_private(profile, NOBODY, what)
+        rows = rt.csv_rows(profile)
+        try:
+            rt.expect_sites(rows, {"site_before": (100, 1600), "site_after": (200, 9600),
+                                   "site_child": (300, 9600),
+                                   "site_after_exec": (900, 27000) if reachable else (0, 0)})
+            rt.expect_eq(len(rt.process_files(profile)), 3 if reachable else 2, "process files")
+            rt.expect_eq(rt.csv_total(rows), rt.exact_total_calls(profile),
+                         "CSV total vs the headers' totals")
+        except rt.TestFailure as e:
+            problems.append(f"{what}: {e}")
+    rt.expect(not problems, "; ".join(problems))
 
 
 # ---- a long base directory ------------------------------------------------------------------

@@ -284,3 +284,34 @@ def test_c_host_cxx_plugin_behind_any_allocator():
         rt.expect_sites(rows, {"plugin_site": (100, 800)})
         rt.expect_eq(rt.csv_total(rows), rt.exact_total_calls(profile),
                      f"{what}: CSV total vs the headers' totals")
+
+
+# ---- the guarded calls: the program must not notice them ------------------------------------
+
+GUARDED_CALLS = ["pthread_create", "setrlimit", "prlimit", "setgroups", "setgid", "setegid",
+                 "setresgid", "seteuid", "setreuid", "setresuid", "setuid", "chroot", "prctl"]
+
+
+@rt.test
+def test_guarded_calls_leave_errno_alone():
+    """Each call the preload library guards (it makes the profile, loads libunwind, adds the
+    modules first), made first in its process and then again, succeeds with errno as the
+    program set it, as glibc's alone does; the counts stay exact. Before: the first guarded
+    call of a process set errno to 0 (libunwind's loading), the first pthread_create of
+    every program among them. As root (setuid(0), chroot("/"))."""
+    if os.geteuid() != 0:
+        return
+    prog = rt.c_program("guard_errno")
+    problems = []
+    for first in GUARDED_CALLS:
+        plain = rt.run([prog, first], profile=False)
+        r = rt.run([prog, first])
+        want = "".join(f"{name} 0 42\n" for name in [first] + GUARDED_CALLS)
+        rt.expect_eq(plain.stdout, want, f"{first} first, without the profiler")
+        if (r.rc, r.stdout, r.stderr) != (0, want, ""):
+            got = [l for l in r.stdout.splitlines() if not l.endswith(" 0 42")]
+            problems.append(f"{first} first: status {r.rc}, stderr {r.stderr!r}, calls that "
+                            f"changed errno: {got}")
+            continue
+        rt.expect_sites(rt.csv_rows(r.profile), {"site_after": (200, 9600)})
+    rt.expect(not problems, "; ".join(problems))
