@@ -88,31 +88,25 @@ static void mf_env_rewrite(void)
  * getcwd, and only for a relative or unset MALLOC_FREQ_DIR. What went wrong is said at the
  * first start-up, so that a process that never allocates prints nothing. */
 static size_t mf_base_len;  /* too long: the length it would have had */
-static int mf_base_err;     /* getcwd's errno */
 
 void mf_files_settle(void)
 {
     if (mf_base_state || mf_opt.secure)
         return;
-    int err = errno;
     mf_base_state = -1;
     const char *b = mf_opt.base_dir;
     size_t len = 0;
     while (b && b[0] == '.' && (b[1] == '/' || !b[1])) /* "./out" is "out", "." the cwd */
         b += b[1] ? 2 : 1;
     if (!b || b[0] != '/') {
-        if (!getcwd(mf_base, sizeof mf_base)) {
-            mf_base_err = errno ? errno : ENAMETOOLONG;
-            errno = err;
+        if (!mf_getcwd(mf_base, sizeof mf_base)) /* ENAMETOOLONG, or deleted, or unreachable */
             return;
-        }
         len = strlen(mf_base);
     }
     if (b && *b) {
         size_t blen = strlen(b), slash = len && mf_base[len - 1] != '/';
         if (len + slash + blen >= sizeof mf_base) {
             mf_base_len = len + slash + blen;
-            errno = err;
             return;
         }
         if (slash)
@@ -124,13 +118,14 @@ void mf_files_settle(void)
         mf_base[--len] = '\0';
     if (len > MF_BASE_MAX) {
         mf_base_len = len;
-        errno = err;
         return;
     }
-    if (mf_opt.base_dir && mf_opt.base_dir[0] != '/')
+    if (mf_opt.base_dir && mf_opt.base_dir[0] != '/') {
+        int err = errno;
         mf_env_rewrite();
+        errno = err;
+    }
     mf_base_state = 1;
-    errno = err;
 }
 
 static bool mf_base_settled(void)
@@ -144,8 +139,8 @@ static bool mf_base_settled(void)
     if (mf_base_len)
         mf_base_too_long(mf_base_len);
     else
-        mf_warn("cannot find the working directory: ", mf_strerror(mf_base_err),
-                "; not profiling", NULL);
+        mf_warn("cannot find the working directory (too long, removed or out of reach)",
+                "; not profiling", NULL, NULL);
     return false;
 }
 
@@ -346,8 +341,8 @@ bool mf_files_sealed(void)
         return false;
     static int said;
     mf_warn_once(&said, "a seccomp filter is installed: from now on no profile file is made "
-                 "or opened (a new thread records into the first thread's table, perhaps "
-                 "without its stacks; a full table counts its calls as not profiled)", NULL, NULL, NULL);
+                 "or opened (a new thread records into the first thread's table, a full "
+                 "table counts its calls as not profiled)", NULL, NULL, NULL);
     return true;
 }
 

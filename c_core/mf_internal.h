@@ -310,6 +310,7 @@ uint64_t mf_now_ns(void);  /* CLOCK_REALTIME */
 uint64_t mf_mono_ns(void); /* CLOCK_MONOTONIC */
 pid_t mf_gettid(void);
 bool mf_parse_u64(const char *s, uint64_t *out);
+bool mf_getcwd(char *buf, size_t size); /* errno untouched */
 /* A seccomp filter is installed, or about to be (the front end's prctl): nothing may be
  * opened from then on, a refused open may kill the process. */
 void mf_filter_seen(void);

@@ -155,11 +155,20 @@ static bool mf_procmap_usable(void)
  * can answer that (6.11 and later) and no seccomp filter may object, else read line by
  * line. Printing every mapping took ~47 us of each short process here (README "Start-up
  * and exit"). */
+#define MF_FILTERED_STACK_MAX (1ull << 30)
 static void mf_stack_bounds(struct mf_slot *s, uintptr_t here)
 {
     s->stack_lo = s->stack_hi = here; /* nothing found: walk no frames rather than guess */
-    if (mf_files_sealed()) /* a seccomp filter may kill us for the open */
+    if (mf_filtered()) {
+        /* A seccomp filter may kill the process for the open. glibc puts a thread's
+         * descriptor, where the thread pointer points, at the top of its stack block (its
+         * own or the one pthread_attr_setstack gave): the frames lie between here and it.
+         * The main thread's lies elsewhere (then no frame is walked). */
+        uintptr_t tp = (uintptr_t)__builtin_thread_pointer();
+        if (here < tp && tp - here <= MF_FILTERED_STACK_MAX)
+            s->stack_hi = tp;
         return;
+    }
     int fd = mf_sys_openat(AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0)
         return;
