@@ -1025,10 +1025,14 @@ bool mf_core_before_loss(uint64_t uid)
     return uid != UINT64_MAX && uid != before && before == 0 && mf_ready;
 }
 
-void mf_core_after_loss(bool handed, bool failed)
+void mf_core_after_loss(bool handed, bool failed, uint64_t uid)
 {
-    if (handed)
+    if (handed) {
         mf_files_handed_over(failed);
+    } else if (!failed && uid == 0 && mf_ready && !mf_tls.busy && getpid() == mf_pid &&
+               mf_files_hand_over(0)) { /* root again (seteuid(0) after seteuid(u)) */
+        mf_files_handed_over(false);
+    }
 }
 
 void mf_core_init(void)

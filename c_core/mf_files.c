@@ -287,7 +287,8 @@ bool mf_files_hand_over(uid_t uid)
                 unsigned char type;
                 char name[];
             } *d = (struct mf_dirent *)(buf + off);
-            if (d->type == DT_REG)
+            bool dots = d->name[0] == '.' && (!d->name[1] || (d->name[1] == '.' && !d->name[2]));
+            if (d->type == DT_REG || (d->type == DT_UNKNOWN && !dots)) /* ours: 0700 */
                 (void)fchownat(fd, d->name, uid, (gid_t)-1, AT_SYMLINK_NOFOLLOW);
             off += d->reclen;
         }

@@ -209,7 +209,7 @@ void mf_core_before_threads(void); /* pthread_create: load libunwind while it ma
 /* setuid, chroot, setrlimit... (the front end's guards): everything made while it can be;
  * uid: the effective uid a setuid sets, else UINT64_MAX. */
 bool mf_core_before_loss(uint64_t uid);
-void mf_core_after_loss(bool handed, bool failed);
+void mf_core_after_loss(bool handed, bool failed, uint64_t uid); /* root again: back to root */
 extern int (*mf_unw_backtrace)(void **, int); /* NULL: the frame-pointer walk */
 int mf_unwind_fp(void **pcs, int max); /* from the calling thread's slot's entry_fp */
 /* The stack from the unwind rules read from each return address's CFI (mf_unwind.c,

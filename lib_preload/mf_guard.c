@@ -20,7 +20,7 @@
 
 void mf_core_before_threads(void);
 _Bool mf_core_before_loss(unsigned long long uid);
-void mf_core_after_loss(_Bool handed, _Bool failed);
+void mf_core_after_loss(_Bool handed, _Bool failed, unsigned long long uid);
 void mf_procmap_query_off(void);
 void mf_filter_seen(void);
 
@@ -49,12 +49,12 @@ static void *mf_guard_next(void **slot, const char *name)
         _Bool handed = mf_core_before_loss(uid);                                            \
         int(*f) params = (int(*) params)mf_guard_next(&next, #name);                        \
         if (!f) {                                                                           \
-            mf_core_after_loss(handed, 1);                                                  \
+            mf_core_after_loss(handed, 1, uid);                                             \
             errno = ENOSYS;                                                                 \
             return -1;                                                                      \
         }                                                                                   \
         int rc = f args;                                                                    \
-        mf_core_after_loss(handed, rc != 0);                                                \
+        mf_core_after_loss(handed, rc != 0, uid);                                           \
         return rc;                                                                          \
     }
 
