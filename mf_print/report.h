@@ -53,6 +53,10 @@ void mf_report_csv_by_program(FILE *out, const struct mf_model *const *models,
 void mf_csv_name_field(FILE *out, uint32_t id);
 /* n interned names joined by ';' as one CSV field, as the CSV report's stack column. */
 void mf_csv_names_field(FILE *out, const uint32_t *names, uint32_t n);
+/* n frames as one CSV field: their names (locs false) as the stack column, or their
+ * file:line (?? for none) as the locations column. These three are every CSV writer's way
+ * to write a name: none writes one itself. */
+void mf_csv_frames_field(FILE *out, const struct mf_frame *f, uint32_t n, bool locs);
 
 /* --by site (report_sites.c): rows keyed by the innermost `depth` frames shown of each stack
  * and its via (0 pads a stack with fewer frames), per part (a program of --by program),
