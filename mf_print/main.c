@@ -3,6 +3,7 @@
  * (report_*.c). Exit status: 0 reported, 1 nothing readable or the output failed, 2 bad
  * usage or directory. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -281,6 +282,7 @@ struct mf_output {
     FILE *under;              /* f is our stream over this one's file (mf_file_write) */
     struct mf_file_out file;
     char *buf;                /* f's: an uncached write of 8 KiB (stdio's own size) cost 46 us */
+    bool existed;             /* --save: path was a regular file (else made anew, not replaced) */
 };
 
 /* f writes a regular file: through mf_file_write from now on. */
@@ -310,16 +312,23 @@ static bool mf_output_open(struct mf_output *o, const char *path, bool replace)
         return false;
     }
     if (replace) {
+        /* Only a regular file is replaced (as root, a device node or a FIFO would be, by
+         * the rename), never through a symbolic link; a new one is made 0600, as mkstemp
+         * makes the temporary file, an old one keeps its mode. */
+        struct stat st;
+        bool old = lstat(path, &st) == 0;
+        if (old && !S_ISREG(st.st_mode)) {
+            mf_error("cannot write %s: %s; --save replaces only a regular file", mf_esc(path),
+                     mf_file_kind(st.st_mode));
+            return true;
+        }
         size_t n = strlen(path) + 8;
         o->tmp = mf_xmalloc(n);
         snprintf(o->tmp, n, "%s.XXXXXX", path);
         int fd = mkstemp(o->tmp);
-        /* The mode fopen would leave: the old file's, or 0666 less the umask (not 0600). */
-        struct stat st;
-        mode_t mask = umask(0);
-        umask(mask);
-        mode_t mode = stat(path, &st) == 0 ? st.st_mode & 07777 : 0666 & ~mask;
-        if (fd >= 0 && fchmod(fd, mode) == 0 && (o->f = fdopen(fd, "w"))) {
+        if (fd >= 0 && (!old || fchmod(fd, st.st_mode & 07777) == 0) &&
+            (o->f = fdopen(fd, "w"))) {
+            o->existed = old;
             mf_output_uncached(o);
             return false;
         }
@@ -358,7 +367,8 @@ static bool mf_output_close(struct mf_output *o, bool failed)
     if (o->tmp) {
         if (bad || failed) {
             unlink(o->tmp);
-        } else if (rename(o->tmp, o->path) != 0) {
+        } else if (renameat2(AT_FDCWD, o->tmp, AT_FDCWD, o->path,
+                             o->existed ? 0 : RENAME_NOREPLACE) != 0) {
             mf_error("cannot replace %s: %s", o->path, strerror(errno));
             unlink(o->tmp);
             bad = true;

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* One line on stderr, prefixed "mf_print: ". */
 void mf_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -101,6 +102,8 @@ const char *mf_esc(const char *s);
  * a FIFO is refused, not waited for; with follow false a symbolic link is refused too).
  * Returns the descriptor, or -1 with *why saying why (a static string). */
 int mf_open_regular(const char *path, bool follow, uint64_t max_size, const char **why);
+/* What a file of this mode is, for a message: "not a regular file (a FIFO)", ... */
+const char *mf_file_kind(mode_t mode);
 /* 1234567 -> "1,234,567" in buf (at least 32 bytes). */
 const char *mf_fmt_count(char *buf, uint64_t n);
 /* Bytes for people: "512 B", "12.3 KiB", "4.0 MiB", in buf (at least 32 bytes). */

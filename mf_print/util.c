@@ -330,6 +330,17 @@ const char *mf_esc(const char *s)
     return mf_esc_buf[k];
 }
 
+const char *mf_file_kind(mode_t mode)
+{
+    return S_ISREG(mode)    ? "a regular file"
+           : S_ISFIFO(mode) ? "not a regular file (a FIFO)"
+           : S_ISCHR(mode)  ? "not a regular file (a character device)"
+           : S_ISBLK(mode)  ? "not a regular file (a block device)"
+           : S_ISDIR(mode)  ? "not a regular file (a directory)"
+           : S_ISLNK(mode)  ? "a symbolic link (not followed)"
+                            : "not a regular file";
+}
+
 int mf_open_regular(const char *path, bool follow, uint64_t max_size, const char **why)
 {
     static char buf[96];
@@ -342,11 +353,7 @@ int mf_open_regular(const char *path, bool follow, uint64_t max_size, const char
     if (fstat(fd, &st) != 0) {
         *why = strerror(errno);
     } else if (!S_ISREG(st.st_mode)) {
-        *why = S_ISFIFO(st.st_mode)  ? "not a regular file (a FIFO)"
-               : S_ISCHR(st.st_mode) ? "not a regular file (a character device)"
-               : S_ISBLK(st.st_mode) ? "not a regular file (a block device)"
-               : S_ISDIR(st.st_mode) ? "not a regular file (a directory)"
-                                     : "not a regular file";
+        *why = mf_file_kind(st.st_mode);
     } else if ((uint64_t)st.st_size > max_size) {
         char a[32], b[32];
         snprintf(buf, sizeof buf, "too large (%s bytes; at most %s)",
