@@ -117,6 +117,9 @@ void mf_report_live_csv(FILE *out, const struct mf_model *m, bool sort_temporary
 void mf_model_keep_counted(struct mf_model *m);
 /* The model as JSON (report_json.c). */
 bool mf_report_json(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
+/* A JSON number, %.6g; null for infinity or NaN, which JSON has not (a damaged file's
+ * variance can make either): every JSON writer's standard errors. */
+void mf_json_number(FILE *out, double v);
 /* --sizes (report_sizes.c): the size histogram, estimated from the samples with its errors
  * (exact where every call was recorded); text (the tree format), csv or json. */
 bool mf_report_sizes(FILE *out, const struct mf_model *m, enum mf_format format,

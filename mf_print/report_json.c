@@ -74,8 +74,7 @@ static void mf_json_u64(FILE *out, const char *key, uint64_t v)
     fprintf(out, "\"%s\": %llu", key, (unsigned long long)v);
 }
 
-/* JSON has no infinity or NaN (a damaged file's variance can be either): null. */
-static void mf_json_number(FILE *out, double v)
+void mf_json_number(FILE *out, double v)
 {
     if (__builtin_isfinite(v))
         fprintf(out, "%.6g", v);

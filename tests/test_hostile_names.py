@@ -16,6 +16,7 @@ import json
 import os
 import re
 import resource
+import struct
 import subprocess
 import zlib
 
@@ -455,3 +456,52 @@ def test_stripped_main_keeps_no_libc_start_frames():
     expect_eq(depths, [2, 3], "frames a stack (main, the site, and wrap for the wrapped site)")
     total = sum(int(l.rsplit(" ", 1)[1]) for l in text.splitlines())
     expect_eq(total, rt.exact_total_calls(r.profile), "the stacks' calls against the total")
+
+
+def strict_json(what, text):
+    """json.loads that refuses NaN and Infinity (Python takes them; JSON has neither)."""
+    def refuse(name):
+        raise rt.TestFailure(f"{what}: {name} is not JSON")
+    try:
+        return json.loads(text, parse_constant=refuse)
+    except json.JSONDecodeError as e:
+        raise rt.TestFailure(f"{what}: not JSON: {e}: {text[max(0, e.pos - 80):e.pos + 80]!r}")
+
+
+@rt.test
+def test_json_infinite_variance_is_null():
+    """A thread file whose bytes variances are infinite (damaged, or shared by someone who
+    wants to break a pipeline): the JSON of the tree and of --sizes gives each such standard
+    error as null (it printed inf, and -nan for NaN: neither is JSON), every count exact as
+    read, each finite standard error a number."""
+    r = rt.run_ok([rt.c_program("four_threads")], sample="100")
+    inf = struct.pack("<d", float("inf"))
+    for path in rt.thread_files(r.profile):
+        data = bytearray(open(path, "rb").read())
+        for k in range(struct.unpack_from("<Q", data, rt.HDR_NSEGMENTS)[0]):
+            off = struct.unpack_from("<Q", data, rt.HDR_SEGMENT_OFFSET + 8 * k)[0]
+            cap = struct.unpack_from("<I", data, off)[0]
+            for i in range(cap):
+                at = off + rt.SEGMENT_ENTRIES_OFFSET + i * rt.ENTRY.size
+                if struct.unpack_from("<Q", data, at)[0]:
+                    data[at + rt.ENTRY.size - 8:at + rt.ENTRY.size] = inf
+        for c in range(194):  # the size histogram's classes: calls, bytes, calls_var, bytes_var
+            at = 888 + 32 * c
+            if struct.unpack_from("<Q", data, at)[0]:
+                data[at + 24:at + 32] = inf
+        with open(path, "wb") as f:
+            f.write(data)
+    got = strict_json("--format json", rt.mf_print(["--format", "json", r.profile]).stdout)
+    workers = [s for s in got["stacks"] if any(fr["function"].startswith("site_worker_")
+                                               for fr in s["frames"])]
+    expect_eq(len(workers), 4, "the workers' stacks")
+    for s in workers:
+        expect(s["bytes_stderr"] is None and isinstance(s["calls_stderr"], (int, float)),
+               f"a worker's standard errors: {s['calls_stderr']!r}, {s['bytes_stderr']!r}")
+    got = strict_json("--sizes --format json",
+                      rt.mf_print(["--sizes", "--format", "json", r.profile]).stdout)
+    expect_eq(got["exact_calls"], rt.exact_total_calls(r.profile), "--sizes: the exact calls")
+    forty = [c for c in got["classes"] if c["size_min"] <= 40 <= c["size_max"]]
+    expect(forty and forty[0]["bytes_stderr"] is None and got["bytes_stderr"] is None,
+           f"--sizes: the 40-byte class's and the total's bytes_stderr: {forty!r}, "
+           f"{got['bytes_stderr']!r}")
