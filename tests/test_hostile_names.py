@@ -16,6 +16,7 @@ import json
 import os
 import re
 import resource
+import stat
 import struct
 import subprocess
 import zlib
@@ -505,3 +506,78 @@ def test_json_infinite_variance_is_null():
     expect(forty and forty[0]["bytes_stderr"] is None and got["bytes_stderr"] is None,
            f"--sizes: the 40-byte class's and the total's bytes_stderr: {forty!r}, "
            f"{got['bytes_stderr']!r}")
+
+
+@rt.test
+def test_save_replaces_only_the_file_it_checked():
+    """--save checks that FILE is a regular file (or absent), writes beside it, then renames:
+    here FILE becomes a FIFO, or a symbolic link to a file of the user's, at the last moment
+    before the rename (a preloaded rename makes the race certain). The FIFO or link must be
+    left where it is, whole, and the user's file untouched, with one line and exit status 1
+    (the old code's rename replaced them); without the race the same runs save."""
+    a = hostile_run()
+    race = rt.build("rename_race.so", ["rename_race.c"], shared=True, libs=("-ldl",))
+    d = rt.fresh_dir()
+    precious = os.path.join(d, "precious")
+    with open(precious, "w") as f:
+        f.write("keep me\n")
+    for kind, existed in (("fifo", True), ("fifo", False), ("symlink", True),
+                          ("symlink", False)):
+        path = os.path.join(d, f"{kind}.{'old' if existed else 'new'}.pb.gz")
+        if existed:
+            rt.mf_print(["--save", path, a.profile])
+        env = dict(os.environ, LD_PRELOAD=race, MF_RACE_PATH=path, MF_RACE_KIND=kind,
+                   MF_RACE_TARGET=precious)
+        p = subprocess.run([rt.MF_PRINT, "--save", path, a.profile], capture_output=True,
+                           text=True, timeout=rt.TIMEOUT, env=env)
+        what = f"--save over a {'file' if existed else 'name'} made a {kind} at the last moment"
+        st = os.lstat(path)
+        expect((stat.S_ISFIFO if kind == "fifo" else stat.S_ISLNK)(st.st_mode),
+               f"{what}: the {kind} was replaced (exit {p.returncode}, {p.stderr!r})")
+        expect(p.returncode == 1 and p.stderr.count("\n") == 1 and
+               "while the report was written" in p.stderr, f"{what}: exit {p.returncode}, "
+                                                           f"{p.stderr!r}")
+        os.unlink(path)
+    with open(precious) as f:
+        expect_eq(f.read(), "keep me\n", "the link's target")
+    expect_eq(sorted(os.listdir(d)), ["precious"], "files left behind")
+
+
+@rt.test
+def test_tune_header_escapes_names_and_writes_only_regular_files():
+    """--tune-header's comment names the profile directories: a name with a newline, a
+    line of C and a star before a slash (the path given with a trailing slash) is written
+    escaped as mf_esc writes it, the star as \\x2a, so the header still compiles and its
+    comment gives the name back (it was written with each such byte as _); a symbolic link
+    at FILE is refused in one line, its target untouched (it was followed and overwritten),
+    and a new FILE is 0600."""
+    r = rt.run_ok([rt.c_program("four_threads")])
+    d = rt.fresh_dir()
+    name = "evil\n#error out of the comment\n*"
+    evil = os.path.join(d, name)
+    os.rename(r.profile, evil)
+    header = os.path.join(d, "tune.h")
+    rt.mf_print(["--sizes", "--tune-header", header, evil + "/"])
+    text = open(header).read()
+    want = esc((evil + "/").encode()).replace("*", "\\x2a")
+    expect_eq(text.splitlines()[1], " *  " + want, "the comment's line naming the directory")
+    expect_eq(os.stat(header).st_mode & 0o777, 0o600, "a new header's mode")
+    src = os.path.join(d, "use.c")
+    with open(src, "w") as f:
+        f.write('#include "tune.h"\nint main(void) { return MF_TUNE_NCLASSES ? 0 : 1; }\n')
+    c = subprocess.run(["gcc", "-Wall", "-Wextra", "-Werror", "-o", src + ".out", src],
+                       capture_output=True, text=True)
+    expect(c.returncode == 0, f"the header does not compile: {c.stderr[-400:]!r}")
+    precious = os.path.join(d, "precious")
+    with open(precious, "w") as f:
+        f.write("keep me\n")
+    link = os.path.join(d, "link.h")
+    os.symlink(precious, link)
+    p = subprocess.run([rt.MF_PRINT, "--sizes", "--tune-header", link, evil], capture_output=True,
+                       text=True, timeout=rt.TIMEOUT)
+    expect(p.returncode == 1 and p.stderr.count("\n") == 1 and
+           "--tune-header replaces only a regular file" in p.stderr,
+           f"--tune-header onto a symbolic link: exit {p.returncode}, {p.stderr!r}")
+    with open(precious) as f:
+        expect_eq(f.read(), "keep me\n", "the link's target")
+    expect(os.path.islink(link), "the link was replaced")
