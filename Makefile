@@ -120,8 +120,8 @@ test-rust: deps-test all
 test-sanitize: deps-test all
 	tests/sanitize/run_sanitizers.sh
 
-# libFuzzer on mf_print's reader, model and reports, seeded with real profiles: 60 s
-# (MF_FUZZ_SECONDS); tests/fuzz/run_fuzz.sh.
+# libFuzzer on mf_print's readers (profile directories, saved profiles, live files), model
+# and reports, seeded with real ones: 60 s in all (MF_FUZZ_SECONDS); tests/fuzz/run_fuzz.sh.
 test-fuzz: deps-test all
 	tests/fuzz/run_fuzz.sh
 

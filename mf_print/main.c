@@ -3,6 +3,7 @@
  * (report_*.c). Exit status: 0 reported, 1 nothing readable or the output failed, 2 bad
  * usage or directory. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -277,7 +278,8 @@ static ssize_t mf_file_write(void *cookie, const char *buf, size_t size)
 struct mf_output {
     FILE *f;
     const char *path;
-    char *tmp;
+    struct mf_replace replace; /* --save: FILE is replaced once the report is whole */
+    bool replacing;
     FILE *under;              /* f is our stream over this one's file (mf_file_write) */
     struct mf_file_out file;
     char *buf;                /* f's: an uncached write of 8 KiB (stdio's own size) cost 46 us */
@@ -310,28 +312,21 @@ static bool mf_output_open(struct mf_output *o, const char *path, bool replace)
         return false;
     }
     if (replace) {
-        size_t n = strlen(path) + 8;
-        o->tmp = mf_xmalloc(n);
-        snprintf(o->tmp, n, "%s.XXXXXX", path);
-        int fd = mkstemp(o->tmp);
-        /* The mode fopen would leave: the old file's, or 0666 less the umask (not 0600). */
-        struct stat st;
-        mode_t mask = umask(0);
-        umask(mask);
-        mode_t mode = stat(path, &st) == 0 ? st.st_mode & 07777 : 0666 & ~mask;
-        if (fd >= 0 && fchmod(fd, mode) == 0 && (o->f = fdopen(fd, "w"))) {
-            mf_output_uncached(o);
-            return false;
-        }
-        mf_error("cannot write %s: %s", path, strerror(errno));
-        if (fd >= 0) {
+        int fd = mf_replace_open(&o->replace, path, "--save");
+        if (fd < 0)
+            return true;
+        if (!(o->f = fdopen(fd, "w"))) {
+            mf_error("cannot write %s: %s", mf_esc(path), strerror(errno));
             close(fd);
-            unlink(o->tmp);
+            mf_replace_end(&o->replace, false);
+            return true;
         }
-        return true;
+        o->replacing = true;
+        mf_output_uncached(o);
+        return false;
     }
     if (!(o->f = fopen(path, "w"))) {
-        mf_error("cannot write %s: %s", path, strerror(errno));
+        mf_error("cannot write %s: %s", mf_esc(path), strerror(errno));
         return true;
     }
     mf_output_uncached(o);
@@ -353,18 +348,10 @@ static bool mf_output_close(struct mf_output *o, bool failed)
         err = errno;
     }
     if (bad)
-        mf_error("cannot write the report%s%s: %s", o->path ? " to " : "", o->path ? o->path : "",
+        mf_error("cannot write the report%s%s: %s", o->path ? " to " : "", o->path ? mf_esc(o->path) : "",
                  strerror(err));
-    if (o->tmp) {
-        if (bad || failed) {
-            unlink(o->tmp);
-        } else if (rename(o->tmp, o->path) != 0) {
-            mf_error("cannot replace %s: %s", o->path, strerror(errno));
-            unlink(o->tmp);
-            bad = true;
-        }
-        free(o->tmp);
-    }
+    if (o->replacing && mf_replace_end(&o->replace, !bad && !failed))
+        bad = true;
     return bad;
 }
 
@@ -374,7 +361,7 @@ static void mf_saved(const char *path, const struct mf_profile *p, const struct 
     struct stat st;
     mf_side_programs(p, programs, sizeof programs);
     mf_fmt_bytes(size, stat(path, &st) == 0 ? (double)st.st_size : 0);
-    printf("saved %s (%s): %s calls of %s in %u stacks\n", path, size,
+    printf("saved %s (%s): %s calls of %s in %u stacks\n", mf_esc(path), size,
            mf_fmt_count(calls, mf_profile_total_calls(p)), programs, m->nstacks);
 }
 
@@ -417,7 +404,8 @@ static int mf_compare(const char *const *base, int nbase, enum mf_format format,
     if (mf_output_close(&output, failed))
         return 1;
     if (save)
-        printf("saved %s: the comparison of %s with %s\n", o->output, o->dirs[0], base[0]);
+        printf("saved %s: the comparison of %s with %s\n", mf_esc(o->output), mf_esc(o->dirs[0]),
+               mf_esc(base[0]));
     return failed;
 }
 

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* One line on stderr, prefixed "mf_print: ". */
 void mf_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -101,6 +102,30 @@ const char *mf_esc(const char *s);
  * a FIFO is refused, not waited for; with follow false a symbolic link is refused too).
  * Returns the descriptor, or -1 with *why saying why (a static string). */
 int mf_open_regular(const char *path, bool follow, uint64_t max_size, const char **why);
+/* What a file of this mode is, for a message: "not a regular file (a FIFO)", ... */
+const char *mf_file_kind(mode_t mode);
+/* Writing a file whole, in place of the one at path (--save, --tune-header): the text goes to
+ * a new file beside it (0600, O_EXCL), which takes path's name at the end, so a reader sees
+ * the old file or the new one, never a part. Only a regular file is replaced (never a device
+ * node, a FIFO, a directory or a symbolic link: as root, a rename would replace /dev/null)
+ * and only the one checked at the start: the new file and the old are exchanged
+ * (RENAME_EXCHANGE) and the old one is removed only if it is the file checked, held open
+ * (O_PATH) meanwhile so that its inode is not another's; a new name is taken only if still
+ * free (RENAME_NOREPLACE). Where the file system cannot exchange, the check is made again
+ * just before a plain rename: something put at path between the two is replaced. */
+struct mf_replace {
+    const char *path, *option; /* option: "--save", for messages */
+    int dir;                   /* path's directory (O_PATH) */
+    char *name, *tmp;          /* the file's name in dir, and the new file's */
+    int old;                   /* the file replaced (O_PATH, not followed), or -1 */
+    dev_t dev;                 /* the new file's identity */
+    ino_t ino;
+};
+/* Returns the new file's descriptor (for writing), or -1 after one line on stderr. */
+int mf_replace_open(struct mf_replace *r, const char *path, const char *option);
+/* After the descriptor is closed: with keep, the new file takes path's name, else it is
+ * removed. Returns true, after one line on stderr, if path was left as it was. */
+bool mf_replace_end(struct mf_replace *r, bool keep);
 /* 1234567 -> "1,234,567" in buf (at least 32 bytes). */
 const char *mf_fmt_count(char *buf, uint64_t n);
 /* Bytes for people: "512 B", "12.3 KiB", "4.0 MiB", in buf (at least 32 bytes). */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "mf_print.h"
@@ -11,7 +12,18 @@
 #include "transform.h"
 #include "protobuf.h"
 
-#define MF_PPROF_MAX (1u << 30) /* bytes, compressed or not: far above any profile of ours */
+/* What a saved profile may cost is bounded by its size, as a thread file's is: each limit
+ * below is above anything mf_print writes, and a file past one is refused in one line. */
+#define MF_PPROF_MAX (1u << 30) /* bytes, compressed or not */
+/* Unpacked, at most this many times the file's size (and 1 MiB for a small one): mf_print's
+ * profiles unpack to 7 times theirs, deep recursion's to 35; a gzip of one byte repeated
+ * unpacks to 1,000 times. */
+#define MF_PPROF_RATIO 64
+/* A sample's locations: a stack of the deepest the writer records, and a pseudo-frame. */
+#define MF_PPROF_LOCS_MAX (MF_DEPTH_MAX + 1)
+/* The frames of every sample's locations, counted out, at most this many per unpacked byte
+ * (mf_print's profiles have about 1): what the reports expand a stack into. */
+#define MF_PPROF_FRAMES_PER_BYTE 16
 
 /* Copies s into buf (size bytes), cut if it is longer. */
 static void mf_copy(char *buf, size_t size, const char *s)
@@ -26,25 +38,31 @@ static void mf_copy(char *buf, size_t size, const char *s)
 
 static bool mf_read_file(const char *path, uint8_t **data, size_t *n, const char **err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        *err = strerror(errno);
+    int fd = mf_open_regular(path, true, MF_PPROF_MAX, err);
+    if (fd < 0)
         return true;
-    }
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || st.st_size > MF_PPROF_MAX) {
-        *err = "larger than 1 GiB: not a profile mf_print wrote";
-        fclose(f);
+    if (fstat(fd, &st) != 0) {
+        *err = strerror(errno);
+        close(fd);
         return true;
     }
     *data = mf_xmalloc((size_t)st.st_size + 1);
-    *n = fread(*data, 1, (size_t)st.st_size, f);
-    bool bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        *err = "read error";
-        return true;
+    *n = 0;
+    while (*n < (size_t)st.st_size) {
+        ssize_t got = read(fd, *data + *n, (size_t)st.st_size - *n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            *err = strerror(errno);
+            close(fd);
+            return true;
+        }
+        if (got == 0)
+            break;
+        *n += (size_t)got;
     }
+    close(fd);
     return false;
 }
 
@@ -59,18 +77,25 @@ static bool mf_gunzip(uint8_t **data, size_t *n, const char **err)
         *err = "zlib cannot start";
         return true;
     }
-    size_t cap = *n * 4 + 4096, len = 0;
+    size_t limit = *n > MF_PPROF_MAX / MF_PPROF_RATIO ? MF_PPROF_MAX : *n * MF_PPROF_RATIO;
+    limit = limit < ((size_t)1 << 20) ? (size_t)1 << 20 : limit;
+    size_t cap = *n * 4 + 4096 < limit ? *n * 4 + 4096 : limit, len = 0;
     uint8_t *out = mf_xmalloc(cap);
     z.next_in = *data;
     z.avail_in = (uInt)*n;
     int rc;
     do {
         if (len == cap) {
-            if (cap >= MF_PPROF_MAX) {
-                *err = "it unpacks to more than 1 GiB: not a profile mf_print wrote";
+            if (cap >= limit) {
+                static char msg[200];
+                char a[32];
+                snprintf(msg, sizeof msg, "it unpacks to more than %s bytes: not a profile "
+                         "mf_print wrote (those unpack to at most %d times their size)",
+                         mf_fmt_count(a, limit), MF_PPROF_RATIO);
+                *err = msg;
                 goto fail;
             }
-            cap *= 2;
+            cap = cap * 2 < limit ? cap * 2 : limit;
             out = mf_xrealloc(out, cap);
         }
         z.next_out = out + len;
@@ -151,11 +176,17 @@ struct mf_pr {
     uint32_t ncomments, comments_cap;
     uint64_t period, time_ns, duration_ns;
     struct mf_pb_reader *r; /* the top-level reader, for errors */
+    size_t size;            /* of the unpacked message */
+    uint32_t sample_locs;   /* location ids of the sample being read */
+    char *str;              /* mf_pr_str's copy */
+    size_t str_cap;
 };
 
 static void mf_add_loc_id(void *ctx, uint64_t v)
 {
     struct mf_pr *d = ctx;
+    if (++d->sample_locs > MF_PPROF_LOCS_MAX)
+        return; /* mf_pr_sample says so */
     MF_GROW(d->loc_ids, d->nloc_ids, d->loc_ids_cap);
     d->loc_ids[d->nloc_ids++] = v;
 }
@@ -174,17 +205,21 @@ static void mf_add_comment(void *ctx, uint64_t v)
     d->comments[d->ncomments++] = v;
 }
 
-/* The string at index i, or NULL (and an error) if there is none. */
-static const char *mf_pr_str(struct mf_pr *d, uint64_t i, char *buf, size_t size)
+/* The string at index i, whole (valid until the next call), or NULL (and an error) if there
+ * is none. */
+static const char *mf_pr_str(struct mf_pr *d, uint64_t i)
 {
     if (i >= d->nstrs) {
         mf_pb_fail(d->r, "a string index is past the end of the string table");
         return NULL;
     }
-    size_t n = d->strs[i].n < size - 1 ? d->strs[i].n : size - 1;
-    memcpy(buf, d->strs[i].p, n);
-    buf[n] = '\0';
-    return buf;
+    if (d->strs[i].n >= d->str_cap) {
+        d->str_cap = d->strs[i].n + 1;
+        d->str = mf_xrealloc(d->str, d->str_cap);
+    }
+    memcpy(d->str, d->strs[i].p, d->strs[i].n);
+    d->str[d->strs[i].n] = '\0';
+    return d->str;
 }
 
 static bool mf_pr_str_is(struct mf_pr *d, uint64_t i, const char *s)
@@ -253,6 +288,10 @@ static void mf_pr_sample(struct mf_pr *d, struct mf_pb_reader m)
             mf_pb_skip(&m, wire);
         }
     }
+    if (d->sample_locs > MF_PPROF_LOCS_MAX)
+        mf_pb_fail(&m, "a sample has more locations than the deepest stack mf_print writes "
+                       "(512 frames and a pseudo-frame)");
+    d->sample_locs = 0;
     if (m.err)
         mf_pb_fail(d->r, m.err);
     s.nlocs = d->nloc_ids - s.locs;
@@ -286,6 +325,11 @@ static void mf_pr_location(struct mf_pr *d, struct mf_pb_reader m)
             }
             if (ln.err)
                 mf_pb_fail(&m, ln.err);
+            if (d->nlines - l.lines >= MF_MAX_SCOPES) {
+                mf_pb_fail(&m, "a location has more lines than mf_print writes (256 inlined "
+                               "functions)");
+                continue;
+            }
             MF_GROW(d->lines, d->nlines, d->lines_cap);
             d->lines[d->nlines++] = line;
         } else {
@@ -354,19 +398,40 @@ static const char *mf_pr_decode(struct mf_pr *d, const uint8_t *data, size_t n)
     struct mf_pb_reader r = {data, data + n, NULL};
     d->r = &r;
     uint32_t field, wire;
+    /* The first pass also counts the messages, so that each array is made once, its size. */
+    uint32_t count[7] = {0};
+    d->size = n;
     while (mf_pb_next(&r, &field, &wire)) {
         if (field == 6 && wire == MF_PB_LEN) {
             struct mf_pb_reader s = mf_pb_read_len(&r);
+            size_t len = (size_t)(s.end - s.p);
+            /* The writer's strings are C strings, each once: "" only first. */
+            if (d->nstrs && !len)
+                mf_pb_fail(&r, "its string table holds \"\" twice");
+            else if (memchr(s.p, 0, len))
+                mf_pb_fail(&r, "a string holds a NUL byte");
             MF_GROW(d->strs, d->nstrs, d->strs_cap);
             d->strs[d->nstrs].p = s.p;
-            d->strs[d->nstrs++].n = (size_t)(s.end - s.p);
+            d->strs[d->nstrs++].n = len;
         } else {
+            if (wire == MF_PB_LEN && field >= 1 && field <= 5)
+                count[field]++;
             mf_pb_skip(&r, wire);
         }
     }
     if (!r.err && (d->nstrs == 0 || d->strs[0].n != 0))
         mf_pb_fail(&r, d->nstrs ? "its string table does not start with \"\""
                                 : "no string table (an empty or foreign file)");
+    d->types = mf_xmalloc(((size_t)count[1] * 2 + 1) * sizeof *d->types);
+    d->types_cap = count[1] * 2 + 1;
+    d->samples = mf_xmalloc(((size_t)count[2] + 1) * sizeof *d->samples);
+    d->samples_cap = count[2] + 1;
+    d->mappings = mf_xmalloc(((size_t)count[3] + 1) * sizeof *d->mappings);
+    d->mappings_cap = count[3] + 1;
+    d->locations = mf_xmalloc(((size_t)count[4] + 1) * sizeof *d->locations);
+    d->locations_cap = count[4] + 1;
+    d->functions = mf_xmalloc(((size_t)count[5] + 1) * sizeof *d->functions);
+    d->functions_cap = count[5] + 1;
     const char *err = r.err;
     r = (struct mf_pb_reader){data, data + n, err};
     if (err)
@@ -457,8 +522,7 @@ static uint32_t mf_pr_process(struct mf_pr *d, struct mf_side *s, struct mf_map 
     pr->modules = mods;
     pr->nmodules = d->nmappings;
     /* the executable's path where a mapping has it: its mapping is the main one */
-    char buf[4096];
-    const char *name = prog ? mf_pr_str(d, prog, buf, sizeof buf) : NULL;
+    const char *name = prog ? mf_pr_str(d, prog) : NULL;
     name = name ? name : "";
     mf_copy(pr->exe, sizeof pr->exe, name);
     for (uint32_t j = 0; *name && j < d->nmappings; j++)
@@ -537,6 +601,23 @@ static const char *mf_pr_check_and_build(struct mf_pr *d, struct mf_side *s, int
     for (uint32_t i = 0; !err && i < d->nloc_ids; i++)
         if (mf_lookup(&locs, d->loc_ids[i]) == MF_MAP_EMPTY)
             err = "a damaged pprof profile: a sample refers to a location the file does not have";
+    /* The frames the reports will expand the stacks into, and counts whose sums the reports
+     * take (the thread reader's rule: no total wraps). */
+    uint64_t frames = 0, sum[4] = {0};
+    for (uint32_t i = 0; !err && i < d->nloc_ids; i++) {
+        uint32_t nl = d->locations[mf_lookup(&locs, d->loc_ids[i])].nlines;
+        frames += nl ? nl : 1;
+    }
+    if (!err && frames > (uint64_t)MF_PPROF_FRAMES_PER_BYTE * d->size + 65536)
+        err = "its stacks hold more frames than 16 a byte: not a profile mf_print wrote";
+    for (uint32_t i = 0; !err && i < d->nsamples; i++) {
+        const struct mf_pr_sample *x = &d->samples[i];
+        uint64_t v[4] = {d->vals[x->vals + *calls_i], d->vals[x->vals + *bytes_i],
+                         d->vals[x->vals + *samples_i], x->var};
+        for (int k = 0; k < 4; k++)
+            if (__builtin_add_overflow(sum[k], v[k], &sum[k]))
+                err = "a damaged pprof profile: its counts add up past 2^64";
+    }
     if (err)
         goto out;
 
@@ -545,15 +626,14 @@ static const char *mf_pr_check_and_build(struct mf_pr *d, struct mf_side *s, int
      * mapping as it was read: report_pprof.c). */
     struct mf_profile *p = &s->profile;
     struct mf_model *m = &s->model;
-    char buf[4096];
     struct mf_module *mods = mf_xcalloc(d->nmappings, sizeof *mods);
     for (uint32_t i = 0; i < d->nmappings; i++) {
         const struct mf_pr_mapping *mp = &d->mappings[i];
         mods[i].lo = mp->start;
         mods[i].hi = mp->limit;
         mods[i].bias = mp->offset;
-        mods[i].path = mf_xstrdup(mf_pr_str(d, mp->filename, buf, sizeof buf));
-        const char *hex = mf_pr_str(d, mp->build_id, buf, sizeof buf);
+        mods[i].path = mf_xstrdup(mf_pr_str(d, mp->filename));
+        const char *hex = mf_pr_str(d, mp->build_id);
         for (uint32_t k = 0; hex[2 * k] && hex[2 * k + 1] && k < sizeof mods[i].build_id; k++) {
             unsigned byte;
             if (sscanf(hex + 2 * k, "%2x", &byte) != 1)
@@ -593,8 +673,8 @@ static const char *mf_pr_check_and_build(struct mf_pr *d, struct mf_side *s, int
             const struct mf_pr_line *ln = &d->lines[l->lines + k];
             const struct mf_pr_function *f = &d->functions[mf_lookup(&funcs, ln->function)];
             struct mf_frame fr = {0, 0, (uint32_t)ln->line, false};
-            fr.name = mf_intern(mf_pr_str(d, f->name, buf, sizeof buf));
-            fr.file = mf_intern(mf_pr_str(d, f->filename, buf, sizeof buf));
+            fr.name = mf_intern(mf_pr_str(d, f->name));
+            fr.file = mf_intern(mf_pr_str(d, f->filename));
             MF_GROW(m->frames, m->nframes, m->frames_cap);
             m->frames[m->nframes++] = fr;
         }
@@ -643,23 +723,42 @@ out:
     return err;
 }
 
+/* "calls=N bytes=N ...": digits only (strtoull would take "-1" for 2^64 - 1), no overflow. */
+static bool mf_totals(const char *c, uint64_t *calls, uint64_t *bytes)
+{
+    const char *keys[2] = {"calls=", " bytes="};
+    uint64_t *v[2] = {calls, bytes};
+    for (int k = 0; k < 2; k++) {
+        size_t n = strlen(keys[k]);
+        if (strncmp(c, keys[k], n) != 0 || c[n] < '0' || c[n] > '9')
+            return false;
+        c += n;
+        *v[k] = 0;
+        for (; *c >= '0' && *c <= '9'; c++)
+            if (__builtin_mul_overflow(*v[k], 10, v[k]) ||
+                __builtin_add_overflow(*v[k], (uint64_t)(*c - '0'), v[k]))
+                return false;
+    }
+    return true;
+}
+
 int mf_pprof_read(struct mf_side *s, const char *path, bool trim)
 {
     uint8_t *data = NULL;
     size_t n = 0;
     const char *err = NULL;
     if (mf_read_file(path, &data, &n, &err)) {
-        mf_error("cannot read %s: %s", path, err);
+        mf_error("cannot read %s: %s", mf_esc(path), err);
         free(data);
         return 1;
     }
     if (n == 0) {
-        mf_error("%s is empty: not a pprof profile", path);
+        mf_error("%s is empty: not a pprof profile", mf_esc(path));
         free(data);
         return 1;
     }
     if (mf_gunzip(&data, &n, &err)) {
-        mf_error("%s: %s", path, err);
+        mf_error("%s: %s", mf_esc(path), err);
         free(data);
         return 1;
     }
@@ -668,25 +767,27 @@ int mf_pprof_read(struct mf_side *s, const char *path, bool trim)
     const char *derr = mf_pr_decode(&d, data, n);
     int rc = 0;
     if (derr) {
-        mf_error("%s: not a pprof profile, or a damaged one (%s)", path, derr);
+        mf_error("%s: not a pprof profile, or a damaged one (%s)", mf_esc(path), derr);
         rc = 1;
         goto out;
     }
     /* What the comments say: totals, sampling, trimming. */
     bool got_totals = false;
     int trimmed = -1;
-    char buf[4096];
     for (uint32_t i = 0; i < d.ncomments; i++) {
         struct mf_pb_reader r = {NULL, NULL, NULL};
         d.r = &r;
-        const char *c = mf_pr_str(&d, d.comments[i], buf, sizeof buf);
+        const char *c = mf_pr_str(&d, d.comments[i]);
         if (!c)
             continue;
-        unsigned long long calls, bytes;
-        if (sscanf(c, "totals: calls=%llu bytes=%llu", &calls, &bytes) == 2) {
-            s->calls = calls;
-            s->bytes = bytes;
-            got_totals = true;
+        if (strncmp(c, "totals: ", 8) == 0) {
+            got_totals = mf_totals(c + 8, &s->calls, &s->bytes);
+            if (!got_totals) {
+                mf_error("%s: a damaged pprof profile: its totals are not two numbers below "
+                         "2^64 (\"%s\")", mf_esc(path), mf_esc(c));
+                rc = 1;
+                goto out;
+            }
         } else if (strncmp(c, "sampling: ", 10) == 0) {
             mf_copy(s->sampling, sizeof s->sampling, c + 10);
             char *end = strstr(s->sampling, "; counts are");
@@ -702,19 +803,19 @@ int mf_pprof_read(struct mf_side *s, const char *path, bool trim)
     d.r = &r;
     if (trimmed == 1 && !trim) {
         mf_error("%s was written with allocator frames trimmed: compare it without --no-trim",
-                 path);
+                 mf_esc(path));
         rc = 2;
         goto out;
     }
     if (trimmed == 0 && trim) {
-        mf_error("%s was written with --no-trim: compare it with --no-trim", path);
+        mf_error("%s was written with --no-trim: compare it with --no-trim", mf_esc(path));
         rc = 2;
         goto out;
     }
     int ci, bi, si;
     const char *bad = mf_pr_check_and_build(&d, s, &ci, &bi, &si);
     if (bad || r.err) {
-        mf_error("%s: %s", path, bad ? bad : r.err);
+        mf_error("%s: %s", mf_esc(path), bad ? bad : r.err);
         rc = 1;
         goto out;
     }
@@ -739,6 +840,7 @@ out:
     free(d.functions);
     free(d.mappings);
     free(d.comments);
+    free(d.str);
     /* The strings the model needs are interned or copied: the bytes can go. */
     free(data);
     return rc;

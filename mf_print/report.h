@@ -53,6 +53,10 @@ void mf_report_csv_by_program(FILE *out, const struct mf_model *const *models,
 void mf_csv_name_field(FILE *out, uint32_t id);
 /* n interned names joined by ';' as one CSV field, as the CSV report's stack column. */
 void mf_csv_names_field(FILE *out, const uint32_t *names, uint32_t n);
+/* n frames as one CSV field: their names (locs false) as the stack column, or their
+ * file:line (?? for none) as the locations column. These three are every CSV writer's way
+ * to write a name: none writes one itself. */
+void mf_csv_frames_field(FILE *out, const struct mf_frame *f, uint32_t n, bool locs);
 
 /* --by site (report_sites.c): rows keyed by the innermost `depth` frames shown of each stack
  * and its via (0 pads a stack with fewer frames), per part (a program of --by program),
@@ -113,6 +117,9 @@ void mf_report_live_csv(FILE *out, const struct mf_model *m, bool sort_temporary
 void mf_model_keep_counted(struct mf_model *m);
 /* The model as JSON (report_json.c). */
 bool mf_report_json(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
+/* A JSON number, %.6g; null for infinity or NaN, which JSON has not (a damaged file's
+ * variance can make either): every JSON writer's standard errors. */
+void mf_json_number(FILE *out, double v);
 /* --sizes (report_sizes.c): the size histogram, estimated from the samples with its errors
  * (exact where every call was recorded); text (the tree format), csv or json. */
 bool mf_report_sizes(FILE *out, const struct mf_model *m, enum mf_format format,

@@ -9,7 +9,9 @@
  * bytes that are not UTF-8 are percent-encoded byte by byte (%25, %3B, %0A, %C2%85, %FF:
  * RFC 3986's %XX), so that splitting at ';' and percent-decoding each part gives back every
  * name byte for byte (Rust's `<[u8; 4] as T>::f`, a C++ `operator,`), and the file is valid
- * UTF-8. ',' '"' and spaces are left to the CSV quoting. */
+ * UTF-8. ',' '"' and spaces are left to the CSV quoting. A name's first byte is encoded too
+ * when it is '=', '+', '-' or '@' (TAB and CR are control characters): a spreadsheet takes a
+ * cell that starts so for a formula, and every cell of text here starts with a name. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,14 +70,17 @@ size_t mf_utf8_char(const char *str, bool *control)
     return 0;
 }
 
-/* Appends one frame's text, percent-encoded where it could be taken for a separator. */
+/* Appends one frame's text, percent-encoded where it could be taken for a separator or,
+ * at its start, for a formula. */
 static void mf_buf_add_frame(struct mf_buf *b, const char *s)
 {
     static const char hex[] = "0123456789ABCDEF";
+    const char *first = s;
     while (*s) {
         bool control;
         size_t len = mf_utf8_char(s, &control);
-        if (len == 0 || control || *s == '%' || *s == ';') {
+        if (len == 0 || control || *s == '%' || *s == ';' ||
+            (s == first && strchr("=+-@", *s))) {
             for (size_t i = 0; i < (len ? len : 1); i++, s++) {
                 unsigned char c = (unsigned char)*s;
                 char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
@@ -723,4 +728,27 @@ void mf_csv_names_field(FILE *out, const uint32_t *names, uint32_t n)
 void mf_csv_name_field(FILE *out, uint32_t id)
 {
     mf_csv_names_field(out, &id, 1);
+}
+
+void mf_csv_frames_field(FILE *out, const struct mf_frame *f, uint32_t n, bool locs)
+{
+    bool quote = false;
+    for (uint32_t k = 0; k < n && !quote; k++)
+        quote = (!locs || f[k].file) && mf_enc_of(locs ? f[k].file : f[k].name)->needs_quotes;
+    if (quote)
+        fputc('"', out);
+    for (uint32_t k = 0; k < n; k++) {
+        if (k)
+            fputc(';', out);
+        if (locs && !f[k].file) {
+            fputs("??", out);
+            continue;
+        }
+        const struct mf_enc *e = mf_enc_of(locs ? f[k].file : f[k].name);
+        fputs(quote ? e->quoted : e->text, out);
+        if (locs)
+            fprintf(out, ":%u", f[k].line);
+    }
+    if (quote)
+        fputc('"', out);
 }

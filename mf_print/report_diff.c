@@ -2,6 +2,7 @@
  * size of the change in calls, each followed by its stacks (merged by function names, as the
  * CSV's rows are) sorted the same way. The table folds rows whose change is under the
  * threshold (percent of the larger side's calls); the CSV keeps every row. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,30 +78,33 @@ static struct mf_dline *mf_dline(struct mf_dtable *t, const struct mf_diff_row *
     return l;
 }
 
+/* The texts below are for a terminal: every name escaped (mf_esc), none cut. */
 static char *mf_frame_text(const struct mf_frame *f)
 {
-    char buf[4096];
-    if (f->file)
-        snprintf(buf, sizeof buf, "%s (%s:%u)", mf_str(f->name), mf_basename(mf_str(f->file)),
-                 f->line);
-    else
-        snprintf(buf, sizeof buf, "%s", mf_str(f->name));
-    return mf_xstrdup(buf);
+    char *s;
+    int n = f->file ? asprintf(&s, "%s (%s:%u)", mf_esc(mf_str(f->name)),
+                               mf_esc(mf_basename(mf_str(f->file))), f->line)
+                    : asprintf(&s, "%s", mf_esc(mf_str(f->name)));
+    if (n < 0)
+        mf_out_of_memory();
+    return s;
 }
 
 /* "← caller ← its caller ...": the stack past its site. */
 static char *mf_callers_text(const struct mf_diff_row *r)
 {
-    size_t len = 64;
-    for (uint32_t i = 1; i < r->nframes; i++)
-        len += strlen(mf_str(r->frames[i].name)) + 8;
-    char *s = mf_xmalloc(len);
-    size_t at = (size_t)snprintf(s, len, "  ");
+    char *s = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&s, &len);
+    if (!f)
+        mf_out_of_memory();
+    fputs("  ", f);
     if (r->nframes < 2)
-        at += (size_t)snprintf(s + at, len - at, "(no caller recorded)");
+        fputs("(no caller recorded)", f);
     for (uint32_t i = 1; i < r->nframes; i++)
-        at += (size_t)snprintf(s + at, len - at, "%s← %s", i > 1 ? " " : "",
-                               mf_str(r->frames[i].name));
+        fprintf(f, "%s← %s", i > 1 ? " " : "", mf_esc(mf_str(r->frames[i].name)));
+    if (fclose(f) != 0 || !s)
+        mf_out_of_memory();
     return s;
 }
 
@@ -157,7 +161,7 @@ static void mf_side_header(FILE *out, const char *label, const struct mf_side *s
     fprintf(out, "  %-10s %s%s%s: %s\n", label, mf_esc(s->paths[0]),
             s->npaths > 1 ? " and more" : "", s->pprof ? " (pprof)" : "", programs);
     fprintf(out, "             %s calls (exact), %s requested; sampling: %s\n",
-            mf_fmt_count(a, s->calls), mf_fmt_bytes(b, (double)s->bytes), s->sampling);
+            mf_fmt_count(a, s->calls), mf_fmt_bytes(b, (double)s->bytes), mf_esc(s->sampling));
 }
 
 void mf_report_diff_tree(FILE *out, const struct mf_diff *d, const struct mf_report_options *o)
@@ -247,21 +251,6 @@ void mf_report_diff_tree(FILE *out, const struct mf_diff *d, const struct mf_rep
 
 /* ---- CSV ------------------------------------------------------------------------------------ */
 
-static void mf_csv_field(FILE *out, const char *s)
-{
-    if (!strpbrk(s, ",\"\r\n")) {
-        fputs(s, out);
-        return;
-    }
-    fputc('"', out);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', out);
-        fputc(*s, out);
-    }
-    fputc('"', out);
-}
-
 static void mf_csv_row(FILE *out, const char *level, const struct mf_diff_row *r)
 {
     fprintf(out, "%s,%s,%lld,%llu,%lld,%llu,%llu,%llu,%llu,%llu,%llu,", level,
@@ -270,27 +259,10 @@ static void mf_csv_row(FILE *out, const char *level, const struct mf_diff_row *r
             (unsigned long long)r->v[0].calls, (unsigned long long)r->v[1].calls,
             (unsigned long long)r->v[0].bytes, (unsigned long long)r->v[1].bytes,
             (unsigned long long)r->v[0].samples, (unsigned long long)r->v[1].samples);
-    size_t len = 16;
-    for (uint32_t i = 0; i < r->nframes; i++)
-        len += strlen(mf_str(r->frames[i].name)) + strlen(mf_str(r->frames[i].file)) + 16;
-    char *stack = mf_xmalloc(len), *locs = mf_xmalloc(len);
-    size_t a = 0, b = 0;
-    stack[0] = locs[0] = '\0';
-    for (uint32_t i = 0; i < r->nframes; i++) {
-        const struct mf_frame *f = &r->frames[i];
-        a += (size_t)snprintf(stack + a, len - a, "%s%s", i ? ";" : "", mf_str(f->name));
-        if (f->file)
-            b += (size_t)snprintf(locs + b, len - b, "%s%s:%u", i ? ";" : "", mf_str(f->file),
-                                  f->line);
-        else
-            b += (size_t)snprintf(locs + b, len - b, "%s??", i ? ";" : "");
-    }
-    mf_csv_field(out, stack);
+    mf_csv_frames_field(out, r->frames, r->nframes, false);
     fputc(',', out);
-    mf_csv_field(out, locs);
+    mf_csv_frames_field(out, r->frames, r->nframes, true);
     fputc('\n', out);
-    free(stack);
-    free(locs);
 }
 
 void mf_report_diff_csv(FILE *out, const struct mf_diff *d)

@@ -119,8 +119,8 @@ static void mf_html_text(FILE *out, const char *text)
 }
 
 /* A JSON string that is safe inside <script>: no '<', '>' or '&' (so no "</script>" and no
- * "<!--"), no raw control characters or line separators, bytes that are not UTF-8 as
- * U+FFFD. */
+ * "<!--"), no raw control characters (C0, DEL, C1) or line separators, bytes that are not
+ * UTF-8 as U+FFFD. */
 static void mf_json_str(FILE *out, const char *text)
 {
     fputc('"', out);
@@ -134,7 +134,7 @@ static void mf_json_str(FILE *out, const char *text)
         }
         if (cp == '"' || cp == '\\')
             fprintf(out, "\\%c", (char)cp);
-        else if (cp < 0x20 || cp == 0x7f || cp == '<' || cp == '>' || cp == '&' ||
+        else if (cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || cp == '<' || cp == '>' || cp == '&' ||
                  cp == 0x2028 || cp == 0x2029)
             fprintf(out, "\\u%04x", (unsigned)cp);
         else

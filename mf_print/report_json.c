@@ -74,6 +74,14 @@ static void mf_json_u64(FILE *out, const char *key, uint64_t v)
     fprintf(out, "\"%s\": %llu", key, (unsigned long long)v);
 }
 
+void mf_json_number(FILE *out, double v)
+{
+    if (__builtin_isfinite(v))
+        fprintf(out, "%.6g", v);
+    else
+        fputs("null", out);
+}
+
 static const char *mf_bool(bool b)
 {
     return b ? "true" : "false";
@@ -219,10 +227,11 @@ static void mf_json_stack(FILE *out, const struct mf_model *m, const struct mf_s
     mf_json_u64(out, "bytes", s->bytes);
     fputs(", ", out);
     mf_json_u64(out, "samples", s->samples);
-    fprintf(out, ", \"estimated\": %s, \"calls_stderr\": %.6g, \"bytes_stderr\": %.6g, "
-                 "\"truncated\": %s, ",
-            mf_bool(s->estimated), mf_calls_stderr(m, s), mf_bytes_stderr(m, s),
-            mf_bool(s->flags & MF_ENTRY_TRUNCATED));
+    fprintf(out, ", \"estimated\": %s, \"calls_stderr\": ", mf_bool(s->estimated));
+    mf_json_number(out, mf_calls_stderr(m, s));
+    fputs(", \"bytes_stderr\": ", out);
+    mf_json_number(out, mf_bytes_stderr(m, s));
+    fprintf(out, ", \"truncated\": %s, ", mf_bool(s->flags & MF_ENTRY_TRUNCATED));
     fputs("\"via\": ", out);
     mf_json_str(out, s->via ? mf_str(s->via) : NULL);
     fputs(", \"frames\": [", out);

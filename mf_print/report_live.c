@@ -283,7 +283,7 @@ void mf_report_lifetimes(FILE *out, const struct mf_model *m, bool sort_temporar
         snprintf(alive, sizeof alive, "%s%s", r->estimated ? "~" : "", mf_fmt_count(a, r->alive));
         fprintf(out, "%14s %8s %12s %8s %12s %12s %12s %10s  %s%s%s%s\n", alive, ea,
                 mf_fmt_bytes(b, (double)r->bytes), eb, mf_fmt_count(c, r->life.freed), tmp, lc,
-                lt, mf_esc(mf_str(r->name)), r->via ? " via " : "", r->via ? mf_str(r->via) : "",
+                lt, mf_esc(mf_str(r->name)), r->via ? " via " : "", r->via ? mf_esc(mf_str(r->via)) : "",
                 r->outside_main ? "  [outside main]" : "");
     }
     if (!n)

@@ -185,18 +185,22 @@ static void mf_json(FILE *out, const struct mf_size_table *t, const struct mf_pr
     fprintf(out, "  \"exact_calls\": %llu,\n  \"exact_bytes\": %llu,\n",
             (unsigned long long)mf_profile_total_calls(p),
             (unsigned long long)mf_profile_total_bytes(p));
-    fprintf(out, "  \"calls\": %llu,\n  \"calls_stderr\": %.6g,\n", (unsigned long long)t->calls,
-            mf_sqrt(t->calls_var));
-    fprintf(out, "  \"bytes\": %llu,\n  \"bytes_stderr\": %.6g,\n  \"classes\": [",
-            (unsigned long long)t->bytes, mf_sqrt(t->bytes_var));
+    fprintf(out, "  \"calls\": %llu,\n  \"calls_stderr\": ", (unsigned long long)t->calls);
+    mf_json_number(out, mf_sqrt(t->calls_var));
+    fprintf(out, ",\n  \"bytes\": %llu,\n  \"bytes_stderr\": ", (unsigned long long)t->bytes);
+    mf_json_number(out, mf_sqrt(t->bytes_var));
+    fputs(",\n  \"classes\": [", out);
     for (uint32_t i = 0; i < t->n; i++) {
         const struct mf_size_row *r = &t->rows[i];
         fprintf(out,
                 "%s\n    {\"size_min\": %llu, \"size_max\": %llu, \"estimated\": %s, "
-                "\"calls\": %llu, \"calls_stderr\": %.6g, \"bytes\": %llu, \"bytes_stderr\": %.6g}",
+                "\"calls\": %llu, \"calls_stderr\": ",
                 i ? "," : "", (unsigned long long)r->lo, (unsigned long long)r->hi,
-                r->estimated ? "true" : "false", (unsigned long long)r->calls, r->calls_se,
-                (unsigned long long)r->bytes, r->bytes_se);
+                r->estimated ? "true" : "false", (unsigned long long)r->calls);
+        mf_json_number(out, r->calls_se);
+        fprintf(out, ", \"bytes\": %llu, \"bytes_stderr\": ", (unsigned long long)r->bytes);
+        mf_json_number(out, r->bytes_se);
+        fputc('}', out);
     }
     fputs(t->n ? "\n  ]\n}\n" : "]\n}\n", out);
 }

@@ -22,7 +22,6 @@
 #include "symbolize.h"
 #include "trim.h"
 
-#define MF_MAX_SCOPES 256 /* nesting of inlined calls and blocks in one function */
 
 struct mf_sym {
     uint64_t addr, size;

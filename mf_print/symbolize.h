@@ -15,6 +15,10 @@ struct mf_frame {
     bool plumbing_module; /* lies in a module whose frames are always trimmed */
 };
 
+/* The nesting of inlined calls and blocks in one function the symbolizer descends: so also
+ * the most frames one return address gives, which bounds a saved profile's location too. */
+#define MF_MAX_SCOPES 256
+
 struct mf_frames {
     struct mf_frame *v;
     uint32_t n, cap;

@@ -118,17 +118,20 @@ static void mf_transform_stack(struct mf_model *m, struct mf_stack *s, struct mf
     /* Cut: start-up frames at the outermost end, down to main or the thread's start
      * routine; the innermost frame left stays. A stack cut short by the depth limit may end
      * in some of them too (__libc_start_call_main, with _start unrecorded): they go, and
-     * [deeper frames not recorded] still says that frames are missing. */
+     * [deeper frames not recorded] still says that frames are missing. Frames without a
+     * name ([prog+0x10a0]) outside the outermost start-up frame are cut with it: a stripped
+     * program's _start is one. Inside, the first frame that is not start-up stays, named or
+     * not (a stripped program's main). */
     uint32_t hi = n;
     if (mf_xf.cut) {
-        while (hi - 1 > lo) {
-            uint32_t name = BK(hi - 1)->name;
-            uint8_t c = mf_class(name);
-            if (!(c & MF_CLASS_STARTUP) &&
-                !(strcmp(mf_str(name), "main") == 0 &&
-                  (mf_class(BK(hi - 2)->name) & MF_CLASS_LANG_START)))
+        for (uint32_t k = n; k - 1 > lo; k--) {
+            uint32_t name = BK(k - 1)->name;
+            if ((mf_class(name) & MF_CLASS_STARTUP) ||
+                (strcmp(mf_str(name), "main") == 0 &&
+                 (mf_class(BK(k - 2)->name) & MF_CLASS_LANG_START)))
+                hi = k - 1;
+            else if (hi < n || mf_str(name)[0] != '[')
                 break;
-            hi--;
         }
     }
     /* Fold: wrappers next to the plumbing (and plumbing they call: a wrapper may call the

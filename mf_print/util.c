@@ -330,6 +330,17 @@ const char *mf_esc(const char *s)
     return mf_esc_buf[k];
 }
 
+const char *mf_file_kind(mode_t mode)
+{
+    return S_ISREG(mode)    ? "a regular file"
+           : S_ISFIFO(mode) ? "not a regular file (a FIFO)"
+           : S_ISCHR(mode)  ? "not a regular file (a character device)"
+           : S_ISBLK(mode)  ? "not a regular file (a block device)"
+           : S_ISDIR(mode)  ? "not a regular file (a directory)"
+           : S_ISLNK(mode)  ? "a symbolic link (not followed)"
+                            : "not a regular file";
+}
+
 int mf_open_regular(const char *path, bool follow, uint64_t max_size, const char **why)
 {
     static char buf[96];
@@ -342,11 +353,7 @@ int mf_open_regular(const char *path, bool follow, uint64_t max_size, const char
     if (fstat(fd, &st) != 0) {
         *why = strerror(errno);
     } else if (!S_ISREG(st.st_mode)) {
-        *why = S_ISFIFO(st.st_mode)  ? "not a regular file (a FIFO)"
-               : S_ISCHR(st.st_mode) ? "not a regular file (a character device)"
-               : S_ISBLK(st.st_mode) ? "not a regular file (a block device)"
-               : S_ISDIR(st.st_mode) ? "not a regular file (a directory)"
-                                     : "not a regular file";
+        *why = mf_file_kind(st.st_mode);
     } else if ((uint64_t)st.st_size > max_size) {
         char a[32], b[32];
         snprintf(buf, sizeof buf, "too large (%s bytes; at most %s)",
@@ -357,6 +364,155 @@ int mf_open_regular(const char *path, bool follow, uint64_t max_size, const char
     }
     close(fd);
     return -1;
+}
+
+static void mf_replace_free(struct mf_replace *r)
+{
+    if (r->old >= 0)
+        close(r->old);
+    if (r->dir >= 0)
+        close(r->dir);
+    free(r->name);
+    free(r->tmp);
+    r->old = r->dir = -1;
+    r->name = r->tmp = NULL;
+}
+
+int mf_replace_open(struct mf_replace *r, const char *path, const char *option)
+{
+    *r = (struct mf_replace){.path = path, .option = option, .dir = -1, .old = -1};
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0) {
+        mf_error("cannot write %s: not a file name", mf_esc(path));
+        return -1;
+    }
+    /* The directory as the path names it (its own links followed: the user's choice); the
+     * file's name and the new file's are then taken in that directory only. */
+    char *dir = slash ? mf_xstrdup(path) : mf_xstrdup(".");
+    if (slash)
+        dir[slash == path ? 1 : slash - path] = '\0';
+    r->dir = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    free(dir);
+    int fd = -1;
+    struct stat st;
+    if (r->dir < 0)
+        goto fail;
+    r->name = mf_xstrdup(base);
+    r->old = openat(r->dir, base, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (r->old < 0 && errno != ENOENT)
+        goto fail;
+    if (r->old >= 0) {
+        if (fstat(r->old, &st) != 0)
+            goto fail;
+        if (!S_ISREG(st.st_mode)) {
+            mf_error("cannot write %s: %s; %s replaces only a regular file", mf_esc(path),
+                     mf_file_kind(st.st_mode), option);
+            mf_replace_free(r);
+            return -1;
+        }
+    }
+    size_t n = strlen(base) + 8;
+    r->tmp = mf_xmalloc(n);
+    for (int tries = 0; fd < 0 && tries < 100; tries++) {
+        uint32_t x;
+        if (getrandom(&x, sizeof x, GRND_NONBLOCK) != (ssize_t)sizeof x)
+            x = (uint32_t)mf_hash_u64((uint64_t)getpid() << 32 ^ (uint64_t)tries ^ (uint64_t)time(NULL));
+        snprintf(r->tmp, n, "%s.%06x", base, x & 0xffffff);
+        fd = openat(r->dir, r->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0 && errno != EEXIST)
+            goto fail;
+    }
+    struct stat mine;
+    if (fd < 0 || fstat(fd, &mine) != 0)
+        goto fail;
+    r->dev = mine.st_dev;
+    r->ino = mine.st_ino;
+    /* An old file keeps its permissions (not set-user-ID and the like); a new one is 0600. */
+    if (r->old >= 0 && fchmod(fd, st.st_mode & 0777) != 0)
+        goto fail;
+    return fd;
+fail:
+    mf_error("cannot write %s: %s", mf_esc(path), strerror(errno));
+    if (fd >= 0) {
+        close(fd);
+        unlinkat(r->dir, r->tmp, 0);
+    }
+    mf_replace_free(r);
+    return -1;
+}
+
+/* Whether name in r's directory is the file of descriptor fd (or, fd < 0, the new file). */
+static bool mf_replace_is(const struct mf_replace *r, const char *name, int fd)
+{
+    struct stat a, b;
+    if (fstatat(r->dir, name, &a, AT_SYMLINK_NOFOLLOW) != 0)
+        return false;
+    if (fd < 0)
+        return a.st_dev == r->dev && a.st_ino == r->ino;
+    return fstat(fd, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+bool mf_replace_end(struct mf_replace *r, bool keep)
+{
+    const char *what = NULL;
+    int err = 0;
+    if (!keep) {
+        unlinkat(r->dir, r->tmp, 0);
+        mf_replace_free(r);
+        return false;
+    }
+    if (r->old < 0) {
+        /* A new name: taken only if nothing took it meanwhile. */
+        if (renameat2(r->dir, r->tmp, r->dir, r->name, RENAME_NOREPLACE) == 0)
+            goto done;
+        err = errno;
+        if (err == EINVAL || err == ENOSYS) { /* no RENAME_NOREPLACE here: link is as strict */
+            if (linkat(r->dir, r->tmp, r->dir, r->name, 0) == 0) {
+                unlinkat(r->dir, r->tmp, 0);
+                goto done;
+            }
+            err = errno;
+        }
+        if (err == EEXIST)
+            what = "something was made at that name while the report was written";
+    } else if (renameat2(r->dir, r->tmp, r->dir, r->name, RENAME_EXCHANGE) == 0) {
+        /* The old file is now at tmp's name: removed if it is the file checked, else put
+         * back as it was (it changed meanwhile). */
+        if (mf_replace_is(r, r->tmp, r->old)) {
+            unlinkat(r->dir, r->tmp, 0);
+            goto done;
+        }
+        if (renameat2(r->dir, r->tmp, r->dir, r->name, RENAME_EXCHANGE) != 0)
+            err = errno;
+        what = "it was replaced while the report was written";
+    } else if (errno == EINVAL || errno == ENOSYS) {
+        /* No exchange on this file system: the same check, just before a plain rename. */
+        if (!mf_replace_is(r, r->name, r->old))
+            what = "it was replaced or removed while the report was written";
+        else if (renameat(r->dir, r->tmp, r->dir, r->name) == 0)
+            goto done;
+        else
+            err = errno;
+    } else if (errno == ENOENT) {
+        what = "it was removed while the report was written";
+    } else {
+        err = errno;
+    }
+    if (what && !err)
+        mf_error("cannot replace %s: %s (left as it is)", mf_esc(r->path), what);
+    else if (what)
+        mf_error("cannot replace %s: %s (and putting it back failed: %s)", mf_esc(r->path),
+                 what, strerror(err));
+    else
+        mf_error("cannot replace %s: %s", mf_esc(r->path), strerror(err));
+    if (mf_replace_is(r, r->tmp, -1))
+        unlinkat(r->dir, r->tmp, 0);
+    mf_replace_free(r);
+    return true;
+done:
+    mf_replace_free(r);
+    return false;
 }
 
 struct mf_half {

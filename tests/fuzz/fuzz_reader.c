@@ -1,11 +1,19 @@
-/* libFuzzer target for mf_print's read+validate stage: the input is one profile directory,
- *   u32 n (little-endian), n bytes of a thread file, then the rest: a process file
- * (n larger than what follows: all of it is the thread file; an empty part: no such file).
- * Both are written to a directory of their own and go through the real reader, the model
- * (symbolization included), the caller tree and the tree and CSV reports (to /dev/null), as
- * mf_print runs them. tests/fuzz/run_fuzz.sh builds it with clang -fsanitize=fuzzer,address,
- * undefined, seeds it with real profiles written by the preload library and runs it for a
- * bounded time (make test-fuzz). */
+/* libFuzzer target for mf_print's readers: the input starts with a u32 (little-endian)
+ * whose top two bits choose the reader and whose other 30 bits are a length n:
+ *   0 (and 3): a profile directory: n bytes of a thread file, then the rest: a process file
+ *      (n larger than what follows: all of it is the thread file; an empty part: no such
+ *      file). These are the inputs of before the choice: n < 2^30, or a thread file alone.
+ *   1: a saved profile (pprof, gzipped or not), the rest of the input, read as --base reads
+ *      it (n's lowest bit: --no-trim).
+ *   2: a profile directory with a live heap file (--live): n bytes of a thread file, a u32 m
+ *      and m bytes of a process file, then the rest: the live file. The thread and live files
+ *      are named as the writer names them, by their headers' stamp, seq and tid.
+ * The files are written to a directory of their own and go through the real reader (the
+ * live reader only through mf_live_read), the model (symbolization included) and the
+ * reports of that reader's modes (to /dev/null), as mf_print runs them. tests/fuzz/
+ * run_fuzz.sh builds it with clang -fsanitize=fuzzer,address,undefined, seeds it with real
+ * profiles, saved profiles and live files and runs each reader for a share of the time
+ * (make test-fuzz). */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +21,7 @@
 #include <unistd.h>
 
 #include "call_tree.h"
+#include "diff.h"
 #include "mf_print.h"
 #include "model.h"
 #include "profile_read.h"
@@ -20,7 +29,8 @@
 #include "symbolize.h"
 
 static char mf_fuzz_dir[256];
-static char mf_thread_path[300], mf_process_path[300];
+static char mf_thread_path[300], mf_process_path[300], mf_pprof_path[300];
+static char mf_named_thread[300], mf_live_path[300]; /* the last named (sel 2), to remove */
 static FILE *mf_devnull;
 
 static void mf_put(const char *path, const uint8_t *data, size_t n)
@@ -53,6 +63,10 @@ static void mf_profile_free(struct mf_profile *p)
     mf_profile_drop_frames(p); /* the raw stacks' frames, in chunks */
     free(p->stacks);
     free(p->stack_sizes);
+    free(p->live);
+    free(p->lifetimes);
+    free(p->alloc_calls);
+    free(p->alloc_bytes);
 }
 
 static void mf_model_free(struct mf_model *m)
@@ -82,10 +96,101 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
              mf_fuzz_dir);
     snprintf(mf_process_path, sizeof mf_process_path, "%s/process.0123456789abcdef.mfp",
              mf_fuzz_dir);
+    snprintf(mf_pprof_path, sizeof mf_pprof_path, "%s/saved.pb.gz", mf_fuzz_dir);
     mf_devnull = fopen("/dev/null", "w");
     if (!mf_devnull)
         abort();
     return 0;
+}
+
+static uint64_t mf_u64_at(const uint8_t *data, size_t size, size_t at)
+{
+    uint64_t v = 0;
+    if (size >= at + 8)
+        memcpy(&v, data + at, 8);
+    return v;
+}
+
+/* The reports of a profile directory read (with live, after mf_live_read). */
+static void mf_fuzz_reports(struct mf_profile *p, bool live)
+{
+    const char *dirs[] = {mf_fuzz_dir};
+    struct mf_report_options o = {.threshold = 1.0, .trim = true, .dirs = dirs, .ndirs = 1};
+    struct mf_model m;
+    mf_model_build(&m, p, true);
+    struct mf_tree t;
+    struct mf_model tree_model = m;
+    if (live)
+        mf_model_keep_counted(&tree_model);
+    mf_tree_build(&t, &tree_model, o.threshold, mf_profile_total_calls(p));
+    if (live)
+        mf_report_live_header(mf_devnull, p, &o);
+    mf_report_tree(mf_devnull, p, &t, &o);
+    if (live) {
+        mf_report_lifetimes(mf_devnull, &m, false);
+        mf_report_live_csv(mf_devnull, &m, true);
+        mf_report_json(mf_devnull, &m, &o);
+        free(tree_model.stacks);
+    } else {
+        mf_report_csv(mf_devnull, &m);
+        /* the stacks' size classes: --by site,size and --sizes --tune */
+        o.by_site = o.by_size = true;
+        o.site_depth = 4;
+        const struct mf_model *one = &m;
+        mf_report_sites(mf_devnull, &one, NULL, 1, &o);
+        mf_report_tune(mf_devnull, &m, &o);
+    }
+    mf_tree_free(&t);
+    mf_model_free(&m);
+}
+
+static void mf_side_free(struct mf_side *s)
+{
+    struct mf_profile *p = &s->profile;
+    if (s->pprof && p->nprocs) { /* the saved profile's processes share one module array */
+        for (uint32_t k = 0; k < p->procs[0].nmodules; k++)
+            free(p->procs[0].modules[k].path);
+        free(p->procs[0].modules);
+        for (uint32_t i = 0; i < p->nprocs; i++)
+            p->procs[i].nmodules = 0, p->procs[i].modules = NULL;
+    }
+    mf_profile_free(p);
+    mf_model_free(&s->model);
+}
+
+static void mf_diff_free(struct mf_diff *d)
+{
+    for (uint32_t i = 0; i < d->nsites; i++)
+        free(d->sites[i].frames);
+    for (uint32_t i = 0; i < d->nstacks; i++)
+        free(d->stacks[i].frames);
+    free(d->sites);
+    free(d->stacks);
+    free(d->row_of[0]);
+    free(d->row_of[1]);
+}
+
+/* A saved profile, read as --base reads OLD, compared with itself in each format. */
+static void mf_fuzz_pprof(const uint8_t *data, size_t size, bool trim)
+{
+    mf_put(mf_pprof_path, data, size);
+    if (!size)
+        return;
+    static struct mf_side s;
+    const char *paths[] = {mf_pprof_path};
+    if (mf_side_read(&s, paths, 1, trim) == 0) {
+        const char *dirs[] = {mf_pprof_path};
+        struct mf_report_options o = {.threshold = 1.0, .trim = trim, .dirs = dirs, .ndirs = 1};
+        struct mf_diff d;
+        mf_diff_build(&d, &s, &s);
+        mf_report_diff_tree(mf_devnull, &d, &o);
+        mf_report_diff_csv(mf_devnull, &d);
+        mf_report_diff_pprof(mf_devnull, &d, &o);
+        mf_diff_free(&d);
+    }
+    mf_symbolize_end();
+    mf_side_free(&s);
+    unlink(mf_pprof_path);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -96,32 +201,52 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         data += 4;
         size -= 4;
     }
-    size_t thread_len = n < size ? n : size;
-    mf_put(mf_thread_path, data, thread_len);
-    mf_put(mf_process_path, data + thread_len, size - thread_len);
+    unsigned sel = n >> 30;
+    if (sel == 1) {
+        mf_fuzz_pprof(data, size, !(n & 1));
+        return 0;
+    }
+    if (sel != 2) {
+        size_t thread_len = n < size ? n : size;
+        mf_put(mf_thread_path, data, thread_len);
+        mf_put(mf_process_path, data + thread_len, size - thread_len);
+    } else {
+        unlink(mf_thread_path); /* a directory input's, named otherwise */
+        n &= ~(3u << 30);
+        size_t thread_len = n < size ? n : size;
+        const uint8_t *thread = data, *process = data + thread_len;
+        size -= thread_len;
+        uint32_t m = 0;
+        if (size >= 4) {
+            memcpy(&m, process, 4);
+            process += 4;
+            size -= 4;
+        }
+        size_t process_len = m < size ? m : size;
+        /* the thread file's stamp, seq and tid; the live file's name has the process's */
+        uint32_t tid = 0;
+        if (thread_len >= 32)
+            memcpy(&tid, thread + 28, 4);
+        snprintf(mf_named_thread, sizeof mf_named_thread, "%s/thread.%016llx.%llu.%u.mft",
+                 mf_fuzz_dir, (unsigned long long)mf_u64_at(thread, thread_len, 16),
+                 (unsigned long long)mf_u64_at(thread, thread_len, 32), tid);
+        snprintf(mf_live_path, sizeof mf_live_path, "%s/live.%016llx.mfl", mf_fuzz_dir,
+                 (unsigned long long)mf_u64_at(process, process_len, 16));
+        mf_put(mf_named_thread, thread, thread_len);
+        mf_put(mf_process_path, process, process_len);
+        mf_put(mf_live_path, process + process_len, size - process_len);
+    }
 
     struct mf_profile p = {0};
     bool bad = mf_profile_read_dir(&p, mf_fuzz_dir);
     mf_profile_finish(&p);
-    if (!bad && p.nfiles_read) {
-        const char *dirs[] = {mf_fuzz_dir};
-        struct mf_report_options o = {.threshold = 1.0, .trim = true, .dirs = dirs, .ndirs = 1};
-        struct mf_model m;
-        mf_model_build(&m, &p, true);
-        struct mf_tree t;
-        mf_tree_build(&t, &m, o.threshold, mf_profile_total_calls(&p));
-        mf_report_tree(mf_devnull, &p, &t, &o);
-        mf_report_csv(mf_devnull, &m);
-        /* the stacks' size classes: --by site,size and --sizes --tune */
-        o.by_site = o.by_size = true;
-        o.site_depth = 4;
-        const struct mf_model *one = &m;
-        mf_report_sites(mf_devnull, &one, NULL, 1, &o);
-        mf_report_tune(mf_devnull, &m, &o);
-        mf_tree_free(&t);
-        mf_model_free(&m);
-    }
+    if (!bad && p.nfiles_read && (sel != 2 || !mf_live_read(&p)))
+        mf_fuzz_reports(&p, sel == 2);
     mf_symbolize_end();
     mf_profile_free(&p);
+    if (sel == 2) {
+        unlink(mf_named_thread);
+        unlink(mf_live_path);
+    }
     return 0;
 }
