@@ -1,9 +1,9 @@
 """The launcher (build/malloc_freq) and `make install`.
 
 The launcher runs a program with the preload library and every process of the run writing
-into one run directory; the program must not notice: same output, same exit status (128+N
-for signal N), same signal dispositions, signals sent to the launcher reach it once. Known
-programs give exact counts through it: a shell script that runs ls, a forking program, an
+into one run directory; the program must not notice: same output, same exit status (the
+launcher dies of the signal that ended it), same signal dispositions, signals sent to the
+launcher reach it once. Known programs give exact counts through it: a shell script that runs ls, a forking program, an
 exec'd pair and exact_sites; `make -j2` of tests/make_project (make, gcc, cc1, as, collect2,
 ld); CPython with PYTHONMALLOC=malloc set for it, and kept when the user set it.
 
@@ -27,7 +27,8 @@ import time
 
 import run_tests as rt
 
-LAUNCHER = os.path.join(rt.BUILD, "malloc_freq")
+LAUNCHER = os.environ.get("MF_TEST_LAUNCHER",  # another build, to show a test fails without a fix
+                          os.path.join(rt.BUILD, "malloc_freq"))
 MAKE_PROJECT = os.path.join(rt.REPO, "tests", "make_project")
 MAN = os.path.join(rt.REPO, "man")
 
@@ -132,14 +133,14 @@ def test_launcher_exit_status_passthrough():
     prog = rt.c_program("signal_wait")
     for args, rc in [(["sh", "-c", "exit 0"], 0), (["sh", "-c", "exit 3"], 3),
                      ([rt.c_program("output_status")], 3),
-                     ([prog, "self"], 128 + signal.SIGTERM)]:
+                     ([prog, "self"], -signal.SIGTERM)]:
         r = launch_ok(["-q", "--"] + args, rc=rc)
         rt.expect_eq(r.stderr.count("malloc_freq:"), 0, f"launcher lines under -q ({args})")
         pairs = run_file(r.run_dir)
-        want = f"signal 15 SIGTERM" if rc == 143 else f"exit {rc}"
+        want = f"signal 15 SIGTERM" if rc < 0 else f"exit {rc}"
         rt.expect_eq(values(pairs, "status"), [want], f"run.txt status of {args}")
-    # Not -q: the launcher says what killed it.
-    r = launch_ok(["--", prog, "self"], rc=143)
+    # Not -q: the launcher says what killed it, then dies of it.
+    r = launch_ok(["--", prog, "self"], rc=-signal.SIGTERM)
     rt.expect("malloc_freq: " + prog + " was killed by SIGTERM" in r.stderr,
               f"no `killed by SIGTERM` line: {r.stderr[-600:]!r}")
 
@@ -201,9 +202,9 @@ def test_launcher_signal_dispositions_unchanged():
     rt.expect("SIGHUP ignored\n" in under.stdout, f"SIGHUP ignored: {under.stdout!r}")
 
 
-def start_waiting(args, cwd):
+def start_waiting(args, cwd, quiet=True):
     """Starts the launcher on signal_wait and returns it once the program said `ready`."""
-    p = subprocess.Popen([LAUNCHER, "-q", "--", rt.c_program("signal_wait")] + args, cwd=cwd,
+    p = subprocess.Popen([LAUNCHER] + (["-q"] if quiet else []) + ["--", rt.c_program("signal_wait")] + args, cwd=cwd,
                          env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     ready, _, _ = select.select([p.stdout], [], [], 60)
     line = p.stdout.readline() if ready else b""
@@ -222,14 +223,31 @@ def test_launcher_forwards_signals():
         out, err = p.communicate(timeout=rt.TIMEOUT)
         rt.expect_eq((p.returncode, out.decode()), (64 + sig, f"caught {sig.name}\n"),
                      f"exit status and output after {sig.name} to the launcher")
-    # Not caught: the program dies of it, and the launcher exits as a shell reports it.
-    cwd = rt.fresh_dir()
-    p = start_waiting(["default"], cwd)
-    p.send_signal(signal.SIGTERM)
-    p.communicate(timeout=rt.TIMEOUT)
-    rt.expect_eq(p.returncode, 143, "exit status after SIGTERM to the launcher")
-    (run_dir,) = glob.glob(os.path.join(cwd, "malloc_freq.*"))
-    rt.expect_eq(values(run_file(run_dir), "status"), ["signal 15 SIGTERM"], "run.txt status")
+
+
+@rt.test
+def test_launcher_dies_of_the_signal_that_ended_the_program():
+    # Not caught: the program dies of it; the launcher prints its summary, then dies of the
+    # same signal (not exit 128+N), as time, env and timeout do, so that whoever waits for
+    # it sees what the program did: a shell stops its script or loop at an interrupted child.
+    prog = rt.c_program("signal_wait")
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        cwd = rt.fresh_dir()
+        p = start_waiting(["default"], cwd, quiet=False)
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=rt.TIMEOUT)
+        err = err.decode(errors="replace")
+        rt.expect_eq(p.returncode, -sig, f"the launcher's end after {sig.name} to it "
+                                         f"(negative: killed by that signal); stderr {err!r}")
+        rt.expect(f"malloc_freq: {prog} was killed by {sig.name}\n" in err and
+                  "malloc_freq: the sites' callers: " in err,
+                  f"{sig.name}: the summary before the launcher's end: {err!r}")
+        (run_dir,) = glob.glob(os.path.join(cwd, "malloc_freq.*"))
+        rt.expect_eq(values(run_file(run_dir), "status"), [f"signal {int(sig)} {sig.name}"],
+                     f"{sig.name}: run.txt status")
+        # signal_wait's 100 calls before it waits, all of them: the process never reaches
+        # its exit, but the default mode's exact stretch writes every call at once.
+        rt.expect("\n  calls      100 (exact), " in err, f"{sig.name}: the summary's calls: {err!r}")
 
 
 def terminal_interrupt(mode):
@@ -276,6 +294,53 @@ def test_launcher_terminal_interrupt_arrives_once():
     # launcher sends it on.
     rt.expect_eq(terminal_interrupt("count-alone"), (0, "ready\r\n^CSIGINT 1\r\n"),
                  "exit status and terminal after ^C, the program in a group of its own")
+
+
+@rt.test
+def test_launcher_terminal_interrupt_stops_a_shell_loop():
+    # `while :; do malloc_freq -- prog; done` in bash on a terminal, ^C typed while prog
+    # waits: the terminal signals bash, the launcher and prog (one foreground group). bash
+    # goes on with its loop unless its child died of SIGINT; the launcher must, after prog
+    # did, so that the loop stops at the first ^C as it does without the launcher. The loop
+    # going on shows as a second "ready" (or the "next" after the launcher).
+    bash = shutil.which("bash")
+    cwd, prog, env = rt.fresh_dir(), rt.c_program("signal_wait"), clean_env()
+    loop = 'while :; do "$0" -q -- "$1" default; echo "next $?"; done'
+    pid, fd = pty.fork()
+    if pid == 0:
+        try:
+            os.chdir(cwd)
+            os.execve(bash, [bash, "--norc", "--noprofile", "-c", loop, LAUNCHER, prog], env)
+        finally:
+            os._exit(127)
+    out = b""
+    sent = False
+    deadline = time.monotonic() + 60  # a bound on a test gone wrong, not a measurement
+    while time.monotonic() < deadline and out.count(b"ready") < 2:
+        if not sent and b"ready" in out:
+            os.write(fd, b"\x03")
+            sent = True
+        r, _, _ = select.select([fd], [], [], 1)
+        if not r:
+            continue
+        try:
+            chunk = os.read(fd, 1024)
+        except OSError:  # EIO: every process of the terminal has ended
+            break
+        if not chunk:
+            break
+        out += chunk
+    if out.count(b"ready") >= 2 or time.monotonic() >= deadline:
+        os.killpg(pid, signal.SIGKILL)
+    os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    rt.expect(sent, f"signal_wait never said ready on the terminal: {out!r}")
+    rt.expect_eq((os.waitstatus_to_exitcode(status), out.decode(errors="replace")),
+                 (-signal.SIGINT, "ready\r\n^C"),
+                 "bash's end (negative: killed by that signal) and the terminal after ^C")
+    # The launcher on its own: killed by SIGINT, as the program was.
+    rt.expect_eq(terminal_interrupt("default"), (-signal.SIGINT, "ready\r\n^C"),
+                 "the launcher's end and the terminal after ^C")
 
 
 # ---- every process of the run in one directory -----------------------------------------
