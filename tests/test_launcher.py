@@ -177,11 +177,16 @@ def test_launcher_output_unchanged():
 @rt.test
 def test_launcher_stderr_closed_keeps_status():
     # The summary is written to a pipe nobody reads any more: the launcher must not die of
-    # SIGPIPE, and must still return the program's status.
+    # SIGPIPE, and must still return the program's status. The program ends only once the
+    # pipe is closed (it waits for a line; a `sleep 0.3` let a loaded machine close the pipe
+    # after the summary, and the test pass without a SIGPIPE).
     cwd = rt.fresh_dir()
-    p = subprocess.Popen([LAUNCHER, "--", "sh", "-c", "sleep 0.3; exit 5"], cwd=cwd,
-                         env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    p = subprocess.Popen([LAUNCHER, "--", "sh", "-c", "read line; exit 5"], cwd=cwd,
+                         env=clean_env(), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
     p.stderr.close()
+    p.stdin.write(b"go\n")
+    p.stdin.close()
     rt.expect_eq(p.wait(timeout=rt.TIMEOUT), 5, "exit status with stderr closed")
 
 
@@ -202,10 +207,17 @@ def test_launcher_signal_dispositions_unchanged():
     rt.expect("SIGHUP ignored\n" in under.stdout, f"SIGHUP ignored: {under.stdout!r}")
 
 
-def start_waiting(args, cwd, quiet=True):
+def _hangup_default():
+    # Under nohup the runner ignores SIGHUP, and so would the launcher and its program (an
+    # ignored signal stays ignored): the tests that send it would wait for nothing.
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
+def start_waiting(args, cwd, options=("-q",)):
     """Starts the launcher on signal_wait and returns it once the program said `ready`."""
-    p = subprocess.Popen([LAUNCHER] + (["-q"] if quiet else []) + ["--", rt.c_program("signal_wait")] + args, cwd=cwd,
-                         env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p = subprocess.Popen([LAUNCHER, *options, "--", rt.c_program("signal_wait")] + args, cwd=cwd,
+                         env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         preexec_fn=_hangup_default)
     ready, _, _ = select.select([p.stdout], [], [], 60)
     line = p.stdout.readline() if ready else b""
     if line != b"ready\n":
@@ -233,7 +245,7 @@ def test_launcher_dies_of_the_signal_that_ended_the_program():
     prog = rt.c_program("signal_wait")
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         cwd = rt.fresh_dir()
-        p = start_waiting(["default"], cwd, quiet=False)
+        p = start_waiting(["default"], cwd, options=())
         p.send_signal(sig)
         _, err = p.communicate(timeout=rt.TIMEOUT)
         err = err.decode(errors="replace")
@@ -411,9 +423,7 @@ def test_launcher_summary_of_a_killed_or_execd_program_in_every_mode():
     first, second = rt.c_program("exec_first"), rt.c_program("exec_second")
     for mode in (["-s", "100"], [], ["-s", "1"]):
         cwd = rt.fresh_dir()
-        p = subprocess.Popen([LAUNCHER] + mode + ["--", signal_wait, "default"], cwd=cwd,
-                             env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        rt.expect_eq(p.stdout.readline(), b"ready\n", f"{mode}: signal_wait's first line")
+        p = start_waiting(["default"], cwd, options=mode)
         (run_dir,) = glob.glob(os.path.join(cwd, "malloc_freq.*"))
         pid = int(run_dir.rsplit(".", 1)[1])
         os.kill(pid, signal.SIGKILL)
