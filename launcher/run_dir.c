@@ -337,10 +337,23 @@ static void mf_gap_name(FILE *f, size_t nth, long pid, const char *exe)
     }
 }
 
+/* A regular file of the directory, for reading, or -1: no link followed, and no FIFO of
+ * that name can keep the summary waiting. */
+static int mf_open_regular(int dfd, const char *name)
+{
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
 /* A process file's header, or false if it is not one. */
 static bool mf_read_process_header(int dfd, const char *name, struct mf_process_header *h)
 {
-    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = mf_open_regular(dfd, name);
     if (fd < 0)
         return false;
     bool ok = pread(fd, h, sizeof *h, 0) == (ssize_t)sizeof *h &&
@@ -352,10 +365,10 @@ static bool mf_read_process_header(int dfd, const char *name, struct mf_process_
 
 static bool mf_read_thread_header(int dfd, const char *name, struct mf_thread_header *h)
 {
-    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = mf_open_regular(dfd, name);
     if (fd < 0)
         return false;
-    /* The fields up to the totals: the size histogram after them is not needed here. */
+    /* The fields up to `threads`: the size histogram after them is not needed here. */
     size_t n = offsetof(struct mf_thread_header, unprofiled_bytes_var);
     bool ok = pread(fd, h, n, 0) == (ssize_t)n && memcmp(h->magic, MF_THREAD_MAGIC, 8) == 0;
     close(fd);
