@@ -579,9 +579,11 @@ void mf_summary(struct mf_launch *l, int status)
     size_t n = mf_process_dirs(l->run_dir, &dirs);
     struct mf_gaps g;
     mf_find_gaps(l->run_dir, dirs, n, &g);
-    char *room = g.room ? mf_xasprintf(": its file system has no room for another profile file "
-                                       "(%s)", strerror(g.room))
-                        : "";
+    char *room = g.room == EFBIG ? mf_xasprintf(": RLIMIT_FSIZE is below a profile file's size "
+                                                "(%s)", strerror(g.room))
+                 : g.room ? mf_xasprintf(": its file system has no room for another profile "
+                                         "file (%s)", strerror(g.room))
+                          : "";
     if (n == 0) {
         if (g.room)
             mf_msg("no process wrote a profile into %s%s", l->run_dir, room);

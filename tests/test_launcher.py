@@ -17,6 +17,7 @@ import glob
 import os
 import pty
 import re
+import resource
 import select
 import shutil
 import signal
@@ -410,6 +411,32 @@ def test_launcher_summary_on_a_full_file_system():
                       f"{what}: the summary claims exact totals: {r.stderr!r}")
     finally:
         subprocess.run(["umount", mnt], check=False)
+
+
+@rt.test
+def test_launcher_summary_under_a_file_size_limit():
+    # RLIMIT_FSIZE of 16 KiB, below a thread table's 24 KiB: every process makes its process
+    # file and no table (EFBIG, not SIGXFSZ), the launcher none of its own either.
+    prog = rt.c_program("fork_children")
+    cwd = rt.fresh_dir()
+    limit = 16 << 10
+    p = subprocess.Popen([LAUNCHER, "--", prog, "fork"], cwd=cwd, env=clean_env(),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE,
+                                                               (limit, limit)))
+    out, err = p.communicate(timeout=rt.TIMEOUT)
+    out, err = out.decode(), err.decode(errors="replace")
+    rt.expect_eq(p.returncode, 0, f"the program's exit status; stderr {err!r}")
+    (run,) = glob.glob(os.path.join(cwd, "malloc_freq.*"))
+    pids = sorted([values(run_file(run), "pid")[0]] + re.findall(r"^child \d (\d+)$", out, re.M),
+                  key=int)
+    rt.expect_eq(len(pids), 4, f"the program's output {out!r}")
+    summary = [line for line in err.splitlines()
+               if line.startswith("malloc_freq: ") and " cannot " not in line]
+    nodata = ", ".join(f"process {pid} ({prog})" for pid in pids)
+    rt.expect_eq(summary, [f"malloc_freq: no data in {run} (none from {nodata}): RLIMIT_FSIZE is "
+                           "below a profile file's size (File too large); the program's count "
+                           "is not known"], "the summary")
 
 
 @rt.test
