@@ -3,8 +3,8 @@
  * Runs PROGRAM with libmalloc_freq.so preloaded and MALLOC_FREQ_DIR pointing at one run
  * directory, so that every process of the run (children, exec'd images) writes its
  * malloc_freq.<pid>/ there; forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to it; waits; prints
- * where the profile is and its top sites (mf_print); exits with PROGRAM's status, 128+N if
- * signal N ended it, as a shell does.
+ * where the profile is and its top sites (mf_print); exits with PROGRAM's status, or dies
+ * of the signal that ended it, as time, env and timeout do.
  *
  * The program's process is forked first and held on a pipe until its run directory, named
  * after its pid, exists with run.txt in it: only then is it given the directory and exec'd.
@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -138,7 +140,7 @@ static void mf_usage(FILE *out)
           "Runs PROGRAM with the malloc_freq profiler preloaded (libmalloc_freq.so), every\n"
           "process it starts profiled into one run directory, then prints where the profile\n"
           "is and the top allocation sites (mf_print). Exits with PROGRAM's exit status,\n"
-          "128+N if signal N ended it.\n"
+          "or dies of the signal that ended it.\n"
           "\n"
           "  -o, --output DIR       the run directory (default: malloc_freq.<pid> in\n"
           "                         $MALLOC_FREQ_DIR or the working directory, <pid> PROGRAM's)\n"
@@ -271,6 +273,27 @@ void mf_restore_signals_in_child(void)
         sigaction(mf_forwarded[i], &mf_old_actions[i], NULL);
     sigaction(SIGPIPE, &mf_old_pipe, NULL);
     sigprocmask(SIG_SETMASK, &mf_old_mask, NULL);
+}
+
+/* Ends the launcher by the signal that ended the program, as time, env and timeout do: a
+ * shell that sees its child interrupted stops too (a `while` loop over `malloc_freq -- prog`
+ * ends at ^C, which it would not for an exit status of 130). The core is the program's to
+ * dump, not ours. 128+sig if the signal cannot be had (core dumps cannot be turned off). */
+static void mf_die_of(int sig)
+{
+    fflush(NULL);
+    struct rlimit none = {0, 0};
+    setrlimit(RLIMIT_CORE, &none);
+    if (prctl(PR_SET_DUMPABLE, 0) == 0) {
+        struct sigaction dfl = {.sa_handler = SIG_DFL};
+        sigaction(sig, &dfl, NULL);
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, sig);
+        sigprocmask(SIG_UNBLOCK, &set, NULL);
+        raise(sig);
+    }
+    exit(128 + sig);
 }
 
 /* ---- the program's process ----------------------------------------------------------- */
@@ -408,6 +431,6 @@ int main(int argc, char **argv)
     if (!l.quiet)
         mf_summary(&l, status);
     if (WIFSIGNALED(status))
-        return 128 + WTERMSIG(status);
+        mf_die_of(WTERMSIG(status));
     return WEXITSTATUS(status);
 }

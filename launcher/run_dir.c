@@ -8,11 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "../c_core/mf_format.h"
 #include "launcher.h"
 
 extern char **environ;
@@ -302,6 +305,195 @@ static size_t mf_process_dirs(const char *run_dir, struct mf_proc_dir **out)
     return n;
 }
 
+/* ---- what the run's files do not hold ----------------------------------------------- */
+
+/* What the summary must say before it shows totals: mf_print adds up the files there are,
+ * and calls them exact; a process whose files could not be made (a full disk, a quota,
+ * RLIMIT_FSIZE) is not in them, and an image that ended without running its exit while
+ * sampling left its last calls out of its totals (README, Limitations). */
+struct mf_gaps {
+    size_t images;     /* process images with a process file and a thread file */
+    size_t nmissing;   /* process directories or images without data */
+    size_t nunflushed; /* images whose totals may lack calls */
+    size_t running;    /* their threads still running when they ended */
+    char *missing, *unflushed; /* "process 12 (/bin/x), ..." */
+    size_t missing_len, unflushed_len;
+    FILE *missing_f, *unflushed_f;
+    int room; /* ENOSPC, EDQUOT or EFBIG: no room for one more profile file now; 0 */
+};
+
+#define MF_GAPS_NAMED 4 /* processes named in a line; the rest are counted */
+
+static void mf_gap_name(FILE *f, size_t nth, long pid, const char *exe)
+{
+    if (nth > MF_GAPS_NAMED)
+        return;
+    fputs(nth > 1 ? ", " : "", f);
+    fprintf(f, "process %ld", pid);
+    if (exe) {
+        fputs(" (", f);
+        mf_put_value(f, exe);
+        fputc(')', f);
+    }
+}
+
+/* A regular file of the directory, for reading, or -1: no link followed, and no FIFO of
+ * that name can keep the summary waiting. */
+static int mf_open_regular(int dfd, const char *name)
+{
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* A process file's header, or false if it is not one. */
+static bool mf_read_process_header(int dfd, const char *name, struct mf_process_header *h)
+{
+    int fd = mf_open_regular(dfd, name);
+    if (fd < 0)
+        return false;
+    bool ok = pread(fd, h, sizeof *h, 0) == (ssize_t)sizeof *h &&
+              memcmp(h->magic, MF_PROCESS_MAGIC, 8) == 0;
+    close(fd);
+    h->exe[sizeof h->exe - 1] = '\0';
+    return ok;
+}
+
+static bool mf_read_thread_header(int dfd, const char *name, struct mf_thread_header *h)
+{
+    int fd = mf_open_regular(dfd, name);
+    if (fd < 0)
+        return false;
+    /* The fields up to `threads`: the size histogram after them is not needed here. */
+    size_t n = offsetof(struct mf_thread_header, unprofiled_bytes_var);
+    bool ok = pread(fd, h, n, 0) == (ssize_t)n && memcmp(h->magic, MF_THREAD_MAGIC, 8) == 0;
+    close(fd);
+    return ok;
+}
+
+/* The stamp of a file named <kind>.<16 hex digits>.<...>, or 0. */
+static uint64_t mf_file_stamp(const char *name, const char *kind)
+{
+    size_t k = strlen(kind);
+    if (strncmp(name, kind, k) != 0 || name[k] != '.')
+        return 0;
+    char *end;
+    uint64_t stamp = strtoull(name + k + 1, &end, 16);
+    return end == name + k + 17 && *end == '.' ? stamp : 0;
+}
+
+/* One process directory: its images (process files), each with the thread files of its
+ * stamp. */
+static void mf_scan_process_dir(int run_fd, const char *dir_name, long pid, struct mf_gaps *g)
+{
+    int dfd = openat(run_fd, dir_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        if (dfd >= 0)
+            close(dfd);
+        mf_gap_name(g->missing_f, ++g->nmissing, pid, NULL);
+        return;
+    }
+    size_t nprocs = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        struct mf_process_header ph;
+        uint64_t stamp = mf_file_stamp(e->d_name, "process");
+        if (!stamp || !mf_read_process_header(dfd, e->d_name, &ph))
+            continue;
+        nprocs++;
+        /* Its threads: those that had a file, and what they had not written yet if the
+         * image ended without its exit. */
+        size_t tables = 0, running = 0;
+        uint64_t calls = 0;
+        int tfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        DIR *td = tfd >= 0 ? fdopendir(tfd) : NULL;
+        for (struct dirent *f; td && (f = readdir(td));) {
+            struct mf_thread_header th;
+            if (mf_file_stamp(f->d_name, "thread") != stamp ||
+                !mf_read_thread_header(dfd, f->d_name, &th))
+                continue;
+            tables++;
+            for (int i = 0; i < MF_FN_COUNT; i++)
+                calls += th.totals.calls[i];
+            if (!(th.flags & MF_THREAD_FINISHED))
+                running += th.flags & MF_THREAD_SHARED ? th.threads : 1;
+        }
+        if (td)
+            closedir(td);
+        else if (tfd >= 0)
+            close(tfd);
+        if (!tables) {
+            mf_gap_name(g->missing_f, ++g->nmissing, pid, ph.exe);
+            continue;
+        }
+        g->images++;
+        /* Every call is written when each is a sample: with MALLOC_FREQ_SAMPLE=1, and in
+         * the default mode's exact stretch, which one thread takes in order. */
+        bool exact_stretch = ph.sample_interval == 0 && running <= 1 && calls < ph.exact_calls;
+        if (!(ph.flags & MF_PROCESS_EXITED) && ph.sample_interval != 1 && !exact_stretch &&
+            running) {
+            mf_gap_name(g->unflushed_f, ++g->nunflushed, pid, ph.exe);
+            g->running += running;
+        }
+    }
+    closedir(d);
+    if (!nprocs)
+        mf_gap_name(g->missing_f, ++g->nmissing, pid, NULL);
+}
+
+/* Whether the run directory's file system takes one more process file and thread table
+ * now: a process or thread that found no room when it started left no file, and a fork
+ * child or an exec'd image no trace at all. Returns ENOSPC, EDQUOT or EFBIG, else 0 (also
+ * when it cannot be told). */
+static int mf_room_for_a_profile(const char *dir)
+{
+    const uint64_t need = 4096 + MF_THREAD_HEADER_BYTES +
+                          ((MF_SEGMENT_ENTRIES_OFFSET +
+                            MF_SEG_ENTRIES_FIRST * (sizeof(struct mf_entry) +
+                                                    MF_FRAMES_PER_ENTRY * sizeof(uint64_t)) +
+                            4095) & ~(uint64_t)4095);
+    /* Past RLIMIT_FSIZE fallocate would raise SIGXFSZ. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
+        return EFBIG;
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return errno == ENOSPC || errno == EDQUOT ? errno : 0;
+    int err = fallocate(fd, 0, 0, (off_t)need) == 0 ? 0 : errno;
+    close(fd); /* an O_TMPFILE file goes with its descriptor */
+    if (err == EOPNOTSUPP) { /* no fallocate here: what is free, at least */
+        struct statvfs sv;
+        err = statvfs(dir, &sv) == 0 && (uint64_t)sv.f_bavail * sv.f_frsize < need ? ENOSPC : 0;
+    }
+    return err == ENOSPC || err == EDQUOT || err == EFBIG ? err : 0;
+}
+
+static void mf_find_gaps(const char *run_dir, struct mf_proc_dir *dirs, size_t n, struct mf_gaps *g)
+{
+    memset(g, 0, sizeof *g);
+    g->missing_f = open_memstream(&g->missing, &g->missing_len);
+    g->unflushed_f = open_memstream(&g->unflushed, &g->unflushed_len);
+    if (!g->missing_f || !g->unflushed_f)
+        mf_die("out of memory");
+    int run_fd = open(run_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    for (size_t i = 0; i < n && run_fd >= 0; i++)
+        mf_scan_process_dir(run_fd, strrchr(dirs[i].path, '/') + 1, dirs[i].pid, g);
+    if (run_fd >= 0)
+        close(run_fd);
+    if (g->nmissing > MF_GAPS_NAMED)
+        fprintf(g->missing_f, " and %zu more", g->nmissing - MF_GAPS_NAMED);
+    if (g->nunflushed > MF_GAPS_NAMED)
+        fprintf(g->unflushed_f, " and %zu more", g->nunflushed - MF_GAPS_NAMED);
+    if (fclose(g->missing_f) | fclose(g->unflushed_f))
+        mf_die("out of memory");
+    g->room = mf_room_for_a_profile(run_dir);
+}
+
 /* `mf_print` if that is the one $PATH finds, else its path. */
 static const char *mf_print_command(const char *path)
 {
@@ -352,7 +544,7 @@ static const char *mf_at_column(const char *line, size_t col)
  * e2 95 xx). A line's text starts where the titles' "allocation site" does: the columns
  * before it are of fixed width, whatever they are. Lines that are not tree lines (the
  * footer) are passed on. */
-static void mf_copy_sites(FILE *in, FILE *out)
+static void mf_copy_sites(FILE *in, FILE *out, bool header)
 {
     char *line = NULL;
     size_t cap = 0, col = 0;
@@ -365,6 +557,8 @@ static void mf_copy_sites(FILE *in, FILE *out)
             if ((title = strstr(line, "allocation site"))) {
                 tree = true;
                 col = mf_column_of(line, title);
+            } else if (!header) {
+                continue;
             }
         } else if (line[0] == ' ' || line[0] == '~' || (line[0] >= '0' && line[0] <= '9')) {
             t = (const unsigned char *)mf_at_column(line, col);
@@ -383,13 +577,47 @@ void mf_summary(struct mf_launch *l, int status)
                WCOREDUMP(status) ? " (core dumped)" : "");
     struct mf_proc_dir *dirs;
     size_t n = mf_process_dirs(l->run_dir, &dirs);
+    struct mf_gaps g;
+    mf_find_gaps(l->run_dir, dirs, n, &g);
+    char *room = g.room == EFBIG ? mf_xasprintf(": RLIMIT_FSIZE is below a profile file's size "
+                                                "(%s)", strerror(g.room))
+                 : g.room ? mf_xasprintf(": its file system has no room for another profile "
+                                         "file (%s)", strerror(g.room))
+                          : "";
     if (n == 0) {
-        mf_msg("no process wrote a profile into %s (a statically linked or set-user-ID "
-               "program cannot be profiled by preloading)",
-               l->run_dir);
+        if (g.room)
+            mf_msg("no process wrote a profile into %s%s", l->run_dir, room);
+        else
+            mf_msg("no process wrote a profile into %s (a statically linked or set-user-ID "
+                   "program cannot be profiled by preloading)",
+                   l->run_dir);
         return;
     }
-    mf_msg("profile of %zu process%s in %s", n, n == 1 ? "" : "es", l->run_dir);
+    if (!g.images) {
+        mf_msg("no data in %s (none from %s)%s; the program's count is not known", l->run_dir,
+               g.missing, room);
+        return;
+    }
+    /* mf_print's header would give the totals of what was written as the program's: left
+     * out when they are not, and the first line says why. */
+    bool partial = g.nmissing || g.room || g.nunflushed;
+    char *unflushed =
+        g.nunflushed
+            ? mf_xasprintf("; %zu process image%s did not run %s exit (ended by a signal, exec "
+                           "or _exit, or still running) while sampling: up to %u calls of each "
+                           "of the %zu thread%s then running can be missing from %s totals (%s)",
+                           g.nunflushed, g.nunflushed == 1 ? "" : "s",
+                           g.nunflushed == 1 ? "its" : "their", MF_FLUSH_CALLS - 1, g.running,
+                           g.running == 1 ? "" : "s", g.nunflushed == 1 ? "its" : "their",
+                           g.unflushed)
+            : "";
+    char *missing = g.nmissing ? mf_xasprintf(", incomplete (no data from %s)", g.missing)
+                               : g.room ? ", perhaps incomplete" : "";
+    mf_msg("profile of %zu process%s in %s%s%s%s%s", n, n == 1 ? "" : "es", l->run_dir, missing,
+           room, unflushed,
+           partial ? "; the program's own count is not known, the sites below are those of the "
+                     "data written"
+                   : "");
     char *mf_print = mf_xasprintf("%s/%s", l->self_dir, MF_PRINT_NAME);
     if (access(mf_print, X_OK) != 0) {
         mf_msg("no %s beside the launcher (%s) to summarize it", MF_PRINT_NAME, mf_print);
@@ -429,7 +657,7 @@ void mf_summary(struct mf_launch *l, int status)
     close(out[1]);
     FILE *in = fdopen(out[0], "r");
     if (in) {
-        mf_copy_sites(in, stderr);
+        mf_copy_sites(in, stderr, !partial);
         fclose(in);
     } else {
         close(out[0]);
