@@ -67,7 +67,7 @@ $(BUILD)/mf_entry.o: lib_preload/mf_entry.c $(PRELOAD_HDR) $(CORE_HDR) | $(BUILD
 $(BUILD)/mf_print: $(PRINT_SRC) $(PRINT_HDR) $(PRINT_PAGE) c_core/mf_format.h | $(BUILD) deps-build
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -Ic_core -o $@ $(PRINT_SRC) -ldw -lelf -liberty -lz
 
-$(BUILD)/malloc_freq: $(LAUNCH_SRC) $(LAUNCH_HDR) | $(BUILD) deps-build
+$(BUILD)/malloc_freq: $(LAUNCH_SRC) $(LAUNCH_HDR) c_core/mf_format.h | $(BUILD) deps-build
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -o $@ $(LAUNCH_SRC)
 
 $(BUILD):
