@@ -101,6 +101,12 @@ const char *mf_esc(const char *s);
  * a FIFO is refused, not waited for; with follow false a symbolic link is refused too).
  * Returns the descriptor, or -1 with *why saying why (a static string). */
 int mf_open_regular(const char *path, bool follow, uint64_t max_size, const char **why);
+/* The same for path relative to the directory dirfd (or AT_FDCWD). */
+int mf_open_regular_at(int dirfd, const char *path, bool follow, uint64_t max_size,
+                       const char **why);
+/* Opens the directory path (O_DIRECTORY, following symbolic links as open does), however
+ * long: one longer than PATH_MAX is opened a piece at a time. -1 with errno on failure. */
+int mf_open_dir(const char *path);
 /* 1234567 -> "1,234,567" in buf (at least 32 bytes). */
 const char *mf_fmt_count(char *buf, uint64_t n);
 /* Bytes for people: "512 B", "12.3 KiB", "4.0 MiB", in buf (at least 32 bytes). */
