@@ -63,11 +63,10 @@ static void *mf_read_half(void *arg)
     return NULL;
 }
 
-/* Reads buf[from, to) in two halves at once; returns where the bytes read without a gap end
- * (to, unless the file was shorter than fstat said). */
-static size_t mf_read_split(int fd, uint8_t *buf, size_t from, size_t to)
+/* Reads buf[from, mid) and buf[mid, to) at once; returns where the bytes read without a gap
+ * end (to, unless the file was shorter than fstat said). */
+static size_t mf_read_split(int fd, uint8_t *buf, size_t from, size_t mid, size_t to)
 {
-    size_t mid = from + (((to - from) / 2) & ~(size_t)4095);
     struct mf_read_half second = {fd, buf, mid, to, 0};
     pthread_t thread;
     bool threaded = pthread_create(&thread, NULL, mf_read_half, &second) == 0;
@@ -81,6 +80,26 @@ static size_t mf_read_split(int fd, uint8_t *buf, size_t from, size_t to)
     return mid + second.got;
 }
 
+/* Where a thread file's bulk [from, to) is split between the two readers: at the boundary of
+ * segments (as the header buf[0, have) places them) nearest its middle, so that each segment
+ * is read by one of them, its entries before their frames: the writer publishes an entry
+ * after its frames, and a segment read back to front could give a new entry frames not yet
+ * written. 0 if no boundary lies inside. */
+static size_t mf_segments_split(const uint8_t *buf, size_t have, size_t from, size_t to)
+{
+    const struct mf_thread_header *h = (const struct mf_thread_header *)buf;
+    if (have < sizeof *h)
+        return 0;
+    size_t mid = from + (to - from) / 2, best = 0;
+    for (uint32_t k = 1; k < h->nsegments && k < MF_MAX_SEGMENTS; k++) {
+        uint64_t at = h->segment_offset[k];
+        if (at > from && at < to &&
+            (!best || (at > mid ? at - mid : mid - at) < (best > mid ? best - mid : mid - best)))
+            best = (size_t)at;
+    }
+    return best;
+}
+
 /* Reads the whole file name in the directory dirfd, if it is a regular file of at most max
  * bytes (never a FIFO, a device or a symbolic link: nothing the writer makes). Reading to
  * EOF (not to the size fstat saw) matters for live files: a segment is allocated in the file
@@ -88,9 +107,9 @@ static size_t mf_read_split(int fd, uint8_t *buf, size_t from, size_t to)
  * it refers to are there by our next read, as long as every byte past the header is read
  * after it. The buffer is sized from fstat (plus a page for a file that grows while we
  * read), so a file of hundreds of megabytes is read into memory touched once, not a buffer
- * doubled and copied. With `again`, the file's first again_len bytes are read once more
- * into it after all the rest (if the file has that many): a thread header's counters,
- * taken after the entries they count (mf_thread_counters). */
+ * doubled and copied. With `again` (a thread file), the file's first again_len bytes are
+ * read once more into it after all the rest (if the file has that many): a thread header's
+ * counters, taken after the entries they count (mf_thread_counters). */
 static bool mf_read_file(int dirfd, const char *name, uint64_t max, void *again,
                          size_t again_len, uint8_t **data, size_t *size, const char **why)
 {
@@ -103,8 +122,10 @@ static bool mf_read_file(int dirfd, const char *name, uint64_t max, void *again,
     size_t have = 0;
     if (cap - 4096 >= MF_READ_SPLIT_MIN) {
         have = mf_pread_range(fd, buf, 0, MF_READ_LEAD);
-        if (have == MF_READ_LEAD)
-            have = mf_read_split(fd, buf, have, cap - 4096);
+        size_t to = cap - 4096, mid = again ? mf_segments_split(buf, have, have, to)
+                                            : have + (((to - have) / 2) & ~(size_t)4095);
+        if (have == MF_READ_LEAD && mid > have && mid < to)
+            have = mf_read_split(fd, buf, have, mid, to);
     }
     for (;;) {
         if (have == cap) {
