@@ -398,14 +398,22 @@ static bool mf_frames_take(uint64_t *taken, uint64_t start, uint64_t len, uint64
  * flags) as read again after every entry was copied (later). Then each counter is at least
  * what the copied entries hold, but for the one sample per thread that is between its
  * entry and the histogram as the header is read again (mf_check_counts allows for it),
- * however long the copy took and however fast the threads ran meanwhile. */
-static void mf_thread_counters(uint8_t *buf, const struct mf_thread_header *later)
+ * however long the copy took and however fast the threads ran meanwhile. Returns the
+ * weight the histogram gained between the two copies: what the samples taken meanwhile
+ * weigh, but for those in flight. */
+static uint64_t mf_thread_counters(uint8_t *buf, const struct mf_thread_header *later)
 {
     struct mf_thread_header *h = (struct mf_thread_header *)buf, m = *later;
+    uint64_t before = 0, after = 0;
+    for (int c = 0; c < MF_SIZE_CLASSES; c++) { /* wraps only in a damaged file */
+        before += h->sizes[c].calls;
+        after += m.sizes[c].calls;
+    }
     m.nsegments = h->nsegments;
     memcpy(m.segment_offset, h->segment_offset, sizeof m.segment_offset);
     memcpy(m.segment_size, h->segment_size, sizeof m.segment_size);
     *h = m;
+    return after > before ? after - before : 0;
 }
 
 /* NULL if everything the reader will touch lies inside the file, makes sense, and is there
@@ -513,7 +521,7 @@ static bool mf_add(uint64_t *sum, uint64_t x)
 /* NULL if the counts of a checked thread file add up: no sum wraps, within the file or
  * added to what was read before, and its stacks hold no more calls than it counted. */
 static const char *mf_check_counts(const struct mf_profile *p, const struct mf_process *pr,
-                                   const uint8_t *buf, struct mf_file_sums *fs)
+                                   const uint8_t *buf, uint64_t moved, struct mf_file_sums *fs)
 {
     const struct mf_thread_header *h = (const struct mf_thread_header *)buf;
     bool wrap = false;
@@ -579,13 +587,16 @@ static const char *mf_check_counts(const struct mf_profile *p, const struct mf_p
                           mf_fmt_count(a2, mf_size_class_lo(c)),
                           mf_fmt_count(a3, h->sizes[c].calls));
     }
-    /* An entry is copied samples first, and the writer adds a sample to them first, then
-     * its weight to calls: a thread's sample in flight may be in calls and not yet in
-     * samples (the unprofiled counts likewise). */
+    /* The writer adds a sample to an entry's samples, then its weight to calls, and an
+     * entry's words are copied in no order we choose, maybe apart (a reader preempted
+     * mid-copy): its calls may hold samples its samples do not yet, each taken while the
+     * file was copied. Those the histogram gained between the header's two copies (moved),
+     * and one in flight a thread (the unprofiled counts likewise). A file at rest has
+     * none: its calls are within what its samples can weigh. */
     if (pr->has_file) {
         uint64_t w = pr->sample_interval == 0 ? MF_INTERVAL_MAX : pr->sample_interval, most;
         if (__builtin_add_overflow(fs->samples, threads_here, &most) ||
-            __builtin_mul_overflow(most, w, &most))
+            __builtin_mul_overflow(most, w, &most) || __builtin_add_overflow(most, moved, &most))
             most = UINT64_MAX;
         if (fs->st_calls > most)
             return mf_why("its stacks hold %s calls, more than its %s samples can weigh",
@@ -784,8 +795,7 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
     struct mf_thread_header later;
     if (mf_load(p, dirfd, dir, name, MF_THREAD_FILE_MAX, &later, sizeof later, &buf, &size))
         return;
-    if (size >= sizeof later)
-        mf_thread_counters(buf, &later);
+    uint64_t moved = size >= sizeof later ? mf_thread_counters(buf, &later) : 0;
     if ((why = mf_check_thread(buf, size))) {
         mf_skip(p, dir, name, why);
         free(buf);
@@ -800,7 +810,7 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
             known = &p->procs[i];
     struct mf_process none = {0};
     struct mf_file_sums fs;
-    if ((why = mf_check_counts(p, known ? known : &none, buf, &fs))) {
+    if ((why = mf_check_counts(p, known ? known : &none, buf, moved, &fs))) {
         mf_skip(p, dir, name, why);
         free(buf);
         return;
