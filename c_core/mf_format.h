@@ -107,7 +107,13 @@ struct mf_size_class {
  *   adds to the header at least every MF_FLUSH_CALLS calls, the stack entry is written at
  *   once (a live file, or a process killed without its exit);
  * - a sample's weight is the interval it was drawn with: MALLOC_FREQ_SAMPLE, or in the
- *   default mode at most MF_INTERVAL_MAX. */
+ *   default mode at most MF_INTERVAL_MAX;
+ * - a thread writes a call to its header's totals before it adds the call's sample to a
+ *   stack entry (samples, then calls), and the sample to the entry before the header's size
+ *   histogram (an unprofiled sample to the header alone): a reader that copies the entries
+ *   first and the header's counters after finds every counter at least what the entries it
+ *   copied hold, but for the sample each thread is between the two (mf_print's
+ *   mf_thread_counters). */
 #define MF_FLUSH_CALLS 4096
 #define MF_INTERVAL_MAX 100000u
 

@@ -102,6 +102,12 @@ const char *mf_esc(const char *s);
  * a FIFO is refused, not waited for; with follow false a symbolic link is refused too).
  * Returns the descriptor, or -1 with *why saying why (a static string). */
 int mf_open_regular(const char *path, bool follow, uint64_t max_size, const char **why);
+/* The same for path relative to the directory dirfd (or AT_FDCWD). */
+int mf_open_regular_at(int dirfd, const char *path, bool follow, uint64_t max_size,
+                       const char **why);
+/* Opens the directory path (O_DIRECTORY, following symbolic links as open does), however
+ * long: one longer than PATH_MAX is opened a piece at a time. -1 with errno on failure. */
+int mf_open_dir(const char *path);
 /* What a file of this mode is, for a message: "not a regular file (a FIFO)", ... */
 const char *mf_file_kind(mode_t mode);
 /* Writing a file whole, in place of the one at path (--save, --tune-header): the text goes to

@@ -63,11 +63,10 @@ static void *mf_read_half(void *arg)
     return NULL;
 }
 
-/* Reads buf[from, to) in two halves at once; returns where the bytes read without a gap end
- * (to, unless the file was shorter than fstat said). */
-static size_t mf_read_split(int fd, uint8_t *buf, size_t from, size_t to)
+/* Reads buf[from, mid) and buf[mid, to) at once; returns where the bytes read without a gap
+ * end (to, unless the file was shorter than fstat said). */
+static size_t mf_read_split(int fd, uint8_t *buf, size_t from, size_t mid, size_t to)
 {
-    size_t mid = from + (((to - from) / 2) & ~(size_t)4095);
     struct mf_read_half second = {fd, buf, mid, to, 0};
     pthread_t thread;
     bool threaded = pthread_create(&thread, NULL, mf_read_half, &second) == 0;
@@ -81,17 +80,40 @@ static size_t mf_read_split(int fd, uint8_t *buf, size_t from, size_t to)
     return mid + second.got;
 }
 
-/* Reads the whole file, if it is a regular file of at most max bytes (never a FIFO, a device
- * or a symbolic link: nothing the writer makes). Reading to EOF (not to the size fstat saw)
- * matters for live files: a segment is allocated in the file before the header that
- * announces it is published, so whatever header we copied, the bytes it refers to are there
- * by our next read, as long as every byte past the header is read after it. The buffer is
- * sized from fstat (plus a page for a file that grows while we read), so a file of hundreds
- * of megabytes is read into memory touched once, not a buffer doubled and copied. */
-static bool mf_read_file(const char *path, uint64_t max, uint8_t **data, size_t *size,
-                         const char **why)
+/* Where a thread file's bulk [from, to) is split between the two readers: at the boundary of
+ * segments (as the header buf[0, have) places them) nearest its middle, so that each segment
+ * is read by one of them, its entries before their frames: the writer publishes an entry
+ * after its frames, and a segment read back to front could give a new entry frames not yet
+ * written. 0 if no boundary lies inside. */
+static size_t mf_segments_split(const uint8_t *buf, size_t have, size_t from, size_t to)
 {
-    int fd = mf_open_regular(path, false, max, why);
+    const struct mf_thread_header *h = (const struct mf_thread_header *)buf;
+    if (have < sizeof *h)
+        return 0;
+    size_t mid = from + (to - from) / 2, best = 0;
+    for (uint32_t k = 1; k < h->nsegments && k < MF_MAX_SEGMENTS; k++) {
+        uint64_t at = h->segment_offset[k];
+        if (at > from && at < to &&
+            (!best || (at > mid ? at - mid : mid - at) < (best > mid ? best - mid : mid - best)))
+            best = (size_t)at;
+    }
+    return best;
+}
+
+/* Reads the whole file name in the directory dirfd, if it is a regular file of at most max
+ * bytes (never a FIFO, a device or a symbolic link: nothing the writer makes). Reading to
+ * EOF (not to the size fstat saw) matters for live files: a segment is allocated in the file
+ * before the header that announces it is published, so whatever header we copied, the bytes
+ * it refers to are there by our next read, as long as every byte past the header is read
+ * after it. The buffer is sized from fstat (plus a page for a file that grows while we
+ * read), so a file of hundreds of megabytes is read into memory touched once, not a buffer
+ * doubled and copied. With `again` (a thread file), the file's first again_len bytes are
+ * read once more into it after all the rest (if the file has that many): a thread header's
+ * counters, taken after the entries they count (mf_thread_counters). */
+static bool mf_read_file(int dirfd, const char *name, uint64_t max, void *again,
+                         size_t again_len, uint8_t **data, size_t *size, const char **why)
+{
+    int fd = mf_open_regular_at(dirfd, name, false, max, why);
     if (fd < 0)
         return true;
     struct stat st;
@@ -100,8 +122,10 @@ static bool mf_read_file(const char *path, uint64_t max, uint8_t **data, size_t 
     size_t have = 0;
     if (cap - 4096 >= MF_READ_SPLIT_MIN) {
         have = mf_pread_range(fd, buf, 0, MF_READ_LEAD);
-        if (have == MF_READ_LEAD)
-            have = mf_read_split(fd, buf, have, cap - 4096);
+        size_t to = cap - 4096, mid = again ? mf_segments_split(buf, have, have, to)
+                                            : have + (((to - have) / 2) & ~(size_t)4095);
+        if (have == MF_READ_LEAD && mid > have && mid < to)
+            have = mf_read_split(fd, buf, have, mid, to);
     }
     for (;;) {
         if (have == cap) {
@@ -130,6 +154,16 @@ static bool mf_read_file(const char *path, uint64_t max, uint8_t **data, size_t 
         if (n == 0)
             break;
         have += (size_t)n;
+    }
+    if (again && have >= again_len) {
+        /* Every load of the copy above comes before those of the second one. */
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (mf_pread_range(fd, again, 0, again_len) != again_len) {
+            *why = "truncated while it was read";
+            free(buf);
+            close(fd);
+            return true;
+        }
     }
     close(fd);
     if (have > max) {
@@ -202,25 +236,24 @@ static int mf_module_cmp(const void *a, const void *b)
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
-/* Reads dir/name whole; a file that cannot be read is named and skipped (returns true). */
-static bool mf_load(struct mf_profile *p, const char *dir, const char *name, uint64_t max,
-                    uint8_t **buf, size_t *size)
+/* Reads name whole from dirfd (the directory dir); a file that cannot be read is named and
+ * skipped (returns true). again: as mf_read_file's. */
+static bool mf_load(struct mf_profile *p, int dirfd, const char *dir, const char *name,
+                    uint64_t max, void *again, size_t again_len, uint8_t **buf, size_t *size)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
     const char *why;
-    if (mf_read_file(path, max, buf, size, &why)) {
+    if (mf_read_file(dirfd, name, max, again, again_len, buf, size, &why)) {
         mf_skip(p, dir, name, why);
         return true;
     }
     return false;
 }
 
-static void mf_read_process(struct mf_profile *p, const char *dir, const char *name)
+static void mf_read_process(struct mf_profile *p, int dirfd, const char *dir, const char *name)
 {
     uint8_t *buf;
     size_t size;
-    if (mf_load(p, dir, name, MF_PROCESS_FILE_MAX, &buf, &size))
+    if (mf_load(p, dirfd, dir, name, MF_PROCESS_FILE_MAX, NULL, 0, &buf, &size))
         return;
     struct mf_process_header h;
     if (size < sizeof h) {
@@ -356,6 +389,33 @@ static bool mf_frames_take(uint64_t *taken, uint64_t start, uint64_t len, uint64
     return !clash;
 }
 
+/* A running program's thread file is copied while its threads write it. The writer counts a
+ * call in the header's totals before it adds the call's sample to a stack entry, and adds a
+ * sample to its entry before it adds it to the header's size histogram (or, unattributed,
+ * adds it to the header's unprofiled counts alone). So the header is used as two copies: its
+ * geometry (nsegments and the segments' places) as first read, before the segments, which
+ * are then there whole; its counters (totals, size histogram, unprofiled counts, threads,
+ * flags) as read again after every entry was copied (later). Then each counter is at least
+ * what the copied entries hold, but for the one sample per thread that is between its
+ * entry and the histogram as the header is read again (mf_check_counts allows for it),
+ * however long the copy took and however fast the threads ran meanwhile. Returns the
+ * weight the histogram gained between the two copies: what the samples taken meanwhile
+ * weigh, but for those in flight. */
+static uint64_t mf_thread_counters(uint8_t *buf, const struct mf_thread_header *later)
+{
+    struct mf_thread_header *h = (struct mf_thread_header *)buf, m = *later;
+    uint64_t before = 0, after = 0;
+    for (int c = 0; c < MF_SIZE_CLASSES; c++) { /* wraps only in a damaged file */
+        before += h->sizes[c].calls;
+        after += m.sizes[c].calls;
+    }
+    m.nsegments = h->nsegments;
+    memcpy(m.segment_offset, h->segment_offset, sizeof m.segment_offset);
+    memcpy(m.segment_size, h->segment_size, sizeof m.segment_size);
+    *h = m;
+    return after > before ? after - before : 0;
+}
+
 /* NULL if everything the reader will touch lies inside the file, makes sense, and is there
  * once: segments and the frames of entries never overlap (the writer hands both out one
  * after the other), so the work and memory a file costs are bounded by its size. */
@@ -461,7 +521,7 @@ static bool mf_add(uint64_t *sum, uint64_t x)
 /* NULL if the counts of a checked thread file add up: no sum wraps, within the file or
  * added to what was read before, and its stacks hold no more calls than it counted. */
 static const char *mf_check_counts(const struct mf_profile *p, const struct mf_process *pr,
-                                   const uint8_t *buf, struct mf_file_sums *fs)
+                                   const uint8_t *buf, uint64_t moved, struct mf_file_sums *fs)
 {
     const struct mf_thread_header *h = (const struct mf_thread_header *)buf;
     bool wrap = false;
@@ -502,16 +562,19 @@ static const char *mf_check_counts(const struct mf_profile *p, const struct mf_p
            __builtin_add_overflow(threads, h->threads ? (uint32_t)h->threads : 1u, &threads);
     if (wrap)
         return "its counts overflow 64 bits (damaged?)";
-    /* A sample is a call: the stacks may run ahead of the header's count only by the calls
-     * not yet added there (MF_FLUSH_CALLS a thread); a sample weighs at most the interval. */
+    /* A sample is a call, counted in the totals before its sample is taken (and the totals
+     * are read after the stacks: mf_thread_counters): the stacks may run ahead of the header's
+     * count only by the calls a thread killed mid-flush had not yet added there
+     * (MF_FLUSH_CALLS a thread); a sample weighs at most the interval. */
     uint64_t threads_here = h->threads ? h->threads : 1;
     uint64_t slack = (uint64_t)MF_FLUSH_CALLS * threads_here;
     if (fs->samples > fs->calls && fs->samples - fs->calls > slack)
         return mf_why("its stacks hold %s samples, more than the %s calls it counted",
                       mf_fmt_count(a1, fs->samples), mf_fmt_count(a2, fs->calls));
     /* The slow path adds a sample to its entry, then to the header's histogram, under the
-     * table's lock: a class's entries hold no more calls than the histogram counts, but for
-     * a sample in flight per thread (a live file), of weight at most the interval. */
+     * table's lock, and the histogram is read after the entries (mf_thread_counters): a
+     * class's entries hold no more calls than the histogram counts, but for the sample a
+     * thread is between the two as the header is read, of weight at most the interval. */
     uint64_t w_max = pr->has_file && pr->sample_interval ? pr->sample_interval : MF_INTERVAL_MAX;
     for (uint32_t c = 0; c < MF_SIZE_CLASSES; c++) {
         uint64_t most;
@@ -524,9 +587,16 @@ static const char *mf_check_counts(const struct mf_profile *p, const struct mf_p
                           mf_fmt_count(a2, mf_size_class_lo(c)),
                           mf_fmt_count(a3, h->sizes[c].calls));
     }
+    /* The writer adds a sample to an entry's samples, then its weight to calls, and an
+     * entry's words are copied in no order we choose, maybe apart (a reader preempted
+     * mid-copy): its calls may hold samples its samples do not yet, each taken while the
+     * file was copied. Those the histogram gained between the header's two copies (moved),
+     * and one in flight a thread (the unprofiled counts likewise). A file at rest has
+     * none: its calls are within what its samples can weigh. */
     if (pr->has_file) {
         uint64_t w = pr->sample_interval == 0 ? MF_INTERVAL_MAX : pr->sample_interval, most;
-        if (__builtin_mul_overflow(fs->samples, w, &most))
+        if (__builtin_add_overflow(fs->samples, threads_here, &most) ||
+            __builtin_mul_overflow(most, w, &most) || __builtin_add_overflow(most, moved, &most))
             most = UINT64_MAX;
         if (fs->st_calls > most)
             return mf_why("its stacks hold %s calls, more than its %s samples can weigh",
@@ -717,13 +787,15 @@ static const char *mf_table_seen(const struct mf_thread_header *h, const char *d
     return NULL;
 }
 
-static void mf_read_thread(struct mf_profile *p, const char *dir, const char *name)
+static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, const char *name)
 {
     uint8_t *buf;
     size_t size;
     const char *why;
-    if (mf_load(p, dir, name, MF_THREAD_FILE_MAX, &buf, &size))
+    struct mf_thread_header later;
+    if (mf_load(p, dirfd, dir, name, MF_THREAD_FILE_MAX, &later, sizeof later, &buf, &size))
         return;
+    uint64_t moved = size >= sizeof later ? mf_thread_counters(buf, &later) : 0;
     if ((why = mf_check_thread(buf, size))) {
         mf_skip(p, dir, name, why);
         free(buf);
@@ -738,7 +810,7 @@ static void mf_read_thread(struct mf_profile *p, const char *dir, const char *na
             known = &p->procs[i];
     struct mf_process none = {0};
     struct mf_file_sums fs;
-    if ((why = mf_check_counts(p, known ? known : &none, buf, &fs))) {
+    if ((why = mf_check_counts(p, known ? known : &none, buf, moved, &fs))) {
         mf_skip(p, dir, name, why);
         free(buf);
         return;
@@ -854,7 +926,9 @@ static int mf_name_cmp(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* dir/name, without doubling a '/' that dir ends in. */
+/* dir/name, without doubling a '/' that dir ends in: the name a message shows, and a
+ * process's directory as reported. Files are opened relative to directory descriptors
+ * (openat), so a path of any length is read. */
 static char *mf_path_join(const char *dir, const char *name)
 {
     size_t a = strlen(dir), b = strlen(name);
@@ -868,25 +942,37 @@ static char *mf_path_join(const char *dir, const char *name)
 }
 
 /* Directories read so far (device, inode): one given twice, or found again by a walk,
- * is read once. */
-static struct mf_dir_id {
+ * is read once. Hashed: a run tree may hold 10^5 directories. */
+struct mf_dir_id {
     dev_t dev;
     ino_t ino;
-} *mf_dirs_seen;
-static size_t mf_ndirs_seen, mf_dirs_seen_cap;
+};
+static struct mf_dir_id *mf_dirs_seen;
+static uint32_t mf_ndirs_seen, mf_dirs_seen_cap;
+static struct mf_map mf_dirs_seen_map;
+
+static bool mf_dir_id_eq(const void *ctx, uint32_t idx)
+{
+    const struct mf_dir_id *id = ctx;
+    return mf_dirs_seen[idx].dev == id->dev && mf_dirs_seen[idx].ino == id->ino;
+}
 
 static bool mf_seen_dir(const struct stat *st)
 {
-    for (size_t i = 0; i < mf_ndirs_seen; i++)
-        if (mf_dirs_seen[i].dev == st->st_dev && mf_dirs_seen[i].ino == st->st_ino)
-            return true;
-    MF_GROW(mf_dirs_seen, mf_ndirs_seen, mf_dirs_seen_cap);
-    mf_dirs_seen[mf_ndirs_seen++] = (struct mf_dir_id){st->st_dev, st->st_ino};
-    return false;
+    struct mf_dir_id id = {st->st_dev, st->st_ino};
+    bool added;
+    mf_map_put(&mf_dirs_seen_map, mf_hash_u64(mf_hash_u64((uint64_t)id.dev) ^ (uint64_t)id.ino),
+               mf_dir_id_eq, &id, mf_ndirs_seen, &added);
+    if (added) {
+        MF_GROW(mf_dirs_seen, mf_ndirs_seen, mf_dirs_seen_cap);
+        mf_dirs_seen[mf_ndirs_seen++] = id;
+    }
+    return !added;
 }
 
-/* Reads the profile files of one process directory. */
-static void mf_read_process_dir(struct mf_profile *p, const char *dir, char **names, size_t n)
+/* Reads the profile files of one process directory (dirfd, named dir). */
+static void mf_read_process_dir(struct mf_profile *p, int dirfd, const char *dir, char **names,
+                                size_t n)
 {
     qsort(names, n, sizeof *names, mf_name_cmp);
     char *dir_copy = mf_xstrdup(dir); /* processes keep pointing at it */
@@ -895,10 +981,10 @@ static void mf_read_process_dir(struct mf_profile *p, const char *dir, char **na
     /* Process files first, so that thread files find their process. */
     for (size_t i = 0; i < n; i++)
         if (names[i][0] == 'p')
-            mf_read_process(p, dir_copy, names[i]);
+            mf_read_process(p, dirfd, dir_copy, names[i]);
     for (size_t i = 0; i < n; i++)
         if (names[i][0] == 't')
-            mf_read_thread(p, dir_copy, names[i]);
+            mf_read_thread(p, dirfd, dir_copy, names[i]);
     p->ndirs_read++;
 }
 
@@ -906,13 +992,16 @@ struct mf_walk {
     bool too_deep; /* said once: directories below MF_WALK_DEPTH were not looked at */
 };
 
-/* Reads dir if it holds profile files, then the directories under it, in name order,
- * without following symbolic links. Returns the process directories read. */
-static uint32_t mf_walk(struct mf_profile *p, struct mf_walk *w, const char *dir, unsigned depth)
+/* Reads the directory dirfd (named dir; the walk takes it over and closes it) if it holds
+ * profile files, then the directories under it, in name order, without following symbolic
+ * links. Returns the process directories read. */
+static uint32_t mf_walk(struct mf_profile *p, struct mf_walk *w, int dirfd, const char *dir,
+                        unsigned depth)
 {
-    DIR *d = opendir(dir);
+    DIR *d = fdopendir(dirfd); /* it owns dirfd from here: closedir closes it */
     if (!d) {
         mf_error("cannot open directory %s: %s (skipped)", mf_esc(dir), strerror(errno));
+        close(dirfd);
         return 0;
     }
     char **names = NULL, **subdirs = NULL;
@@ -930,19 +1019,17 @@ static uint32_t mf_walk(struct mf_profile *p, struct mf_walk *w, const char *dir
         bool is_dir = de->d_type == DT_DIR;
         if (de->d_type == DT_UNKNOWN) { /* some file systems do not say: lstat, no links */
             struct stat st;
-            char *path = mf_path_join(dir, de->d_name);
-            is_dir = lstat(path, &st) == 0 && S_ISDIR(st.st_mode);
-            free(path);
+            is_dir = fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                     S_ISDIR(st.st_mode);
         }
         if (is_dir) {
             MF_GROW(subdirs, nsub, subcap);
             subdirs[nsub++] = mf_xstrdup(de->d_name);
         }
     }
-    closedir(d);
     uint32_t found = 0;
     if (n) {
-        mf_read_process_dir(p, dir, names, n);
+        mf_read_process_dir(p, dirfd, dir, names, n);
         found++;
     }
     for (size_t i = 0; i < n; i++)
@@ -952,46 +1039,52 @@ static uint32_t mf_walk(struct mf_profile *p, struct mf_walk *w, const char *dir
         qsort(subdirs, nsub, sizeof *subdirs, mf_name_cmp);
     for (size_t i = 0; i < nsub; i++) {
         char *path = mf_path_join(dir, subdirs[i]);
-        struct stat st;
         if (depth >= MF_WALK_DEPTH) {
             if (!w->too_deep)
                 mf_error("not looking into %s and other directories more than %d levels down",
                          mf_esc(path), MF_WALK_DEPTH);
             w->too_deep = true;
-        } else if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && !mf_seen_dir(&st)) {
-            found += mf_walk(p, w, path, depth + 1);
+        } else {
+            /* O_NOFOLLOW: a directory replaced by a link since it was listed is not entered */
+            int sub = openat(dirfd, subdirs[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            struct stat st;
+            if (sub >= 0 && fstat(sub, &st) == 0 && !mf_seen_dir(&st)) {
+                found += mf_walk(p, w, sub, path, depth + 1);
+                sub = -1;
+            }
+            if (sub >= 0)
+                close(sub);
         }
         free(path);
         free(subdirs[i]);
     }
     free(subdirs);
+    closedir(d);
     return found;
 }
 
 bool mf_profile_read_dir(struct mf_profile *p, const char *dir)
 {
     struct stat st;
-    if (stat(dir, &st) != 0) {
-        mf_error("cannot open directory %s: %s", mf_esc(dir), strerror(errno));
-        return true;
-    }
-    if (!S_ISDIR(st.st_mode)) {
+    int fd = mf_open_dir(dir);
+    if (fd < 0 && errno == ENOTDIR && stat(dir, &st) == 0) {
         mf_error("%s is not a directory (mf_print wants a malloc_freq.<pid> directory, or one "
                  "that holds them)", mf_esc(dir));
         return true;
     }
-    if (mf_seen_dir(&st)) {
-        mf_error("%s was given twice; reading it once", mf_esc(dir));
-        return false;
-    }
-    DIR *d = opendir(dir);
-    if (!d) {
+    if (fd < 0 || fstat(fd, &st) != 0) {
         mf_error("cannot open directory %s: %s", mf_esc(dir), strerror(errno));
+        if (fd >= 0)
+            close(fd);
         return true;
     }
-    closedir(d);
+    if (mf_seen_dir(&st)) {
+        mf_error("%s was given twice; reading it once", mf_esc(dir));
+        close(fd);
+        return false;
+    }
     struct mf_walk w = {0};
-    if (mf_walk(p, &w, dir, 0) == 0) {
+    if (mf_walk(p, &w, fd, dir, 0) == 0) {
         mf_error("no profile files in %s or under it (expected process.*.mfp and thread.*.mft, "
                  "or malloc_freq.<pid> directories holding them)", mf_esc(dir));
         return true;
@@ -1031,6 +1124,7 @@ void mf_profile_finish(struct mf_profile *p)
     mf_table_ids = NULL;
     mf_ntable_ids = mf_table_ids_cap = 0;
     mf_ndirs_seen = 0;
+    mf_map_free(&mf_dirs_seen_map);
     for (uint32_t i = 0; i < p->nprocs; i++) {
         struct mf_process *pr = &p->procs[i];
         /* Default mode (interval 0) samples only where calls come fast: the weights say, or

@@ -1,6 +1,7 @@
 /* The helpers declared in mf_print.h. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -343,8 +344,53 @@ const char *mf_file_kind(mode_t mode)
 
 int mf_open_regular(const char *path, bool follow, uint64_t max_size, const char **why)
 {
+    return mf_open_regular_at(AT_FDCWD, path, follow, max_size, why);
+}
+
+int mf_open_dir(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0 || errno != ENAMETOOLONG)
+        return fd;
+    /* Longer than PATH_MAX: opened a piece at a time, each piece (whole components, less
+     * than PATH_MAX) relative to the directory the last one reached. */
+    int at = AT_FDCWD;
+    char piece[PATH_MAX];
+    for (const char *s = path; *s;) {
+        size_t n = strlen(s);
+        if (n >= sizeof piece) {
+            n = sizeof piece - 1;
+            while (n > 0 && s[n] != '/')
+                n--;
+            if (n == 0) { /* one name longer than PATH_MAX */
+                if (at != AT_FDCWD)
+                    close(at);
+                errno = ENAMETOOLONG;
+                return -1;
+            }
+        }
+        memcpy(piece, s, n);
+        piece[n] = '\0';
+        fd = openat(at, piece, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int err = errno;
+        if (at != AT_FDCWD)
+            close(at);
+        if (fd < 0) {
+            errno = err;
+            return -1;
+        }
+        at = fd;
+        for (s += n; *s == '/';)
+            s++;
+    }
+    return at;
+}
+
+int mf_open_regular_at(int dirfd, const char *path, bool follow, uint64_t max_size,
+                       const char **why)
+{
     static char buf[96];
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW));
+    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW));
     if (fd < 0) {
         *why = errno == ELOOP && !follow ? "a symbolic link (not followed)" : strerror(errno);
         return -1;
