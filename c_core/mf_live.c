@@ -258,7 +258,10 @@ static void mf_live_freed(struct mf_live_header *h, const struct mf_live_record 
 void mf_live_free(void *p)
 {
     struct mf_live_header *h = __atomic_load_n(&mf_live_hdr, __ATOMIC_ACQUIRE);
-    if (!h || !p)
+    /* A child of _Fork() or clone() still maps its parent's file: its frees of the blocks
+     * it inherited are its own copy's, never the parent's (its first allocation call makes
+     * it forget the file, mf_record_slow). */
+    if (!h || !p || mf_forked())
         return;
     uint64_t addr = (uintptr_t)p, mask = h->capacity - 1, j = mf_live_hash(addr) & mask;
     for (uint32_t n = 0; n < MF_LIVE_PROBES; n++, j = (j + 1) & mask) {

@@ -322,3 +322,18 @@ def test_live_table_full_is_counted_never_waited_for():
     dropped = int(m.group(1).replace(",", ""))
     expect(dropped > 0 and alive <= 262144, f"alive {alive}, dropped {dropped}")
     expect_eq(alive + dropped, 300000, "site_many recorded + missing")
+
+
+@rt.test
+def test_live_fork_child_frees_leave_the_parent():
+    """A child made by fork(), _Fork() or a raw clone frees the 1,000 blocks it inherited:
+    those are its own copies, so the parent's live heap still holds all 1,000 at its exit
+    and none freed (_Fork and clone run no atfork handler: the child must still not write
+    its parent's file)."""
+    for mode in ("fork", "_Fork", "clone"):
+        r = rt.run_ok([rt.c_program("live_fork"), mode], sample=None,
+                      extra_env={"MALLOC_FREQ_LIVE": "all"})
+        rows = live_csv(r.profile)
+        expect_eq((site_sum(rows, "site_inherited", "alive"),
+                   site_sum(rows, "site_inherited", "freed")), (1000, 0),
+                  f"{mode}: the parent's site_inherited alive, freed")
