@@ -216,14 +216,6 @@ static struct mf_live_row *mf_live_rows(const struct mf_model *m, bool by_stack,
     return rows;
 }
 
-static bool mf_all_ended(const struct mf_profile *p)
-{
-    for (uint32_t i = 0; i < p->nprocs; i++)
-        if (mf_life(p, i) == MF_LIFE_RUNNING)
-            return false;
-    return true;
-}
-
 void mf_report_live_header(FILE *out, const struct mf_profile *p, const struct mf_report_options *o)
 {
     char a[40], b[40];

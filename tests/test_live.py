@@ -337,3 +337,33 @@ def test_live_fork_child_frees_leave_the_parent():
         expect_eq((site_sum(rows, "site_inherited", "alive"),
                    site_sum(rows, "site_inherited", "freed")), (1000, 0),
                   f"{mode}: the parent's site_inherited alive, freed")
+
+
+@rt.test
+def test_live_json_says_it_is_the_live_view():
+    """--live --format json: "view": "live", the counts named alive / live_bytes /
+    live_records (the stack's calls as alloc_calls, its frees as freed), what the live files
+    missed; the plain JSON of the same profile has no "view" and counts calls."""
+    import json
+    r = rt.run_ok([rt.c_program("live_heap"), "leaks"], sample=None,
+                  extra_env={"MALLOC_FREQ_LIVE": "all"})
+    doc = json.loads(rt.mf_print(["--live", "--format", "json", r.profile]).stdout)
+    expect_eq(doc.get("view"), "live", "the live JSON's view")
+    expect_eq(doc.get("live"), {"when": "at exit", "files": 1, "records": 1003, "not_recorded": 0,
+                                "lifetimes_not_recorded": 0, "records_without_stack": 0},
+              "the live JSON's live object")
+    expect_eq((doc["totals"].get("alive"), doc["totals"].get("live_bytes")), (1003, 48048),
+              "live totals")
+    expect("calls" not in doc["totals"] and "functions" not in doc["totals"],
+           f"live totals named as calls: {doc['totals']}")
+    expect_eq([p.get("alive") for p in doc["processes"]], [1003], "the process's alive")
+    leak = [s for s in doc["stacks"] if s["frames"][0]["function"] == "site_leak"]
+    expect_eq([(s.get("alive"), s.get("live_bytes"), s.get("live_records"), s.get("alive_stderr"),
+                s.get("freed"), s.get("alloc_calls")) for s in leak],
+              [(1000, 48000, 1000, 0, 0, 1000)], "site_leak's live stack")
+    expect(all("calls" not in s and "bytes" not in s for s in doc["stacks"]),
+           "a live stack still has calls or bytes")
+    plain = json.loads(rt.mf_print(["--format", "json", r.profile]).stdout)
+    expect("view" not in plain and "live" not in plain, "the plain JSON names a view")
+    expect_eq(plain["totals"]["calls"], plain["totals"]["functions"]["malloc"]["calls"],
+              "the plain JSON's calls")
