@@ -365,4 +365,18 @@ struct mf_live_stats {
     uint64_t life_ns[MF_LIVE_NS_BUCKETS];      /* nanoseconds alive */
 };
 
+/* The writer's live file geometry: the header's page, the records at MF_LIVE_RECORDS_OFFSET
+ * (MF_LIVE_CAPACITY_SAMPLED or MF_LIVE_CAPACITY_ALL of them), then MF_LIVE_STATS_CAPACITY
+ * statistics slots, each table rounded up to a page: at most 4,096 + 16,777,216 + 3,145,728
+ * = 19,927,040 bytes. A reader may refuse anything bigger unread. */
+#define MF_LIVE_CAPACITY_SAMPLED (1u << 16)
+#define MF_LIVE_CAPACITY_ALL (1u << 18)
+#define MF_LIVE_STATS_CAPACITY (1u << 12)
+#define MF_LIVE_RECORDS_OFFSET 4096u
+#define MF_LIVE_PAGES(n) (((uint64_t)(n) + 4095u) & ~(uint64_t)4095u)
+#define MF_LIVE_FILE_MAX                                                                    \
+    (MF_LIVE_RECORDS_OFFSET +                                                               \
+     MF_LIVE_PAGES((uint64_t)MF_LIVE_CAPACITY_ALL * sizeof(struct mf_live_record)) +        \
+     MF_LIVE_PAGES((uint64_t)MF_LIVE_STATS_CAPACITY * sizeof(struct mf_live_stats)))
+
 #endif

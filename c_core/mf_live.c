@@ -22,9 +22,9 @@ static struct mf_live_stats *mf_live_stats;
 static uint32_t mf_live_lock;
 static int mf_live_failed; /* the file could not be made: not tried again in this image */
 
-#define MF_LIVE_CAPACITY_SAMPLED (1u << 16)
-#define MF_LIVE_CAPACITY_ALL (1u << 18)
-#define MF_LIVE_STATS_CAPACITY (1u << 12)
+/* The capacities are the format's (mf_format.h): the reader bounds a file by them. */
+_Static_assert(sizeof(struct mf_live_record) == 64 && sizeof(struct mf_live_stats) == 768,
+               "MF_LIVE_FILE_MAX's figure in mf_format.h");
 
 static uint64_t mf_live_hash(uint64_t x)
 {

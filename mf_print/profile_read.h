@@ -50,6 +50,10 @@ struct mf_process {
     /* Its threads' size histograms summed, for a report of some processes (--program
      * --sizes); NULL until a thread file of it is read. */
     struct mf_size_class *sizes;
+    /* The seq of each of its thread files that was read (not skipped): the live heap's
+     * records name their stacks through these only (live_read.c). */
+    uint64_t *tables;
+    uint32_t ntables, tables_cap;
 };
 
 /* One distinct stack of one process image (identical stacks of its threads merged). */

@@ -211,7 +211,8 @@ static struct mf_live_row *mf_live_rows(const struct mf_model *m, bool by_stack,
     free(fr.v);
     free(text);
     mf_map_free(&sites);
-    qsort(rows, nrows, sizeof *rows, mf_row_cmp);
+    if (nrows > 1) /* rows is NULL when there are none */
+        qsort(rows, nrows, sizeof *rows, mf_row_cmp);
     *n = nrows;
     return rows;
 }

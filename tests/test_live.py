@@ -367,3 +367,110 @@ def test_live_json_says_it_is_the_live_view():
     expect("view" not in plain and "live" not in plain, "the plain JSON names a view")
     expect_eq(plain["totals"]["calls"], plain["totals"]["functions"]["malloc"]["calls"],
               "the plain JSON's calls")
+
+
+def live_copy(r):
+    """A copy of r's profile directory to damage, and its live file's path."""
+    d = os.path.join(rt.fresh_dir(), "p")
+    shutil.copytree(r.profile, d)
+    live = [f for f in os.listdir(d) if f.startswith("live.")]
+    expect_eq(len(live), 1, "live files")
+    return d, os.path.join(d, live[0])
+
+
+def live_geometry(path):
+    with open(path, "rb") as f:
+        head = f.read(64)
+    cap, scap = struct.unpack_from("<II", head, 32)
+    roff, soff = struct.unpack_from("<QQ", head, 40)
+    return cap, scap, roff, soff
+
+
+def live_records(path):
+    """(slot, fields) of each live record: state, addr, size, weight, stack, thread, ..."""
+    cap, _, roff, _ = live_geometry(path)
+    with open(path, "rb") as f:
+        f.seek(roff)
+        table = f.read(64 * cap)
+    return [(i, struct.unpack_from("<IIQQQQQQQ", table, 64 * i)) for i in range(cap)
+            if struct.unpack_from("<I", table, 64 * i)[0] == 2]
+
+
+@rt.test
+def test_live_hostile_files_are_bounded_and_checked():
+    """What a live file claims is checked, one line each, and what fails is left out: a
+    sparse file larger than the writer ever makes is refused unread; records with a weight
+    the process never samples with, more records on an entry than it made samples (600 copies
+    of site_leak's records on its 1,000 samples: 1,000 alive, not 1,599), records of a thread file the profile
+    skipped, misaligned tables; a file with no record at all gives an empty table."""
+    r = rt.run_ok([rt.c_program("live_heap"), "leaks"], sample=None,
+                  extra_env={"MALLOC_FREQ_LIVE": "all"})
+
+    d, path = live_copy(r)
+    os.truncate(path, 256 << 20)  # sparse: the bound is the format's geometry, ~19.9 MB
+    p = rt.mf_print(["--live", "--format", "csv", d], check=False)
+    expect(p.returncode == 1 and re.search(r"live\.[0-9a-f]{16}\.mfl: too large \(268,435,456 "
+                                           r"bytes; at most 19,927,040\) \(skipped\)", p.stderr),
+           f"a 256 MiB live file: rc {p.returncode}, {p.stderr!r}")
+
+    d, path = live_copy(r)
+    cap, _, roff, _ = live_geometry(path)
+    recs = live_records(path)
+    leak = [(i, x) for i, x in recs if x[3] == 48]
+    used = {i for i, _ in recs}
+    free_slots = [i for i in range(cap) if i not in used]
+    with open(path, "r+b") as f:
+        i, x = leak[0]
+        f.seek(roff + 64 * i)
+        f.write(struct.pack("<IIQQQQQQQ", *(x[:4] + (4000,) + x[5:])))  # weight 4,000 in "all"
+        for k in range(600):  # copies of another record of site_leak
+            f.seek(roff + 64 * free_slots[k])
+            f.write(struct.pack("<IIQQQQQQQ", *leak[1 + k][1]))
+    p = rt.mf_print(["--live", "--format", "csv", d], check=False)
+    rows = list(csv.DictReader(io.StringIO(p.stdout)))
+    alive = sum(int(x["alive"]) for x in rows
+                if rt.function_name(rt.csv_frames(x["stack"])[0]) == "site_leak")
+    # 999 good records and 600 copies on an entry of 1,000 samples: never more than 1,000
+    expect_eq(alive, 1000, "site_leak alive: its entry's 1,000 samples at most")
+    expect("1 records with a weight this process never samples with (left out)" in p.stderr and
+           "599 records more than their stack's entry made allocations (left out)" in p.stderr,
+           f"the lines for the bad records: {p.stderr!r}")
+
+    d, path = live_copy(r)
+    with open(path, "r+b") as f:
+        f.seek(40)
+        f.write(struct.pack("<Q", 4100))
+    p = rt.mf_print(["--live", d], check=False)
+    expect(p.returncode == 1 and "misaligned tables (skipped)" in p.stderr,
+           f"misaligned records: rc {p.returncode}, {p.stderr!r}")
+
+    d, path = live_copy(r)
+    cap, scap, roff, soff = live_geometry(path)
+    with open(path, "r+b") as f:
+        f.seek(roff)
+        f.write(bytes(64 * cap))
+        f.seek(soff)
+        f.write(bytes(768 * scap))
+    p = rt.mf_print(["--live", d], check=False)
+    expect(p.returncode == 0 and "no sampled allocation alive or freed" in p.stdout,
+           f"an empty live file: rc {p.returncode}, {p.stderr!r}")
+
+    # 4 threads with the same stacks: records of a thread file the profile skipped name none
+    t = rt.run_ok([rt.c_program("live_heap"), "threads"], sample=None,
+                  extra_env={"MALLOC_FREQ_LIVE": "all"})
+    d, path = live_copy(t)
+    kept = [x for _, x in live_records(path) if x[3] == 56]
+    seq = sorted({x[5] >> 32 for x in kept})
+    expect_eq(len(seq), 4, "thread files holding site_thread_kept's records")
+    name = [f for f in os.listdir(d) if f.startswith("thread.") and f.split(".")[2] == str(seq[0])]
+    expect_eq(len(name), 1, f"thread file of seq {seq[0]}")
+    with open(os.path.join(d, name[0]), "r+b") as f:
+        f.seek(8)
+        f.write(struct.pack("<I", 999))  # a format version no reader knows: skipped
+    p = rt.mf_print(["--live", "--format", "csv", d], check=False)
+    expect("skipping" in p.stderr and name[0] in p.stderr, f"the thread file is not skipped: "
+                                                           f"{p.stderr!r}")
+    rows = list(csv.DictReader(io.StringIO(p.stdout)))
+    expect_eq(sum(int(x["alive"]) for x in rows
+                  if rt.function_name(rt.csv_frames(x["stack"])[0]) == "site_thread_kept"), 15,
+              "site_thread_kept alive without the skipped thread's 5")
