@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "mf_print.h"
+#include "process_life.h"
 #include "profile_read.h"
 
 bool mf_live_wanted;
@@ -348,6 +349,34 @@ static void mf_live_process(struct mf_live_ctx *c, struct mf_live_count *sums)
     free(data);
 }
 
+/* While a process image runs, the view is "alive now": an image that ended (its exit, an
+ * exec, a kill) took its heap with it, so its records are left out (counted apart). Its
+ * lifetimes stay: those frees happened. When none runs the view is what each image left
+ * when it ended, all of them. An image whose state cannot be told stays in. */
+static void mf_live_leave_out_ended(struct mf_profile *p, struct mf_live_count *sums)
+{
+    if (mf_all_ended(p))
+        return;
+    uint8_t *gone = mf_xcalloc((size_t)p->nprocs + 1, sizeof *gone); /* 1: ended, 2: counted */
+    for (uint32_t i = 0; i < p->nprocs; i++) {
+        enum mf_life l = mf_life(p, i);
+        gone[i] = l == MF_LIFE_EXITED || l == MF_LIFE_ENDED || l == MF_LIFE_EXECED;
+    }
+    for (uint32_t i = 0; i < p->nstacks; i++) {
+        uint32_t pi = p->stacks[i].process;
+        if (pi >= p->nprocs || !gone[pi] || !sums[i].samples)
+            continue;
+        if (gone[pi] == 1) { /* counted once per image */
+            p->live_gone_images++;
+            gone[pi] = 2;
+        }
+        if (__builtin_add_overflow(p->live_gone, sums[i].calls, &p->live_gone))
+            p->live_gone = UINT64_MAX;
+        sums[i] = (struct mf_live_count){0};
+    }
+    free(gone);
+}
+
 bool mf_live_attach(struct mf_profile *p, bool required)
 {
     struct mf_live_ctx c = {.p = p};
@@ -362,6 +391,7 @@ bool mf_live_attach(struct mf_profile *p, bool required)
     for (c.process = 0; c.process < p->nprocs; c.process++)
         if (p->procs[c.process].has_file)
             mf_live_process(&c, sums);
+    mf_live_leave_out_ended(p, sums);
     mf_map_free(&c.stacks);
     mf_map_free(&c.budget_map);
     free(c.budgets);

@@ -77,3 +77,8 @@ bool mf_all_ended(const struct mf_profile *p)
             return false;
     return true;
 }
+
+const char *mf_life_word(enum mf_life l)
+{
+    return l == MF_LIFE_RUNNING ? "running" : l == MF_LIFE_EXECED ? "exec'd" : "ended";
+}

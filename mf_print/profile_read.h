@@ -111,6 +111,10 @@ struct mf_profile {
     uint64_t live_stats_dropped; /* frees whose stack found no statistics slot (weighted) */
     uint64_t live_records;    /* live records read */
     uint64_t live_unmatched;  /* live records whose stack entry was not in the profile read */
+    /* While some image runs, the records of images that ended (exited, exec'd, killed) are
+     * not alive now: left out of the view, their allocations (weighted) and images here. */
+    uint64_t live_gone;
+    uint32_t live_gone_images;
     struct mf_lifetimes *lifetimes; /* per stack: its freed sampled allocations */
     uint64_t *alloc_calls, *alloc_bytes; /* per stack: its calls and bytes, as read */
     struct mf_live_count *live; /* per stack: its live allocations (mf_live_attach), or NULL */

@@ -300,10 +300,12 @@ bool mf_report_json(FILE *out, const struct mf_model *m, const struct mf_report_
     if (p->live_view) /* what the counts below are, and what the live heap files miss */
         fprintf(out, "  \"view\": \"live\",\n  \"live\": {\"when\": \"%s\", \"files\": %u, "
                      "\"records\": %llu, \"not_recorded\": %llu, \"lifetimes_not_recorded\": %llu, "
-                     "\"records_without_stack\": %llu},\n",
+                     "\"records_without_stack\": %llu, \"ended_images_left_out\": %u, "
+                     "\"ended_allocations_left_out\": %llu},\n",
                 mf_all_ended(p) ? "at exit" : "now", p->live_files,
                 (unsigned long long)p->live_records, (unsigned long long)p->live_dropped,
-                (unsigned long long)p->live_stats_dropped, (unsigned long long)p->live_unmatched);
+                (unsigned long long)p->live_stats_dropped, (unsigned long long)p->live_unmatched,
+                p->live_gone_images, (unsigned long long)p->live_gone);
     fputs("  \"totals\": {", out);
     mf_json_u64(out, nm->calls, mf_profile_total_calls(p));
     fputs(", ", out);

@@ -227,7 +227,7 @@ void mf_report_live_header(FILE *out, const struct mf_profile *p, const struct m
     for (uint32_t i = 0; i < p->nprocs && i < 4; i++)
         fprintf(out, "%s%s (pid %u, %s)", i ? ", " : "",
                 p->procs[i].has_file && p->procs[i].exe[0] ? mf_esc(p->procs[i].exe) : "?",
-                p->procs[i].pid, mf_life(p, i) == MF_LIFE_RUNNING ? "running" : "ended");
+                p->procs[i].pid, mf_life_word(mf_life(p, i)));
     fputs(p->nprocs > 4 ? ", …\n" : "\n", out);
     fprintf(out, "  %-10s %s%s allocations, %s%s\n", ended ? "at exit" : "alive",
             p->procs[0].sampled ? "~" : "", mf_fmt_count(a, mf_profile_total_calls(p)),
@@ -246,6 +246,11 @@ void mf_report_live_header(FILE *out, const struct mf_profile *p, const struct m
     if (p->live_unmatched)
         fprintf(out, "; %s with a stack not read", mf_fmt_count(b, p->live_unmatched));
     fputc('\n', out);
+    if (p->live_gone)
+        fprintf(out, "  left out   %s%s allocations still recorded for %u process image%s that "
+                     "ended (exited, exec'd or killed): their heap went with them\n",
+                p->procs[0].sampled ? "~" : "", mf_fmt_count(a, p->live_gone),
+                p->live_gone_images, p->live_gone_images == 1 ? "" : "s");
 }
 
 /* The lifetime table, after the tree. */

@@ -350,7 +350,8 @@ def test_live_json_says_it_is_the_live_view():
     doc = json.loads(rt.mf_print(["--live", "--format", "json", r.profile]).stdout)
     expect_eq(doc.get("view"), "live", "the live JSON's view")
     expect_eq(doc.get("live"), {"when": "at exit", "files": 1, "records": 1003, "not_recorded": 0,
-                                "lifetimes_not_recorded": 0, "records_without_stack": 0},
+                                "lifetimes_not_recorded": 0, "records_without_stack": 0,
+                                "ended_images_left_out": 0, "ended_allocations_left_out": 0},
               "the live JSON's live object")
     expect_eq((doc["totals"].get("alive"), doc["totals"].get("live_bytes")), (1003, 48048),
               "live totals")
@@ -474,3 +475,41 @@ def test_live_hostile_files_are_bounded_and_checked():
     expect_eq(sum(int(x["alive"]) for x in rows
                   if rt.function_name(rt.csv_frames(x["stack"])[0]) == "site_thread_kept"), 15,
               "site_thread_kept alive without the skipped thread's 5")
+
+
+@rt.test
+def test_live_exec_leaves_the_old_heap():
+    """An image that exec'd with 1,000 blocks allocated: while the new image runs, a read
+    counts only what is alive now (the new image's 10), says the old image exec'd and how
+    many of its allocations are left out; once the new image has ended too, the view is
+    what each image left, the old one's 1,000 among them."""
+    outdir = rt.fresh_dir()
+    env = rt.profiled_env(outdir, sample=None, extra={"MALLOC_FREQ_LIVE": "all"})
+    p = subprocess.Popen([rt.c_program("live_exec"), "first"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
+                         cwd=outdir)
+    try:
+        expect_eq(p.stdout.readline(), "ready\n", "live_exec second's first line")
+        profile = os.path.join(outdir, f"malloc_freq.{p.pid}")
+        rows = live_csv(profile)
+        expect_eq((site_sum(rows, "site_before_exec", "alive"),
+                   site_sum(rows, "site_after_exec", "alive")), (0, 10),
+                  "alive now: the exec'd image's blocks, the running image's")
+        tree = rt.mf_print(["--live", profile]).stdout
+        expect(f"(pid {p.pid}, exec'd)" in tree and f"(pid {p.pid}, running)" in tree,
+               f"the images' states:\n{tree[:600]}")
+        m = re.search(r"left out   ([\d,]+) allocations still recorded for 1 process image that "
+                      r"ended \(exited, exec'd or killed\): their heap went with them", tree)
+        expect(m and int(m.group(1).replace(",", "")) >= 1000, f"no left-out line:\n{tree[:800]}")
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        p.communicate(timeout=rt.TIMEOUT)
+        expect_eq(p.returncode, 0, "live_exec's exit status")
+        rows = live_csv(profile)
+        expect_eq((site_sum(rows, "site_before_exec", "alive"),
+                   site_sum(rows, "site_after_exec", "alive")), (1000, 10),
+                  "at exit: what each image left")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
