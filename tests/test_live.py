@@ -317,7 +317,8 @@ def test_live_table_full_is_counted_never_waited_for():
                   extra_env={"MALLOC_FREQ_LIVE": "all"})
     alive = site_sum(live_csv(r.profile), "site_many", "alive")
     tree = rt.mf_print(["--live", r.profile]).stdout
-    m = re.search(r"; ([\d,]+) more found its table full and are missing", tree)
+    m = re.search(r"; ([\d,]+) allocations found the table full and were not recorded \(up to "
+                  r"that many alive may be missing\)", tree)
     expect(m, f"the header does not say the table was full:\n{tree[:800]}")
     dropped = int(m.group(1).replace(",", ""))
     expect(dropped > 0 and alive <= 262144, f"alive {alive}, dropped {dropped}")
@@ -513,3 +514,69 @@ def test_live_exec_leaves_the_old_heap():
         if p.poll() is None:
             p.kill()
             p.communicate()
+
+
+@rt.test
+def test_live_outside_main_from_the_start_up_frames():
+    """[outside main] is decided from the start-up and exit frames, not from main's name: a
+    main that tail-calls its work (main is not on the stack) allocates inside main; an
+    atexit handler allocates outside it also when exit() was called from inside main; a
+    constructor outside. Debian's python3 reaches its code through a tail call from main
+    (Py_BytesMain under __libc_start_call_main): none of its sites is outside main."""
+    for mode, want in (("tail", {"site_before_main": ("3", "1"), "site_in_main": ("5", "0"),
+                                 "site_at_exit": ("2", "1")}),
+                       ("exit", {"site_before_main": ("3", "1"), "site_in_main": ("5", "0"),
+                                 "site_at_exit": ("2", "1")})):
+        r = rt.run_ok([rt.c_program("live_outside"), mode], sample=None,
+                      extra_env={"MALLOC_FREQ_LIVE": "all"})
+        rows = live_csv(r.profile)
+        got = {x["site"]: (x["alive"], x["outside_main"]) for x in rows if x["site"] in want}
+        expect_eq(got, want, f"{mode}: alive, outside main")
+    python = "/usr/bin/python3"
+    expect(os.path.exists(python), "no Debian python3 at /usr/bin/python3")
+    script = os.path.join(rt.fresh_dir(), "keep.py")
+    with open(script, "w") as f:
+        f.write("keep = [bytearray(1000 + i) for i in range(100)]\n")
+    r = rt.run_ok([python, script], sample=None, extra_env={"MALLOC_FREQ_LIVE": "all",
+                                                           "PYTHONMALLOC": "malloc"})
+    p = rt.mf_print(["--live", "--format", "csv", "--full-stacks", r.profile])
+    rows = list(csv.DictReader(io.StringIO(p.stdout)))
+    py = [x for x in rows if "Py_BytesMain" in rt.csv_frames(x["stack"])]
+    expect(len(py) >= 10, f"python3's sites under Py_BytesMain: {len(py)}")
+    expect_eq([x["stack"][:200] for x in py if x["outside_main"] != "0"], [],
+              "python3's sites marked outside main")
+
+
+@rt.test
+def test_live_missing_records_are_said_and_in_the_csv():
+    """What the live files could not record is said as it is and is in the CSV: 300,000
+    blocks alive at once at MALLOC_FREQ_LIVE=all (262,144 records), then all freed: the
+    header says how many allocations were not recorded (not that they are missing now), and
+    the CSV's "[allocations not recorded ...]" row holds them in alloc_calls, so that
+    site_many's freed and it add up to 300,000; 100,000 stacks each freeing one block (more
+    than the 4,096 lifetime slots): the header says how many frees have no lifetime, and the
+    CSV's "[lifetimes not recorded ...]" row's freed makes the freed column sum to 100,000."""
+    r = rt.run_ok([rt.c_program("live_heap"), "many_freed"], sample=None,
+                  extra_env={"MALLOC_FREQ_LIVE": "all"})
+    tree = rt.mf_print(["--live", r.profile]).stdout
+    m = re.search(r"; ([\d,]+) allocations found the table full and were not recorded \(up to "
+                  r"that many alive may be missing\)\n", tree)
+    expect(m, f"the header on the allocations not recorded:\n{tree[:800]}")
+    missing = int(m.group(1).replace(",", ""))
+    rows = live_csv(r.profile)
+    extra = [x for x in rows if x["site"] == "[allocations not recorded: the live table was full]"]
+    expect_eq([(x["alive"], x["samples"], x["alloc_calls"]) for x in extra],
+              [("", "0", str(missing))], "the CSV's row of allocations not recorded")
+    expect_eq((site_sum(rows, "site_many", "alive"), site_sum(rows, "site_many", "freed") + missing),
+              (0, 300000), "site_many: alive, freed + not recorded")
+    r = rt.run_ok([rt.c_program("html_100k_stacks")], sample=None,
+                  extra_env={"MALLOC_FREQ_LIVE": "all"})
+    tree = rt.mf_print(["--live", r.profile]).stdout
+    m = re.search(r"; the lifetimes of ([\d,]+) frees are not counted \(their stacks found the "
+                  r"lifetime table full: more than 4,096 stacks freed\)", tree)
+    expect(m, f"the header on the lifetimes not counted:\n{tree[:800]}")
+    rows = live_csv(r.profile)
+    extra = [x for x in rows if x["site"] == "[lifetimes not recorded: the lifetime table was full]"]
+    expect_eq([(x["alive"], x["freed"]) for x in extra], [("0", m.group(1).replace(",", ""))],
+              "the CSV's row of lifetimes not recorded")
+    expect_eq(sum(int(x["freed"]) for x in rows), 100000, "the freed column's sum")
