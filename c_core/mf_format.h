@@ -318,7 +318,11 @@ struct mf_live_header {
     uint64_t records_offset; /* file offsets of the two tables */
     uint64_t stats_offset;
     uint32_t flags; /* MF_LIVE_FULL, MF_LIVE_STATS_FULL */
-    uint32_t reserved;
+    /* The largest mean interval the sampled stream ran at when a sample was recorded (its
+     * weight, or the weight in force for a large call's sample), at most UINT32_MAX; 1 or 0
+     * while every call was recorded. A stack's unsampled calls may be about this many: a
+     * reader's error bar is at least one sample of it. */
+    uint32_t interval_max;
     uint64_t dropped;       /* allocations (weighted) not recorded: no free slot */
     uint64_t stats_dropped; /* frees (weighted) whose stack found no statistics slot */
     uint64_t start_mono_ns; /* CLOCK_MONOTONIC and CLOCK_REALTIME when the file was made: */

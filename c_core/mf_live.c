@@ -135,8 +135,15 @@ void mf_live_note(struct mf_thread *t, struct mf_table *tab, const struct mf_ent
             mf_live_create();
         mf_spin_unlock(&mf_live_lock);
     }
-    if (!mf_live_hdr)
+    struct mf_live_header *h = mf_live_hdr;
+    if (!h)
         return;
+    uint64_t w = t->weight > s->weight ? t->weight : s->weight; /* a large call: the stream's */
+    uint32_t v = w > UINT32_MAX ? UINT32_MAX : (uint32_t)w,
+             seen = __atomic_load_n(&h->interval_max, __ATOMIC_RELAXED);
+    while (v > 1 && v > seen && !__atomic_compare_exchange_n(&h->interval_max, &seen, v, true,
+                                                             __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
     for (uint32_t k = 0; k < tab->nseg; k++) {
         struct mf_segment_header *seg = tab->seg[k];
         const struct mf_entry *first = (const struct mf_entry *)((char *)seg + MF_SEGMENT_ENTRIES_OFFSET);

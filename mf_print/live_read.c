@@ -223,7 +223,7 @@ static bool mf_count_sum(struct mf_live_count *s, uint64_t w, uint64_t size)
 static void mf_live_process(struct mf_live_ctx *c, struct mf_live_count *sums)
 {
     struct mf_profile *p = c->p;
-    const struct mf_process *pr = &p->procs[c->process];
+    struct mf_process *pr = &p->procs[c->process];
     char path[4096];
     snprintf(path, sizeof path, "%s/live.%016llx.mfl", pr->dir, (unsigned long long)pr->stamp);
     uint8_t *data;
@@ -272,6 +272,8 @@ static void mf_live_process(struct mf_live_ctx *c, struct mf_live_count *sums)
         return;
     }
     p->live_files++;
+    if (h->interval_max > pr->live_interval && mf_weight_ok(pr, h->mode, h->interval_max))
+        pr->live_interval = h->interval_max;
     p->live_dropped += h->dropped;
     p->live_stats_dropped += h->stats_dropped;
     c->nfiles = 0;
@@ -288,6 +290,8 @@ static void mf_live_process(struct mf_live_ctx *c, struct mf_live_count *sums)
             bad_weight++;
             continue;
         }
+        if (x.weight > pr->live_interval)
+            pr->live_interval = x.weight;
         p->live_records++;
         const struct mf_entry *e = NULL;
         uint32_t si = mf_ref_stack(c, pr, x.stack, &e);
@@ -421,6 +425,19 @@ bool mf_live_read(struct mf_profile *p)
     p->alloc_bytes = mf_xcalloc((size_t)p->nstacks + 1, sizeof *p->alloc_bytes);
     memset(&p->totals, 0, sizeof p->totals);
     for (uint32_t i = 0; i < p->nprocs; i++) {
+        /* The interval the model floors every error bar at (mf_calls_se): from the calls,
+         * which the view replaces, so taken now: the largest weight, or without one the
+         * calls no sample accounts for; and at least the live heap's own interval. Without
+         * it a site whose records all have weight 1 in a process that sampled showed ±0. */
+        struct mf_process *pr = &p->procs[i];
+        if (pr->sampled && pr->sample_interval <= 1) {
+            uint64_t n = pr->weighted ? pr->max_weight
+                         : pr->calls > pr->attributed ? pr->calls - pr->attributed : 1;
+            if (pr->live_interval > n)
+                n = pr->live_interval;
+            pr->max_weight = n;
+            pr->weighted |= n > 1;
+        }
         memset(&p->procs[i].totals, 0, sizeof p->procs[i].totals);
         p->procs[i].calls = p->procs[i].attributed = 0;
         p->procs[i].unprofiled_samples = p->procs[i].unprofiled_calls = 0;

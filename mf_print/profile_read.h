@@ -54,6 +54,10 @@ struct mf_process {
      * records name their stacks through these only (live_read.c). */
     uint64_t *tables;
     uint32_t ntables, tables_cap;
+    /* Its live heap's largest sampling interval (the header's interval_max, or a record's
+     * weight if larger; live_read.c): the live view's error bars are at least one sample
+     * of it. */
+    uint64_t live_interval;
 };
 
 /* One distinct stack of one process image (identical stacks of its threads merged). */

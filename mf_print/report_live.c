@@ -290,10 +290,13 @@ void mf_report_lifetimes(FILE *out, const struct mf_model *m, bool sort_temporar
     for (uint32_t i = 0; i < n; i++) {
         const struct mf_live_row *r = &rows[i];
         char a[40], b[40], c[40], ea[16] = "", eb[16] = "", lc[48], lt[48], tmp[16];
-        if (r->estimated && r->alive) {
-            snprintf(ea, sizeof ea, "±%.0f%%", 100.0 * mf_sqrt((double)r->var) / (double)r->alive);
+        if (r->estimated && r->alive) { /* as the tree's: at least one sample's error */
+            snprintf(ea, sizeof ea, "±%.0f%%",
+                     100.0 * mf_calls_se(r->alive, r->var, m->sample_interval) / (double)r->alive);
             if (r->bytes)
-                snprintf(eb, sizeof eb, "±%.0f%%", 100.0 * mf_sqrt(r->bytes_var) / (double)r->bytes);
+                snprintf(eb, sizeof eb, "±%.0f%%",
+                         100.0 * mf_bytes_se(r->alive, r->bytes, r->bytes_var, m->sample_interval) /
+                             (double)r->bytes);
         }
         snprintf(tmp, sizeof tmp, r->life.freed ? "%.1f %%" : "-", mf_temporary_pct(&r->life));
         mf_fmt_calls_bucket(lc, sizeof lc, mf_median_bucket(r->life.life_calls, MF_LIVE_CALL_BUCKETS));
@@ -332,8 +335,10 @@ void mf_report_live_csv(FILE *out, const struct mf_model *m, bool sort_temporary
             snprintf(lc, sizeof lc, "%llu", (unsigned long long)mf_bucket_top(bc));
         if (bt >= 0)
             snprintf(lt, sizeof lt, "%llu", (unsigned long long)mf_bucket_top(bt));
+        double se = r->estimated ? mf_calls_se(r->alive, r->var, m->sample_interval) : 0;
+        uint64_t var = r->estimated ? (uint64_t)(se * se + 0.5) : r->var; /* the tree's */
         fprintf(out, "%llu,%llu,%llu,%llu,%llu,%s,%s,%s,%d,%llu,", (unsigned long long)r->alive,
-                (unsigned long long)r->bytes, (unsigned long long)r->var,
+                (unsigned long long)r->bytes, (unsigned long long)var,
                 (unsigned long long)r->samples, (unsigned long long)r->life.freed, tmp, lc, lt,
                 r->outside_main, (unsigned long long)r->alloc_calls);
         mf_model_frames(m, &m->stacks[r->stack], &fr);

@@ -580,3 +580,50 @@ def test_live_missing_records_are_said_and_in_the_csv():
     expect_eq([(x["alive"], x["freed"]) for x in extra], [("0", m.group(1).replace(",", ""))],
               "the CSV's row of lifetimes not recorded")
     expect_eq(sum(int(x["freed"]) for x in rows), 100000, "the freed column's sum")
+
+
+def sets_first_checkpoint(extra):
+    """live_heap sets under MALLOC_FREQ_LIVE=sampled with extra settings: its live CSV at the
+    first checkpoint, and whether the process's counts are estimates (the JSON's)."""
+    import json
+    c = Checkpoints("sampled", extra)
+    try:
+        c.wait_ready()
+        rows = live_csv(c.profile)
+        doc = json.loads(rt.mf_print(["--live", "--format", "json", c.profile]).stdout)
+        c.go_on()
+        c.wait_ready()
+        c.finish()
+    finally:
+        c.kill()
+    return rows, doc["processes"][0]["estimated"]
+
+
+@rt.test
+def test_live_sampled_error_bars_are_honest():
+    """MALLOC_FREQ_LIVE=sampled: the estimates are unbiased and their error bars honest.
+    In the default mode with a short exact stretch (MALLOC_FREQ_EXACT=140: a site whose
+    records are all of weight 1 while the process goes on sampling, "~137 ±0%"), no row of a
+    process that sampled has variance 0: its error is at least one sample at the process's
+    interval, as the tree's is. At a fixed interval of 40, 20 runs: site_keep_small's 2,000
+    live blocks are ~50 samples (Poisson), so an estimate 5 standard errors off has a
+    chance of 2.4e-5 a run (P(k <= 23) for a mean of 50; 5e-4 for all 20 runs): every run is
+    within 5, and the mean of the 20 estimates within 4 standard errors of the mean."""
+    for run in range(3):
+        rows, estimated = sets_first_checkpoint({"MALLOC_FREQ_EXACT": "140"})
+        if not estimated:
+            continue  # every call was recorded: variance 0 is right
+        zero = [(x["site"], x["alive"]) for x in rows if x["alive"] and int(x["alive"]) > 0 and
+                int(x["alive_variance"]) == 0]
+        expect_eq(zero, [], f"run {run}: rows of a sampling process with variance 0")
+    est, var = [], []
+    for run in range(20):
+        rows, _ = sets_first_checkpoint({"MALLOC_FREQ_SAMPLE": "40"})
+        got, v = site_sum(rows, "site_keep_small", "alive"), site_sum(rows, "site_keep_small",
+                                                                      "alive_variance")
+        expect(v > 0 and abs(got - 2000) <= 5 * math.sqrt(v),
+               f"run {run}: site_keep_small ~{got} ± {math.sqrt(v):.0f}, truth 2,000")
+        est.append(got)
+        var.append(v)
+    mean, se = sum(est) / len(est), math.sqrt(sum(var)) / len(est)
+    expect(abs(mean - 2000) <= 4 * se, f"the mean of 20 estimates {mean:.0f} ± {se:.0f}")
