@@ -172,6 +172,10 @@ static uint32_t mf_ref_stack(struct mf_live_ctx *c, const struct mf_process *pr,
     return mf_map_get(&c->stacks, mf_stack_hash(&key), mf_stack_eq, &key);
 }
 
+/* A record is of a block the allocator returned: its size is below the size histogram's
+ * last class, 2^48 and up, "more than any malloc can return" (mf_format.h). */
+#define MF_LIVE_SIZE_MAX mf_size_class_lo(MF_SIZE_CLASSES - 1)
+
 /* Whether the process samples with weight w: 1 (exact, the exact stretch, the large calls)
  * or its fixed interval, or in the default mode at most MF_INTERVAL_MAX. */
 static bool mf_weight_ok(const struct mf_process *pr, uint32_t mode, uint64_t w)
@@ -211,10 +215,10 @@ static bool mf_count_sum(struct mf_live_count *s, uint64_t w, uint64_t size)
                 __builtin_add_overflow(t.calls, w, &t.calls) |
                 __builtin_add_overflow(t.bytes, bytes, &t.bytes) |
                 __builtin_add_overflow(t.var, var, &t.var);
-    if (wrap)
+    t.bytes_var += (double)var * (double)size * (double)size;
+    if (wrap || !__builtin_isfinite(t.bytes_var)) /* no inf or nan for a report to print */
         return false;
     t.samples++;
-    t.bytes_var += (double)var * (double)size * (double)size;
     *s = t;
     return true;
 }
@@ -278,9 +282,10 @@ static void mf_live_process(struct mf_live_ctx *c, struct mf_live_count *sums)
     p->live_stats_dropped += h->stats_dropped;
     c->nfiles = 0;
     mf_thread_files(c, pr);
-    /* Left out, by kind: weights the process never samples with; more records (or weight)
-     * on an entry than its samples (calls); sums that would wrap; likewise for the frees. */
-    uint64_t bad_weight = 0, too_many = 0, wrapped = 0, bad_frees = 0;
+    /* Left out, by kind: weights the process never samples with; sizes no block has; more
+     * records (or weight) on an entry than its samples (calls); sums that would wrap; the
+     * frees likewise. */
+    uint64_t bad_weight = 0, bad_size = 0, too_many = 0, wrapped = 0, bad_frees = 0;
     const struct mf_live_record *r = (const void *)(data + h->records_offset);
     for (uint32_t j = 0; j < h->capacity; j++) {
         if (__atomic_load_n(&r[j].state, __ATOMIC_ACQUIRE) != MF_LIVE_RECORD_LIVE)
@@ -290,12 +295,16 @@ static void mf_live_process(struct mf_live_ctx *c, struct mf_live_count *sums)
             bad_weight++;
             continue;
         }
+        if (x.size >= MF_LIVE_SIZE_MAX) {
+            bad_size++;
+            continue;
+        }
         if (x.weight > pr->live_interval)
             pr->live_interval = x.weight;
-        p->live_records++;
         const struct mf_entry *e = NULL;
         uint32_t si = mf_ref_stack(c, pr, x.stack, &e);
         if (si == UINT32_MAX) {
+            p->live_records++;
             p->live_unmatched++;
             continue;
         }
@@ -310,6 +319,7 @@ static void mf_live_process(struct mf_live_ctx *c, struct mf_live_count *sums)
         }
         b->samples--;
         b->calls -= x.weight;
+        p->live_records++;
     }
     /* The frees, against their entries afresh: a record read alive may have been freed
      * while the file was read, and then counted in both tables. */
@@ -336,6 +346,9 @@ static void mf_live_process(struct mf_live_ctx *c, struct mf_live_count *sums)
     if (bad_weight)
         mf_error("%s: %llu records with a weight this process never samples with (left out)",
                  mf_esc(path), (unsigned long long)bad_weight);
+    if (bad_size)
+        mf_error("%s: %llu records with a size no allocation can have (left out)", mf_esc(path),
+                 (unsigned long long)bad_size);
     if (too_many)
         mf_error("%s: %llu records more than their stack's entry made allocations (left out)",
                  mf_esc(path), (unsigned long long)too_many);

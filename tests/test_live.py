@@ -403,8 +403,9 @@ def test_live_hostile_files_are_bounded_and_checked():
     """What a live file claims is checked, one line each, and what fails is left out: a
     sparse file larger than the writer ever makes is refused unread; records with a weight
     the process never samples with, more records on an entry than it made samples (600 copies
-    of site_leak's records on its 1,000 samples: 1,000 alive, not 1,599), records of a thread file the profile
-    skipped, misaligned tables; a file with no record at all gives an empty table."""
+    of site_leak's records on its 1,000 samples: 1,000 alive, not 1,599), sizes no block
+    can have (2^63: two would wrap the sum), records of a thread file the profile skipped, misaligned tables; a file with
+    no record at all gives an empty table."""
     r = rt.run_ok([rt.c_program("live_heap"), "leaks"], sample=None,
                   extra_env={"MALLOC_FREQ_LIVE": "all"})
 
@@ -437,6 +438,21 @@ def test_live_hostile_files_are_bounded_and_checked():
     expect("1 records with a weight this process never samples with (left out)" in p.stderr and
            "599 records more than their stack's entry made allocations (left out)" in p.stderr,
            f"the lines for the bad records: {p.stderr!r}")
+
+    d, path = live_copy(r)
+    cap, _, roff, _ = live_geometry(path)
+    leak = [(i, x) for i, x in live_records(path) if x[3] == 48]
+    with open(path, "r+b") as f:
+        for i, x in leak[:2]:  # 2 x 2^63 bytes (together they would wrap the sum)
+            f.seek(roff + 64 * i)
+            f.write(struct.pack("<IIQQQQQQQ", *(x[:3] + (1 << 63,) + x[4:])))
+    p = rt.mf_print(["--live", "--format", "csv", d], check=False)
+    rows = [x for x in csv.DictReader(io.StringIO(p.stdout))
+            if rt.function_name(rt.csv_frames(x["stack"])[0]) == "site_leak"]
+    expect_eq([(x["alive"], x["alive_bytes"]) for x in rows], [("998", str(998 * 48))],
+              "site_leak with two records of 2^63 bytes: alive, bytes")
+    expect("2 records with a size no allocation can have (left out)" in p.stderr,
+           f"the line for the records of impossible sizes: {p.stderr!r}")
 
     d, path = live_copy(r)
     with open(path, "r+b") as f:
