@@ -188,7 +188,7 @@ static void mf_fork_canary_arm(void)
     *mf_fork_canary = 1;
 }
 
-static bool mf_forked(void)
+bool mf_forked(void)
 {
     return mf_fork_canary && *mf_fork_canary == 0;
 }

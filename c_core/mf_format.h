@@ -324,7 +324,11 @@ struct mf_live_header {
     uint64_t records_offset; /* file offsets of the two tables */
     uint64_t stats_offset;
     uint32_t flags; /* MF_LIVE_FULL, MF_LIVE_STATS_FULL */
-    uint32_t reserved;
+    /* The largest mean interval the sampled stream ran at when a sample was recorded (its
+     * weight, or the weight in force for a large call's sample), at most UINT32_MAX; 1 or 0
+     * while every call was recorded. A stack's unsampled calls may be about this many: a
+     * reader's error bar is at least one sample of it. */
+    uint32_t interval_max;
     uint64_t dropped;       /* allocations (weighted) not recorded: no free slot */
     uint64_t stats_dropped; /* frees (weighted) whose stack found no statistics slot */
     uint64_t start_mono_ns; /* CLOCK_MONOTONIC and CLOCK_REALTIME when the file was made: */
@@ -370,5 +374,19 @@ struct mf_live_stats {
     uint64_t life_calls[MF_LIVE_CALL_BUCKETS]; /* the allocating thread's calls in between */
     uint64_t life_ns[MF_LIVE_NS_BUCKETS];      /* nanoseconds alive */
 };
+
+/* The writer's live file geometry: the header's page, the records at MF_LIVE_RECORDS_OFFSET
+ * (MF_LIVE_CAPACITY_SAMPLED or MF_LIVE_CAPACITY_ALL of them), then MF_LIVE_STATS_CAPACITY
+ * statistics slots, each table rounded up to a page: at most 4,096 + 16,777,216 + 3,145,728
+ * = 19,927,040 bytes. A reader may refuse anything bigger unread. */
+#define MF_LIVE_CAPACITY_SAMPLED (1u << 16)
+#define MF_LIVE_CAPACITY_ALL (1u << 18)
+#define MF_LIVE_STATS_CAPACITY (1u << 12)
+#define MF_LIVE_RECORDS_OFFSET 4096u
+#define MF_LIVE_PAGES(n) (((uint64_t)(n) + 4095u) & ~(uint64_t)4095u)
+#define MF_LIVE_FILE_MAX                                                                    \
+    (MF_LIVE_RECORDS_OFFSET +                                                               \
+     MF_LIVE_PAGES((uint64_t)MF_LIVE_CAPACITY_ALL * sizeof(struct mf_live_record)) +        \
+     MF_LIVE_PAGES((uint64_t)MF_LIVE_STATS_CAPACITY * sizeof(struct mf_live_stats)))
 
 #endif

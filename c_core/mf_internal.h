@@ -147,6 +147,9 @@ extern uint64_t mf_stamp;
 extern char mf_dir[MF_PATH_MAX];
 extern uint64_t mf_thread_seq;
 bool mf_check_pid(void); /* false in a vfork child (or a fork child, without the canary) */
+/* A child that no atfork handler told (_Fork(), clone()) and that has not yet made a call:
+ * one load of the fork canary, no system call. */
+bool mf_forked(void);
 
 /* Thread tables (mf_table.c). Each returns true on error. */
 bool mf_table_create(struct mf_table *tab, uint64_t seq);

@@ -22,9 +22,9 @@ static struct mf_live_stats *mf_live_stats;
 static uint32_t mf_live_lock;
 static int mf_live_failed; /* the file could not be made: not tried again in this image */
 
-#define MF_LIVE_CAPACITY_SAMPLED (1u << 16)
-#define MF_LIVE_CAPACITY_ALL (1u << 18)
-#define MF_LIVE_STATS_CAPACITY (1u << 12)
+/* The capacities are the format's (mf_format.h): the reader bounds a file by them. */
+_Static_assert(sizeof(struct mf_live_record) == 64 && sizeof(struct mf_live_stats) == 768,
+               "MF_LIVE_FILE_MAX's figure in mf_format.h");
 
 static uint64_t mf_live_hash(uint64_t x)
 {
@@ -143,8 +143,15 @@ void mf_live_note(struct mf_thread *t, struct mf_table *tab, const struct mf_ent
     if (!mf_opt.live || !mf_live_filter)
         return;
     mf_live_file_now();
-    if (!mf_live_hdr)
+    struct mf_live_header *h = __atomic_load_n(&mf_live_hdr, __ATOMIC_ACQUIRE);
+    if (!h)
         return;
+    uint64_t w = t->weight > s->weight ? t->weight : s->weight; /* a large call: the stream's */
+    uint32_t v = w > UINT32_MAX ? UINT32_MAX : (uint32_t)w,
+             seen = __atomic_load_n(&h->interval_max, __ATOMIC_RELAXED);
+    while (v > 1 && v > seen && !__atomic_compare_exchange_n(&h->interval_max, &seen, v, true,
+                                                             __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
     for (uint32_t k = 0; k < tab->nseg; k++) {
         struct mf_segment_header *seg = tab->seg[k];
         const struct mf_entry *first = (const struct mf_entry *)((char *)seg + MF_SEGMENT_ENTRIES_OFFSET);
@@ -266,7 +273,10 @@ static void mf_live_freed(struct mf_live_header *h, const struct mf_live_record 
 void mf_live_free(void *p)
 {
     struct mf_live_header *h = __atomic_load_n(&mf_live_hdr, __ATOMIC_ACQUIRE);
-    if (!h || !p)
+    /* A child of _Fork() or clone() still maps its parent's file: its frees of the blocks
+     * it inherited are its own copy's, never the parent's (its first allocation call makes
+     * it forget the file, mf_record_slow). */
+    if (!h || !p || mf_forked())
         return;
     uint64_t addr = (uintptr_t)p, mask = h->capacity - 1, j = mf_live_hash(addr) & mask;
     for (uint32_t n = 0; n < MF_LIVE_PROBES; n++, j = (j + 1) & mask) {

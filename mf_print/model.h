@@ -26,6 +26,9 @@
 #define MF_NAME_TRUNCATED "[deeper frames not recorded]" /* stack deeper than max_depth */
 #define MF_NAME_NO_STACK "[no stack]"         /* the unwinder returned no frame */
 #define MF_NAME_ALL_HIDDEN "[every frame hidden]" /* --hide matched all its frames */
+/* --live --format csv's rows for what the live files could not record */
+#define MF_NAME_LIVE_NOT_RECORDED "[allocations not recorded: the live table was full]"
+#define MF_NAME_LIFETIMES_NOT_RECORDED "[lifetimes not recorded: the lifetime table was full]"
 
 #define MF_NO_MODULE UINT32_MAX
 

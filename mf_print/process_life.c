@@ -69,3 +69,16 @@ enum mf_life mf_life(const struct mf_profile *p, uint32_t i)
         *deleted = '\0';
     return strcmp(exe, pr->exe) == 0 ? MF_LIFE_RUNNING : MF_LIFE_EXECED;
 }
+
+bool mf_all_ended(const struct mf_profile *p)
+{
+    for (uint32_t i = 0; i < p->nprocs; i++)
+        if (mf_life(p, i) == MF_LIFE_RUNNING)
+            return false;
+    return true;
+}
+
+const char *mf_life_word(enum mf_life l)
+{
+    return l == MF_LIFE_RUNNING ? "running" : l == MF_LIFE_EXECED ? "exec'd" : "ended";
+}

@@ -828,6 +828,8 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
     uint32_t process = (uint32_t)(pr - p->procs);
     uint32_t threads = h->threads ? (uint32_t)h->threads : 1; /* a table serves many in turn */
     pr->nthreads += threads;
+    MF_GROW(pr->tables, pr->ntables, pr->tables_cap);
+    pr->tables[pr->ntables++] = h->seq;
     if (h->start_ns < pr->threads_start_ns)
         pr->threads_start_ns = h->start_ns;
     if (h->last_ns > pr->threads_last_ns)

@@ -50,6 +50,14 @@ struct mf_process {
     /* Its threads' size histograms summed, for a report of some processes (--program
      * --sizes); NULL until a thread file of it is read. */
     struct mf_size_class *sizes;
+    /* The seq of each of its thread files that was read (not skipped): the live heap's
+     * records name their stacks through these only (live_read.c). */
+    uint64_t *tables;
+    uint32_t ntables, tables_cap;
+    /* Its live heap's largest sampling interval (the header's interval_max, or a record's
+     * weight if larger; live_read.c): the live view's error bars are at least one sample
+     * of it. */
+    uint64_t live_interval;
 };
 
 /* One distinct stack of one process image (identical stacks of its threads merged). */
@@ -107,6 +115,10 @@ struct mf_profile {
     uint64_t live_stats_dropped; /* frees whose stack found no statistics slot (weighted) */
     uint64_t live_records;    /* live records read */
     uint64_t live_unmatched;  /* live records whose stack entry was not in the profile read */
+    /* While some image runs, the records of images that ended (exited, exec'd, killed) are
+     * not alive now: left out of the view, their allocations (weighted) and images here. */
+    uint64_t live_gone;
+    uint32_t live_gone_images;
     struct mf_lifetimes *lifetimes; /* per stack: its freed sampled allocations */
     uint64_t *alloc_calls, *alloc_bytes; /* per stack: its calls and bytes, as read */
     struct mf_live_count *live; /* per stack: its live allocations (mf_live_attach), or NULL */

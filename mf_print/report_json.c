@@ -7,12 +7,17 @@
  * Strings are JSON-escaped: '"', '\', control characters as \n, \t or \u00XX (C1 too), U+2028
  * and U+2029 as \u2028 and \u2029 (line breaks to JavaScript); a byte that is not UTF-8
  * becomes U+FFFD, so the output is always valid UTF-8 JSON. Each process and each stack is
- * one line, so that grep and line-based tools still work. */
+ * one line, so that grep and line-based tools still work.
+ *
+ * --live: "view": "live", and the counts are named for what they are (alive, live_bytes,
+ * live_records, freed); the profile's own calls are alloc_calls. Without --live the
+ * document is as it always was (no "view"). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "mf_math.h"
 #include "mf_print.h"
+#include "process_life.h"
 #include "report.h"
 #include "transform.h"
 
@@ -118,7 +123,22 @@ static void mf_json_sampling(FILE *out, const struct mf_process *pr)
     }
 }
 
-static void mf_json_process(FILE *out, const struct mf_process *pr)
+/* The names of the counts: the live view's, or the calls' (mf_live_read made the view). */
+struct mf_json_names {
+    const char *calls, *bytes, *samples, *calls_stderr, *bytes_stderr;
+};
+
+static const struct mf_json_names mf_json_calls = {"calls", "bytes", "samples", "calls_stderr",
+                                                   "bytes_stderr"};
+static const struct mf_json_names mf_json_live = {"alive", "live_bytes", "live_records",
+                                                  "alive_stderr", "live_bytes_stderr"};
+
+static const struct mf_json_names *mf_json_names_of(const struct mf_profile *p)
+{
+    return p->live_view ? &mf_json_live : &mf_json_calls;
+}
+
+static void mf_json_process(FILE *out, const struct mf_profile *p, const struct mf_process *pr)
 {
     bool exited = pr->has_file && (pr->flags & MF_PROCESS_EXITED);
     fputs("    {", out);
@@ -131,7 +151,7 @@ static void mf_json_process(FILE *out, const struct mf_process *pr)
     fprintf(out, ", \"exited\": %s, ", mf_bool(exited));
     mf_json_u64(out, "threads", pr->nthreads);
     fputs(", ", out);
-    mf_json_u64(out, "calls", pr->calls);
+    mf_json_u64(out, mf_json_names_of(p)->calls, pr->calls);
     fputs(", ", out);
     mf_json_key(out, "start_ns");
     uint64_t start = pr->has_file ? pr->start_ns : pr->threads_start_ns;
@@ -215,6 +235,8 @@ static void mf_json_stack(FILE *out, const struct mf_model *m, const struct mf_s
 {
     mf_model_frames(m, s, fr);
     bool not_profiled = s->flags & MF_STACK_NOT_PROFILED;
+    const struct mf_profile *p = m->p;
+    const struct mf_json_names *nm = mf_json_names_of(p);
     fputs("    {", out);
     mf_json_key(out, "process");
     if (not_profiled)
@@ -222,16 +244,22 @@ static void mf_json_stack(FILE *out, const struct mf_model *m, const struct mf_s
     else
         fprintf(out, "%u", s->process);
     fputs(", ", out);
-    mf_json_u64(out, "calls", s->calls);
+    mf_json_u64(out, nm->calls, s->calls);
     fputs(", ", out);
-    mf_json_u64(out, "bytes", s->bytes);
+    mf_json_u64(out, nm->bytes, s->bytes);
     fputs(", ", out);
-    mf_json_u64(out, "samples", s->samples);
-    fprintf(out, ", \"estimated\": %s, \"calls_stderr\": ", mf_bool(s->estimated));
+    mf_json_u64(out, nm->samples, s->samples);
+    fprintf(out, ", \"estimated\": %s, \"%s\": ", mf_bool(s->estimated), nm->calls_stderr);
     mf_json_number(out, mf_calls_stderr(m, s));
-    fputs(", \"bytes_stderr\": ", out);
+    fprintf(out, ", \"%s\": ", nm->bytes_stderr);
     mf_json_number(out, mf_bytes_stderr(m, s));
     fprintf(out, ", \"truncated\": %s, ", mf_bool(s->flags & MF_ENTRY_TRUNCATED));
+    if (p->live_view) { /* the freed sampled allocations (weighted) and the stack's calls */
+        bool known = s->raw != UINT32_MAX;
+        fprintf(out, "\"freed\": %llu, \"alloc_calls\": %llu, ",
+                (unsigned long long)(known && p->lifetimes ? p->lifetimes[s->raw].freed : 0),
+                (unsigned long long)(known && p->alloc_calls ? p->alloc_calls[s->raw] : 0));
+    }
     fputs("\"via\": ", out);
     mf_json_str(out, s->via ? mf_str(s->via) : NULL);
     fputs(", \"frames\": [", out);
@@ -278,17 +306,27 @@ bool mf_report_json(FILE *out, const struct mf_model *m, const struct mf_report_
     }
     fputs("],\n", out);
 
+    const struct mf_json_names *nm = mf_json_names_of(p);
+    if (p->live_view) /* what the counts below are, and what the live heap files miss */
+        fprintf(out, "  \"view\": \"live\",\n  \"live\": {\"when\": \"%s\", \"files\": %u, "
+                     "\"records\": %llu, \"not_recorded\": %llu, \"lifetimes_not_recorded\": %llu, "
+                     "\"records_without_stack\": %llu, \"ended_images_left_out\": %u, "
+                     "\"ended_allocations_left_out\": %llu},\n",
+                mf_all_ended(p) ? "at exit" : "now", p->live_files,
+                (unsigned long long)p->live_records, (unsigned long long)p->live_dropped,
+                (unsigned long long)p->live_stats_dropped, (unsigned long long)p->live_unmatched,
+                p->live_gone_images, (unsigned long long)p->live_gone);
     fputs("  \"totals\": {", out);
-    mf_json_u64(out, "calls", mf_profile_total_calls(p));
+    mf_json_u64(out, nm->calls, mf_profile_total_calls(p));
     fputs(", ", out);
-    mf_json_u64(out, "bytes", mf_profile_total_bytes(p));
+    mf_json_u64(out, nm->bytes, mf_profile_total_bytes(p));
     fputs(", ", out);
     mf_json_u64(out, "threads", p->nthreads);
     fputs(", ", out);
     mf_json_u64(out, "wall_ns", mf_profile_wall_ns(p));
-    fputs(", \"functions\": {", out);
+    fputs(p->live_view ? "}" : ", \"functions\": {", out); /* live: not by function */
     bool first = true;
-    for (int f = 0; f < MF_FN_COUNT; f++) {
+    for (int f = 0; f < MF_FN_COUNT && !p->live_view; f++) {
         if (!p->totals.calls[f] && !p->totals.bytes[f])
             continue;
         char name[32];
@@ -300,7 +338,7 @@ bool mf_report_json(FILE *out, const struct mf_model *m, const struct mf_report_
                 (unsigned long long)p->totals.calls[f], (unsigned long long)p->totals.bytes[f]);
         first = false;
     }
-    fputs("}},\n", out);
+    fputs(p->live_view ? ",\n" : "}},\n", out);
 
     fprintf(out, "  \"estimated\": %s,\n  \"sample_interval\": %llu,\n  \"trimmed\": %s,\n",
             mf_bool(m->estimated), (unsigned long long)m->sample_interval, mf_bool(m->trim));
@@ -314,7 +352,7 @@ bool mf_report_json(FILE *out, const struct mf_model *m, const struct mf_report_
     fputs("  \"processes\": [", out);
     for (uint32_t i = 0; i < p->nprocs; i++) {
         fputs(i ? ",\n" : "\n", out);
-        mf_json_process(out, &p->procs[i]);
+        mf_json_process(out, p, &p->procs[i]);
     }
     fputs(p->nprocs ? "\n  ],\n" : "],\n", out);
 

@@ -95,26 +95,42 @@ static void mf_fmt_ns_bucket(char *buf, size_t size, int b)
     snprintf(buf, size, "<%s", hi);
 }
 
-/* The stack's full frames (start-up frames included) name neither main nor a thread's
- * start: made before main (the loader, constructors) or after it (exit handlers). */
+/* Made outside main: before it (the loader, constructors: __libc_start_main runs them
+ * before __libc_start_call_main calls main) or after it (the exit handlers, atexit's and
+ * the destructors', which __run_exit_handlers runs, and _dl_fini). Told from the stack's
+ * full frames (start-up frames included): inside main is under __libc_start_call_main, main
+ * or a thread's start, and not under the exit handlers. main's own name is not needed: a
+ * main that tail-calls its work (Debian's python3, into Py_BytesMain) or has no symbol
+ * leaves __libc_start_call_main on the stack. */
+#define MF_INSIDE_NAMES "__libc_start_call_main", "main", "start_thread", "clone", "clone3", \
+                        "__clone", "thread_start"
+#define MF_AFTER_NAMES "__run_exit_handlers", "_dl_fini"
 static bool mf_outside_main(const struct mf_model *m, const struct mf_stack *s)
 {
-    static uint32_t names[6];
-    if (!names[0]) {
-        const char *n[6] = {"main", "start_thread", "clone", "clone3", "__clone", "thread_start"};
-        for (int i = 0; i < 6; i++)
-            names[i] = mf_intern(n[i]);
+    static const char *const inside_names[] = {MF_INSIDE_NAMES}, *const after_names[] = {MF_AFTER_NAMES};
+    enum { NI = sizeof inside_names / sizeof *inside_names, NA = sizeof after_names / sizeof *after_names };
+    static uint32_t inside[NI], after[NA];
+    if (!inside[0]) {
+        for (int i = 0; i < NI; i++)
+            inside[i] = mf_intern(inside_names[i]);
+        for (int i = 0; i < NA; i++)
+            after[i] = mf_intern(after_names[i]);
     }
     if (s->flags & (MF_ENTRY_TRUNCATED | MF_STACK_NOT_PROFILED) || !s->depth)
         return false;
+    bool in = false;
     for (uint32_t i = 0; i < s->depth; i++) {
         const struct mf_location *l = &m->locs[m->stack_locs[s->first + i]];
-        for (uint32_t j = 0; j < l->n; j++)
-            for (int k = 0; k < 6; k++)
-                if (m->frames[l->first + j].name == names[k])
-                    return false;
+        for (uint32_t j = 0; j < l->n; j++) {
+            uint32_t name = m->frames[l->first + j].name;
+            for (int k = 0; k < NA; k++)
+                if (name == after[k])
+                    return true;
+            for (int k = 0; k < NI && !in; k++)
+                in = name == inside[k];
+        }
     }
-    return true;
+    return !in;
 }
 
 static const struct mf_lifetimes mf_no_life;
@@ -211,17 +227,10 @@ static struct mf_live_row *mf_live_rows(const struct mf_model *m, bool by_stack,
     free(fr.v);
     free(text);
     mf_map_free(&sites);
-    qsort(rows, nrows, sizeof *rows, mf_row_cmp);
+    if (nrows > 1) /* rows is NULL when there are none */
+        qsort(rows, nrows, sizeof *rows, mf_row_cmp);
     *n = nrows;
     return rows;
-}
-
-static bool mf_all_ended(const struct mf_profile *p)
-{
-    for (uint32_t i = 0; i < p->nprocs; i++)
-        if (mf_life(p, i) == MF_LIFE_RUNNING)
-            return false;
-    return true;
 }
 
 void mf_report_live_header(FILE *out, const struct mf_profile *p, const struct mf_report_options *o)
@@ -234,7 +243,7 @@ void mf_report_live_header(FILE *out, const struct mf_profile *p, const struct m
     for (uint32_t i = 0; i < p->nprocs && i < 4; i++)
         fprintf(out, "%s%s (pid %u, %s)", i ? ", " : "",
                 p->procs[i].has_file && p->procs[i].exe[0] ? mf_esc(p->procs[i].exe) : "?",
-                p->procs[i].pid, mf_life(p, i) == MF_LIFE_RUNNING ? "running" : "ended");
+                p->procs[i].pid, mf_life_word(mf_life(p, i)));
     fputs(p->nprocs > 4 ? ", …\n" : "\n", out);
     fprintf(out, "  %-10s %s%s allocations, %s%s\n", ended ? "at exit" : "alive",
             p->procs[0].sampled ? "~" : "", mf_fmt_count(a, mf_profile_total_calls(p)),
@@ -245,14 +254,24 @@ void mf_report_live_header(FILE *out, const struct mf_profile *p, const struct m
                   : "a snapshot of the allocations alive when read");
     fprintf(out, "  recorded   %s sampled allocations alive in %u live heap file%s", mf_fmt_count(a, p->live_records),
             p->live_files, p->live_files == 1 ? "" : "s");
-    if (p->live_dropped)
-        fprintf(out, "; %s more found its table full and are missing", mf_fmt_count(b, p->live_dropped));
-    if (p->live_stats_dropped)
-        fprintf(out, "; the lifetimes of %s frees are missing (too many stacks)",
-                mf_fmt_count(b, p->live_stats_dropped));
+    if (p->live_dropped) /* they may have been freed since: at most that many are missing */
+        fprintf(out, "; %s allocations found the table full and were not recorded (up to that "
+                     "many alive may be missing)",
+                mf_fmt_count(b, p->live_dropped));
+    if (p->live_stats_dropped) {
+        char c[40];
+        fprintf(out, "; the lifetimes of %s frees are not counted (their stacks found the "
+                     "lifetime table full: more than %s stacks freed)",
+                mf_fmt_count(b, p->live_stats_dropped), mf_fmt_count(c, MF_LIVE_STATS_CAPACITY));
+    }
     if (p->live_unmatched)
         fprintf(out, "; %s with a stack not read", mf_fmt_count(b, p->live_unmatched));
     fputc('\n', out);
+    if (p->live_gone)
+        fprintf(out, "  left out   %s%s allocations still recorded for %u process image%s that "
+                     "ended (exited, exec'd or killed): their heap went with them\n",
+                p->procs[0].sampled ? "~" : "", mf_fmt_count(a, p->live_gone),
+                p->live_gone_images, p->live_gone_images == 1 ? "" : "s");
 }
 
 /* The lifetime table, after the tree. */
@@ -271,10 +290,13 @@ void mf_report_lifetimes(FILE *out, const struct mf_model *m, bool sort_temporar
     for (uint32_t i = 0; i < n; i++) {
         const struct mf_live_row *r = &rows[i];
         char a[40], b[40], c[40], ea[16] = "", eb[16] = "", lc[48], lt[48], tmp[16];
-        if (r->estimated && r->alive) {
-            snprintf(ea, sizeof ea, "±%.0f%%", 100.0 * mf_sqrt((double)r->var) / (double)r->alive);
+        if (r->estimated && r->alive) { /* as the tree's: at least one sample's error */
+            snprintf(ea, sizeof ea, "±%.0f%%",
+                     100.0 * mf_calls_se(r->alive, r->var, m->sample_interval) / (double)r->alive);
             if (r->bytes)
-                snprintf(eb, sizeof eb, "±%.0f%%", 100.0 * mf_sqrt(r->bytes_var) / (double)r->bytes);
+                snprintf(eb, sizeof eb, "±%.0f%%",
+                         100.0 * mf_bytes_se(r->alive, r->bytes, r->bytes_var, m->sample_interval) /
+                             (double)r->bytes);
         }
         snprintf(tmp, sizeof tmp, r->life.freed ? "%.1f %%" : "-", mf_temporary_pct(&r->life));
         mf_fmt_calls_bucket(lc, sizeof lc, mf_median_bucket(r->life.life_calls, MF_LIVE_CALL_BUCKETS));
@@ -313,8 +335,10 @@ void mf_report_live_csv(FILE *out, const struct mf_model *m, bool sort_temporary
             snprintf(lc, sizeof lc, "%llu", (unsigned long long)mf_bucket_top(bc));
         if (bt >= 0)
             snprintf(lt, sizeof lt, "%llu", (unsigned long long)mf_bucket_top(bt));
+        double se = r->estimated ? mf_calls_se(r->alive, r->var, m->sample_interval) : 0;
+        uint64_t var = r->estimated ? (uint64_t)(se * se + 0.5) : r->var; /* the tree's */
         fprintf(out, "%llu,%llu,%llu,%llu,%llu,%s,%s,%s,%d,%llu,", (unsigned long long)r->alive,
-                (unsigned long long)r->bytes, (unsigned long long)r->var,
+                (unsigned long long)r->bytes, (unsigned long long)var,
                 (unsigned long long)r->samples, (unsigned long long)r->life.freed, tmp, lc, lt,
                 r->outside_main, (unsigned long long)r->alloc_calls);
         mf_model_frames(m, &m->stacks[r->stack], &fr);
@@ -332,6 +356,20 @@ void mf_report_live_csv(FILE *out, const struct mf_model *m, bool sort_temporary
     free(names);
     free(fr.v);
     free(rows);
+    /* What the live files could not record, as rows a spreadsheet sums with the others:
+     * allocations never recorded (alloc_calls; how many are alive is not known) and frees
+     * whose lifetimes were not counted (freed: their allocations are gone). */
+    const struct mf_profile *p = m->p;
+    if (p->live_dropped) {
+        fprintf(out, ",,,0,,,,,,%llu,", (unsigned long long)p->live_dropped);
+        mf_csv_name_field(out, mf_intern(MF_NAME_LIVE_NOT_RECORDED));
+        fputs(",\n", out);
+    }
+    if (p->live_stats_dropped) {
+        fprintf(out, "0,0,0,0,%llu,,,,,,", (unsigned long long)p->live_stats_dropped);
+        mf_csv_name_field(out, mf_intern(MF_NAME_LIFETIMES_NOT_RECORDED));
+        fputs(",\n", out);
+    }
 }
 
 void mf_model_keep_counted(struct mf_model *m)

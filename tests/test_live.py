@@ -317,8 +317,329 @@ def test_live_table_full_is_counted_never_waited_for():
                   extra_env={"MALLOC_FREQ_LIVE": "all"})
     alive = site_sum(live_csv(r.profile), "site_many", "alive")
     tree = rt.mf_print(["--live", r.profile]).stdout
-    m = re.search(r"; ([\d,]+) more found its table full and are missing", tree)
+    m = re.search(r"; ([\d,]+) allocations found the table full and were not recorded \(up to "
+                  r"that many alive may be missing\)", tree)
     expect(m, f"the header does not say the table was full:\n{tree[:800]}")
     dropped = int(m.group(1).replace(",", ""))
     expect(dropped > 0 and alive <= 262144, f"alive {alive}, dropped {dropped}")
     expect_eq(alive + dropped, 300000, "site_many recorded + missing")
+
+
+@rt.test
+def test_live_fork_child_frees_leave_the_parent():
+    """A child made by fork(), _Fork() or a raw clone frees the 1,000 blocks it inherited:
+    those are its own copies, so the parent's live heap still holds all 1,000 at its exit
+    and none freed (_Fork and clone run no atfork handler: the child must still not write
+    its parent's file)."""
+    for mode in ("fork", "_Fork", "clone"):
+        r = rt.run_ok([rt.c_program("live_fork"), mode], sample=None,
+                      extra_env={"MALLOC_FREQ_LIVE": "all"})
+        rows = live_csv(r.profile)
+        expect_eq((site_sum(rows, "site_inherited", "alive"),
+                   site_sum(rows, "site_inherited", "freed")), (1000, 0),
+                  f"{mode}: the parent's site_inherited alive, freed")
+
+
+@rt.test
+def test_live_json_says_it_is_the_live_view():
+    """--live --format json: "view": "live", the counts named alive / live_bytes /
+    live_records (the stack's calls as alloc_calls, its frees as freed), what the live files
+    missed; the plain JSON of the same profile has no "view" and counts calls."""
+    import json
+    r = rt.run_ok([rt.c_program("live_heap"), "leaks"], sample=None,
+                  extra_env={"MALLOC_FREQ_LIVE": "all"})
+    doc = json.loads(rt.mf_print(["--live", "--format", "json", r.profile]).stdout)
+    expect_eq(doc.get("view"), "live", "the live JSON's view")
+    expect_eq(doc.get("live"), {"when": "at exit", "files": 1, "records": 1003, "not_recorded": 0,
+                                "lifetimes_not_recorded": 0, "records_without_stack": 0,
+                                "ended_images_left_out": 0, "ended_allocations_left_out": 0},
+              "the live JSON's live object")
+    expect_eq((doc["totals"].get("alive"), doc["totals"].get("live_bytes")), (1003, 48048),
+              "live totals")
+    expect("calls" not in doc["totals"] and "functions" not in doc["totals"],
+           f"live totals named as calls: {doc['totals']}")
+    expect_eq([p.get("alive") for p in doc["processes"]], [1003], "the process's alive")
+    leak = [s for s in doc["stacks"] if s["frames"][0]["function"] == "site_leak"]
+    expect_eq([(s.get("alive"), s.get("live_bytes"), s.get("live_records"), s.get("alive_stderr"),
+                s.get("freed"), s.get("alloc_calls")) for s in leak],
+              [(1000, 48000, 1000, 0, 0, 1000)], "site_leak's live stack")
+    expect(all("calls" not in s and "bytes" not in s for s in doc["stacks"]),
+           "a live stack still has calls or bytes")
+    plain = json.loads(rt.mf_print(["--format", "json", r.profile]).stdout)
+    expect("view" not in plain and "live" not in plain, "the plain JSON names a view")
+    expect_eq(plain["totals"]["calls"], plain["totals"]["functions"]["malloc"]["calls"],
+              "the plain JSON's calls")
+
+
+def live_copy(r):
+    """A copy of r's profile directory to damage, and its live file's path."""
+    d = os.path.join(rt.fresh_dir(), "p")
+    shutil.copytree(r.profile, d)
+    live = [f for f in os.listdir(d) if f.startswith("live.")]
+    expect_eq(len(live), 1, "live files")
+    return d, os.path.join(d, live[0])
+
+
+def live_geometry(path):
+    with open(path, "rb") as f:
+        head = f.read(64)
+    cap, scap = struct.unpack_from("<II", head, 32)
+    roff, soff = struct.unpack_from("<QQ", head, 40)
+    return cap, scap, roff, soff
+
+
+def live_records(path):
+    """(slot, fields) of each live record: state, addr, size, weight, stack, thread, ..."""
+    cap, _, roff, _ = live_geometry(path)
+    with open(path, "rb") as f:
+        f.seek(roff)
+        table = f.read(64 * cap)
+    return [(i, struct.unpack_from("<IIQQQQQQQ", table, 64 * i)) for i in range(cap)
+            if struct.unpack_from("<I", table, 64 * i)[0] == 2]
+
+
+@rt.test
+def test_live_hostile_files_are_bounded_and_checked():
+    """What a live file claims is checked, one line each, and what fails is left out: a
+    sparse file larger than the writer ever makes is refused unread; records with a weight
+    the process never samples with, more records on an entry than it made samples (600 copies
+    of site_leak's records on its 1,000 samples: 1,000 alive, not 1,599), sizes no block
+    can have (2^63: two would wrap the sum), records of a thread file the profile skipped, misaligned tables; a file with
+    no record at all gives an empty table."""
+    r = rt.run_ok([rt.c_program("live_heap"), "leaks"], sample=None,
+                  extra_env={"MALLOC_FREQ_LIVE": "all"})
+
+    d, path = live_copy(r)
+    os.truncate(path, 256 << 20)  # sparse: the bound is the format's geometry, ~19.9 MB
+    p = rt.mf_print(["--live", "--format", "csv", d], check=False)
+    expect(p.returncode == 1 and re.search(r"live\.[0-9a-f]{16}\.mfl: too large \(268,435,456 "
+                                           r"bytes; at most 19,927,040\) \(skipped\)", p.stderr),
+           f"a 256 MiB live file: rc {p.returncode}, {p.stderr!r}")
+
+    d, path = live_copy(r)
+    cap, _, roff, _ = live_geometry(path)
+    recs = live_records(path)
+    leak = [(i, x) for i, x in recs if x[3] == 48]
+    used = {i for i, _ in recs}
+    free_slots = [i for i in range(cap) if i not in used]
+    with open(path, "r+b") as f:
+        i, x = leak[0]
+        f.seek(roff + 64 * i)
+        f.write(struct.pack("<IIQQQQQQQ", *(x[:4] + (4000,) + x[5:])))  # weight 4,000 in "all"
+        for k in range(600):  # copies of another record of site_leak
+            f.seek(roff + 64 * free_slots[k])
+            f.write(struct.pack("<IIQQQQQQQ", *leak[1 + k][1]))
+    p = rt.mf_print(["--live", "--format", "csv", d], check=False)
+    rows = list(csv.DictReader(io.StringIO(p.stdout)))
+    alive = sum(int(x["alive"]) for x in rows
+                if rt.function_name(rt.csv_frames(x["stack"])[0]) == "site_leak")
+    # 999 good records and 600 copies on an entry of 1,000 samples: never more than 1,000
+    expect_eq(alive, 1000, "site_leak alive: its entry's 1,000 samples at most")
+    expect("1 records with a weight this process never samples with (left out)" in p.stderr and
+           "599 records more than their stack's entry made allocations (left out)" in p.stderr,
+           f"the lines for the bad records: {p.stderr!r}")
+
+    d, path = live_copy(r)
+    cap, _, roff, _ = live_geometry(path)
+    leak = [(i, x) for i, x in live_records(path) if x[3] == 48]
+    with open(path, "r+b") as f:
+        for i, x in leak[:2]:  # 2 x 2^63 bytes (together they would wrap the sum)
+            f.seek(roff + 64 * i)
+            f.write(struct.pack("<IIQQQQQQQ", *(x[:3] + (1 << 63,) + x[4:])))
+    p = rt.mf_print(["--live", "--format", "csv", d], check=False)
+    rows = [x for x in csv.DictReader(io.StringIO(p.stdout))
+            if rt.function_name(rt.csv_frames(x["stack"])[0]) == "site_leak"]
+    expect_eq([(x["alive"], x["alive_bytes"]) for x in rows], [("998", str(998 * 48))],
+              "site_leak with two records of 2^63 bytes: alive, bytes")
+    expect("2 records with a size no allocation can have (left out)" in p.stderr,
+           f"the line for the records of impossible sizes: {p.stderr!r}")
+
+    d, path = live_copy(r)
+    with open(path, "r+b") as f:
+        f.seek(40)
+        f.write(struct.pack("<Q", 4100))
+    p = rt.mf_print(["--live", d], check=False)
+    expect(p.returncode == 1 and "misaligned tables (skipped)" in p.stderr,
+           f"misaligned records: rc {p.returncode}, {p.stderr!r}")
+
+    d, path = live_copy(r)
+    cap, scap, roff, soff = live_geometry(path)
+    with open(path, "r+b") as f:
+        f.seek(roff)
+        f.write(bytes(64 * cap))
+        f.seek(soff)
+        f.write(bytes(768 * scap))
+    p = rt.mf_print(["--live", d], check=False)
+    expect(p.returncode == 0 and "no sampled allocation alive or freed" in p.stdout,
+           f"an empty live file: rc {p.returncode}, {p.stderr!r}")
+
+    # 4 threads with the same stacks: records of a thread file the profile skipped name none
+    t = rt.run_ok([rt.c_program("live_heap"), "threads"], sample=None,
+                  extra_env={"MALLOC_FREQ_LIVE": "all"})
+    d, path = live_copy(t)
+    kept = [x for _, x in live_records(path) if x[3] == 56]
+    seq = sorted({x[5] >> 32 for x in kept})
+    expect_eq(len(seq), 4, "thread files holding site_thread_kept's records")
+    name = [f for f in os.listdir(d) if f.startswith("thread.") and f.split(".")[2] == str(seq[0])]
+    expect_eq(len(name), 1, f"thread file of seq {seq[0]}")
+    with open(os.path.join(d, name[0]), "r+b") as f:
+        f.seek(8)
+        f.write(struct.pack("<I", 999))  # a format version no reader knows: skipped
+    p = rt.mf_print(["--live", "--format", "csv", d], check=False)
+    expect("skipping" in p.stderr and name[0] in p.stderr, f"the thread file is not skipped: "
+                                                           f"{p.stderr!r}")
+    rows = list(csv.DictReader(io.StringIO(p.stdout)))
+    expect_eq(sum(int(x["alive"]) for x in rows
+                  if rt.function_name(rt.csv_frames(x["stack"])[0]) == "site_thread_kept"), 15,
+              "site_thread_kept alive without the skipped thread's 5")
+
+
+@rt.test
+def test_live_exec_leaves_the_old_heap():
+    """An image that exec'd with 1,000 blocks allocated: while the new image runs, a read
+    counts only what is alive now (the new image's 10), says the old image exec'd and how
+    many of its allocations are left out; once the new image has ended too, the view is
+    what each image left, the old one's 1,000 among them."""
+    outdir = rt.fresh_dir()
+    env = rt.profiled_env(outdir, sample=None, extra={"MALLOC_FREQ_LIVE": "all"})
+    p = subprocess.Popen([rt.c_program("live_exec"), "first"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
+                         cwd=outdir)
+    try:
+        expect_eq(p.stdout.readline(), "ready\n", "live_exec second's first line")
+        profile = os.path.join(outdir, f"malloc_freq.{p.pid}")
+        rows = live_csv(profile)
+        expect_eq((site_sum(rows, "site_before_exec", "alive"),
+                   site_sum(rows, "site_after_exec", "alive")), (0, 10),
+                  "alive now: the exec'd image's blocks, the running image's")
+        tree = rt.mf_print(["--live", profile]).stdout
+        expect(f"(pid {p.pid}, exec'd)" in tree and f"(pid {p.pid}, running)" in tree,
+               f"the images' states:\n{tree[:600]}")
+        m = re.search(r"left out   ([\d,]+) allocations still recorded for 1 process image that "
+                      r"ended \(exited, exec'd or killed\): their heap went with them", tree)
+        expect(m and int(m.group(1).replace(",", "")) >= 1000, f"no left-out line:\n{tree[:800]}")
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        p.communicate(timeout=rt.TIMEOUT)
+        expect_eq(p.returncode, 0, "live_exec's exit status")
+        rows = live_csv(profile)
+        expect_eq((site_sum(rows, "site_before_exec", "alive"),
+                   site_sum(rows, "site_after_exec", "alive")), (1000, 10),
+                  "at exit: what each image left")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+
+
+@rt.test
+def test_live_outside_main_from_the_start_up_frames():
+    """[outside main] is decided from the start-up and exit frames, not from main's name: a
+    main that tail-calls its work (main is not on the stack) allocates inside main; an
+    atexit handler allocates outside it also when exit() was called from inside main; a
+    constructor outside. Debian's python3 reaches its code through a tail call from main
+    (Py_BytesMain under __libc_start_call_main): none of its sites is outside main."""
+    for mode, want in (("tail", {"site_before_main": ("3", "1"), "site_in_main": ("5", "0"),
+                                 "site_at_exit": ("2", "1")}),
+                       ("exit", {"site_before_main": ("3", "1"), "site_in_main": ("5", "0"),
+                                 "site_at_exit": ("2", "1")})):
+        r = rt.run_ok([rt.c_program("live_outside"), mode], sample=None,
+                      extra_env={"MALLOC_FREQ_LIVE": "all"})
+        rows = live_csv(r.profile)
+        got = {x["site"]: (x["alive"], x["outside_main"]) for x in rows if x["site"] in want}
+        expect_eq(got, want, f"{mode}: alive, outside main")
+    python = "/usr/bin/python3"
+    expect(os.path.exists(python), "no Debian python3 at /usr/bin/python3")
+    script = os.path.join(rt.fresh_dir(), "keep.py")
+    with open(script, "w") as f:
+        f.write("keep = [bytearray(1000 + i) for i in range(100)]\n")
+    r = rt.run_ok([python, script], sample=None, extra_env={"MALLOC_FREQ_LIVE": "all",
+                                                           "PYTHONMALLOC": "malloc"})
+    p = rt.mf_print(["--live", "--format", "csv", "--full-stacks", r.profile])
+    rows = list(csv.DictReader(io.StringIO(p.stdout)))
+    py = [x for x in rows if "Py_BytesMain" in rt.csv_frames(x["stack"])]
+    expect(len(py) >= 10, f"python3's sites under Py_BytesMain: {len(py)}")
+    expect_eq([x["stack"][:200] for x in py if x["outside_main"] != "0"], [],
+              "python3's sites marked outside main")
+
+
+@rt.test
+def test_live_missing_records_are_said_and_in_the_csv():
+    """What the live files could not record is said as it is and is in the CSV: 300,000
+    blocks alive at once at MALLOC_FREQ_LIVE=all (262,144 records), then all freed: the
+    header says how many allocations were not recorded (not that they are missing now), and
+    the CSV's "[allocations not recorded ...]" row holds them in alloc_calls, so that
+    site_many's freed and it add up to 300,000; 100,000 stacks each freeing one block (more
+    than the 4,096 lifetime slots): the header says how many frees have no lifetime, and the
+    CSV's "[lifetimes not recorded ...]" row's freed makes the freed column sum to 100,000."""
+    r = rt.run_ok([rt.c_program("live_heap"), "many_freed"], sample=None,
+                  extra_env={"MALLOC_FREQ_LIVE": "all"})
+    tree = rt.mf_print(["--live", r.profile]).stdout
+    m = re.search(r"; ([\d,]+) allocations found the table full and were not recorded \(up to "
+                  r"that many alive may be missing\)\n", tree)
+    expect(m, f"the header on the allocations not recorded:\n{tree[:800]}")
+    missing = int(m.group(1).replace(",", ""))
+    rows = live_csv(r.profile)
+    extra = [x for x in rows if x["site"] == "[allocations not recorded: the live table was full]"]
+    expect_eq([(x["alive"], x["samples"], x["alloc_calls"]) for x in extra],
+              [("", "0", str(missing))], "the CSV's row of allocations not recorded")
+    expect_eq((site_sum(rows, "site_many", "alive"), site_sum(rows, "site_many", "freed") + missing),
+              (0, 300000), "site_many: alive, freed + not recorded")
+    r = rt.run_ok([rt.c_program("html_100k_stacks")], sample=None,
+                  extra_env={"MALLOC_FREQ_LIVE": "all"})
+    tree = rt.mf_print(["--live", r.profile]).stdout
+    m = re.search(r"; the lifetimes of ([\d,]+) frees are not counted \(their stacks found the "
+                  r"lifetime table full: more than 4,096 stacks freed\)", tree)
+    expect(m, f"the header on the lifetimes not counted:\n{tree[:800]}")
+    rows = live_csv(r.profile)
+    extra = [x for x in rows if x["site"] == "[lifetimes not recorded: the lifetime table was full]"]
+    expect_eq([(x["alive"], x["freed"]) for x in extra], [("0", m.group(1).replace(",", ""))],
+              "the CSV's row of lifetimes not recorded")
+    expect_eq(sum(int(x["freed"]) for x in rows), 100000, "the freed column's sum")
+
+
+def sets_first_checkpoint(extra):
+    """live_heap sets under MALLOC_FREQ_LIVE=sampled with extra settings: its live CSV at the
+    first checkpoint, and whether the process's counts are estimates (the JSON's)."""
+    import json
+    c = Checkpoints("sampled", extra)
+    try:
+        c.wait_ready()
+        rows = live_csv(c.profile)
+        doc = json.loads(rt.mf_print(["--live", "--format", "json", c.profile]).stdout)
+        c.go_on()
+        c.wait_ready()
+        c.finish()
+    finally:
+        c.kill()
+    return rows, doc["processes"][0]["estimated"]
+
+
+@rt.test
+def test_live_sampled_error_bars_are_honest():
+    """MALLOC_FREQ_LIVE=sampled: the estimates are unbiased and their error bars honest.
+    In the default mode with a short exact stretch (MALLOC_FREQ_EXACT=140: a site whose
+    records are all of weight 1 while the process goes on sampling, "~137 ±0%"), no row of a
+    process that sampled has variance 0: its error is at least one sample at the process's
+    interval, as the tree's is. At a fixed interval of 40, 20 runs: site_keep_small's 2,000
+    live blocks are ~50 samples (Poisson), so an estimate 5 standard errors off has a
+    chance of 2.4e-5 a run (P(k <= 23) for a mean of 50; 5e-4 for all 20 runs): every run is
+    within 5, and the mean of the 20 estimates within 4 standard errors of the mean."""
+    for run in range(3):
+        rows, estimated = sets_first_checkpoint({"MALLOC_FREQ_EXACT": "140"})
+        if not estimated:
+            continue  # every call was recorded: variance 0 is right
+        zero = [(x["site"], x["alive"]) for x in rows if x["alive"] and int(x["alive"]) > 0 and
+                int(x["alive_variance"]) == 0]
+        expect_eq(zero, [], f"run {run}: rows of a sampling process with variance 0")
+    est, var = [], []
+    for run in range(20):
+        rows, _ = sets_first_checkpoint({"MALLOC_FREQ_SAMPLE": "40"})
+        got, v = site_sum(rows, "site_keep_small", "alive"), site_sum(rows, "site_keep_small",
+                                                                      "alive_variance")
+        expect(v > 0 and abs(got - 2000) <= 5 * math.sqrt(v),
+               f"run {run}: site_keep_small ~{got} ± {math.sqrt(v):.0f}, truth 2,000")
+        est.append(got)
+        var.append(v)
+    mean, se = sum(est) / len(est), math.sqrt(sum(var)) / len(est)
+    expect(abs(mean - 2000) <= 4 * se, f"the mean of 20 estimates {mean:.0f} ± {se:.0f}")

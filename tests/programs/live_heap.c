@@ -8,6 +8,8 @@
  *   live_heap leaks  site_leak 1,000 x 48 bytes, never freed; exits.
  *   live_heap many   site_many: 300,000 x 16 bytes alive at exit, more than the table at
  *                    MALLOC_FREQ_LIVE=all holds (262,144 records).
+ *   live_heap many_freed  the same 300,000, then all freed before exit: the table was full
+ *                    while they lived, none is alive at the end.
  *   (every mode)     site_before_main: 3 x 16 bytes from a constructor, kept to the end.
  *   live_heap edges  realloc moves (site_grow: 1 .. 1 MiB, then freed), free(NULL),
  *                    realloc(NULL, n), realloc(p, 0), memory from glibc's own __libc_malloc
@@ -156,11 +158,15 @@ __attribute__((constructor)) static void before_main(void)
         early[i] = site_before_main();
 }
 
-SITE void site_many(void)
+static void *many[300000];
+
+SITE void site_many(int keep)
 {
     for (int i = 0; i < 300000; i++) {
         volatile char *p = malloc(16);
         p[0] = 1;
+        if (keep)
+            many[i] = (void *)p;
     }
 }
 
@@ -221,9 +227,15 @@ int main(int argc, char **argv)
     if (strcmp(mode, "threads") == 0)
         return threads();
     if (strcmp(mode, "many") == 0) {
-        site_many();
+        site_many(0);
         return 0;
     }
-    fprintf(stderr, "usage: live_heap sets|temps|leaks|edges|threads|many\n");
+    if (strcmp(mode, "many_freed") == 0) {
+        site_many(1);
+        for (int i = 0; i < 300000; i++)
+            free(many[i]);
+        return 0;
+    }
+    fprintf(stderr, "usage: live_heap sets|temps|leaks|edges|threads|many|many_freed\n");
     return 2;
 }
