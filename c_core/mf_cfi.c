@@ -543,7 +543,7 @@ bool mf_cfi_rule_at(uintptr_t pc, struct mf_cfi_rule *rule)
     struct mf_cfi_find q = {.target = pc - 1, /* the call, not what follows */
                             .first = true, .rule = {.kind = MF_CFI_OTHER}};
     q.cached = !__atomic_exchange_n(&mf_cfi_objects.busy, 1, __ATOMIC_ACQUIRE);
-    dl_iterate_phdr(mf_cfi_visit, &q);
+    mf_dl_iterate(mf_cfi_visit, &q);
     if (q.cached)
         __atomic_store_n(&mf_cfi_objects.busy, 0, __ATOMIC_RELEASE);
     *rule = q.rule;

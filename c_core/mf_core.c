@@ -850,7 +850,11 @@ static void mf_after_fork_child(bool prepared)
             mf_table_privatize(t->slot->table);
         mf_live_privatize();
     }
-    bool frozen = prepared ? mf_fork_threaded : true;
+    /* The loader's lock may stay held here for ever: by a thread of the parent that does not
+     * exist here, or by this thread's iteration, interrupted by the handler that forked
+     * (mf_dl_iterate). */
+    bool frozen = prepared ? mf_fork_threaded || t->in_loader : true;
+    t->in_loader = false;
     mf_modules_inherit(frozen);
     /* libunwind looks up each new return address with dl_iterate_phdr: in such a child the
      * frame-pointer walk, which needs nothing from the loader, takes the stacks. */

@@ -69,6 +69,7 @@ struct mf_thread {
     bool exact;               /* the sample now due belongs to the exact stretch */
     bool exiting;             /* runs the process's exit: flush every call (mf_arm) */
     bool in_slow;             /* inside mf_record_slow (busy marks only the sample) */
+    bool in_loader;           /* inside dl_iterate_phdr for the profiler (mf_dl_iterate) */
 };
 
 /* The alignment of mf_tls. The preload library's build sets it to 512 (Makefile), the next

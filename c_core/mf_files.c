@@ -62,25 +62,45 @@ static void mf_base_too_long(size_t len)
     mf_warnv(NULL, parts, 6);
 }
 
-/* A relative MALLOC_FREQ_DIR becomes absolute in the environment too, for the images the
- * program execs after a chdir. The new entry lives in memory of its own (mmap, never
- * freed): the allocator is not ours to call, and the old string may be the kernel's. */
-static void mf_env_rewrite(void)
+/* MALLOC_FREQ_DIR=<the settled base> in the environment, for the images the program execs
+ * after a chdir: a relative value is replaced (add false), an unset one added (add true;
+ * the environment's array is copied with the new entry first). The new memory is mapped
+ * of its own and never freed: the allocator is not ours to call, and the old strings and
+ * array may be the kernel's. A later setenv copies the array (glibc's does, into memory of
+ * its own, when environ is not its last array). errno is kept. */
+static void mf_env_put(bool add)
 {
     static const char key[] = "MALLOC_FREQ_DIR=";
     const size_t klen = sizeof key - 1;
-    for (char **e = environ; e && *e; e++) {
-        if (strncmp(*e, key, klen) != 0)
-            continue; /* getenv() answers with the first match: so do we */
-        size_t blen = strlen(mf_base), size = (klen + blen + 1 + 4095) & ~(size_t)4095;
-        char *s = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (s == MAP_FAILED)
-            return;
-        memcpy(s, key, klen);
-        memcpy(s + klen, mf_base, blen + 1);
-        *e = s;
+    size_t n = 0;
+    for (char **e = environ; e && *e; e++, n++) {
+        if (strncmp(*e, key, klen) == 0) { /* getenv() answers with the first match: so do we */
+            if (add)
+                return;
+            break;
+        }
+    }
+    if (!add && !(environ && environ[n]))
+        return;
+    size_t blen = strlen(mf_base), slen = (klen + blen + 1 + 7) & ~(size_t)7;
+    size_t size = (slen + (add ? (n + 2) * sizeof(char *) : 0) + 4095) & ~(size_t)4095;
+    int err = errno;
+    char *s = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    errno = err;
+    if (s == MAP_FAILED)
+        return;
+    memcpy(s, key, klen);
+    memcpy(s + klen, mf_base, blen + 1);
+    if (!add) {
+        environ[n] = s;
         return;
     }
+    char **env = (char **)(s + slen);
+    env[0] = s;
+    for (size_t i = 0; i < n; i++)
+        env[i + 1] = environ[i];
+    env[n + 1] = NULL;
+    __atomic_store_n(&environ, env, __ATOMIC_RELEASE);
 }
 
 /* MALLOC_FREQ_DIR, or the working directory, as an absolute path without trailing '/',
@@ -120,11 +140,8 @@ void mf_files_settle(void)
         mf_base_len = len;
         return;
     }
-    if (mf_opt.base_dir && mf_opt.base_dir[0] != '/') {
-        int err = errno;
-        mf_env_rewrite();
-        errno = err;
-    }
+    if (mf_opt.base_dir && mf_opt.base_dir[0] != '/')
+        mf_env_put(false);
     mf_base_state = 1;
 }
 
@@ -227,6 +244,11 @@ bool mf_files_start(void)
         mf_dir[0] = '\0';
         return true;
     }
+    /* Unset, the base was the working directory at load: so it stays for the images this
+     * one execs after a chdir (at the first start-up, not at load: a process that never
+     * allocates pays nothing). */
+    if (!mf_opt.base_dir)
+        mf_env_put(true);
     if (mf_files_sealed()) {
         mf_dir[0] = '\0';
         errno = EPERM;

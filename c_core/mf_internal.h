@@ -297,6 +297,9 @@ ssize_t mf_sys_read(int fd, void *buf, size_t len);
 int mf_sys_openat(int dirfd, const char *path, int flags, unsigned mode);
 int mf_sys_ioctl(int fd, unsigned long request, void *arg);
 int mf_sys_fallocate(int fd, uint64_t off, uint64_t len);
+struct dl_phdr_info;
+/* dl_iterate_phdr, marked in the thread's state while it runs (mf_modules.c). */
+int mf_dl_iterate(int (*visit)(struct dl_phdr_info *, size_t, void *), void *arg);
 void mf_prefault(void *p, size_t len); /* MADV_POPULATE_WRITE, errors ignored */
 void mf_privatize(void *addr, size_t len); /* a private copy in place of a shared mapping */
 #define MF_PREFAULT_MAX (64u << 10) /* larger ones fill slowly: left to fault page by page */

@@ -279,11 +279,28 @@ static int mf_module_visit(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
+/* dl_iterate_phdr holds a recursive lock owned by thread id. A signal handler that forks
+ * while it is held leaves a child whose thread has a new id: the interrupted iteration's
+ * unlock is refused there, and the child's next iteration would wait for ever. The mark
+ * tells the child (mf_after_fork_child) never to ask the loader; a flag, not a blocked
+ * signal mask, because this runs at every new stack (two system calls each). */
+int mf_dl_iterate(int (*visit)(struct dl_phdr_info *, size_t, void *), void *arg)
+{
+    struct mf_thread *t = &mf_tls;
+    bool outer = t->in_loader;
+    t->in_loader = true;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    int rc = dl_iterate_phdr(visit, arg);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t->in_loader = outer;
+    return rc;
+}
+
 /* New module records go to mf_log (one refresh at a time: mf_refreshing). */
 static void mf_modules_collect(void)
 {
     struct mf_visit v = {.moved = false};
-    dl_iterate_phdr(mf_module_visit, &v);
+    mf_dl_iterate(mf_module_visit, &v);
 }
 
 /* What the loader added since the last look, appended to the process file in one write. */
@@ -321,7 +338,7 @@ bool mf_modules_changed(void)
 {
     bool changed = false;
     if (!mf_frozen)
-        dl_iterate_phdr(mf_loader_counts, &changed);
+        mf_dl_iterate(mf_loader_counts, &changed);
     return changed;
 }
 

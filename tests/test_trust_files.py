@@ -501,32 +501,39 @@ def test_chdir_then_fork_child():
 
 @rt.test
 def test_chdir_then_exec_relative_dir():
-    """A program with a relative MALLOC_FREQ_DIR changes directory (after its first
-    allocation or before it) and execs another image: the new image writes next to the
-    first in the same malloc_freq.<pid>, because the library made MALLOC_FREQ_DIR absolute
-    in the environment when it was loaded."""
+    """A program with a relative MALLOC_FREQ_DIR, or none, changes directory (after its
+    first allocation or before it) and execs another image: the new image writes next to
+    the first in the same malloc_freq.<pid>, because the library put the base directory it
+    settled at load in the environment, absolute (replacing a relative value, adding one
+    when unset). Before, with MALLOC_FREQ_DIR unset, the image wrote in its new working
+    directory."""
     prog = rt.c_program("chdir_children")
     second = rt.c_program("exec_second")
-    for mode in ("exec", "early-exec"):
+    for mode, relative in (("exec", "out"), ("early-exec", "out"), ("exec", None),
+                           ("early-exec", None)):
         top = rt.fresh_dir()
         os.makedirs(os.path.join(top, "elsewhere", "out"))
         os.makedirs(os.path.join(top, "out"))
-        env = rt.profiled_env("out")
+        env = rt.profiled_env(relative or top)
+        if relative is None:
+            del env["MALLOC_FREQ_DIR"]
+        what = f"{mode}, " + (f"MALLOC_FREQ_DIR={relative}" if relative else "MALLOC_FREQ_DIR unset")
         p = subprocess.Popen([prog, "elsewhere", mode, second], env=env, cwd=top, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         p.stdout, p.stderr = p.communicate(timeout=rt.TIMEOUT)
         rt.expect((p.returncode, p.stdout, p.stderr) == (0, "exec_second done\n", ""),
-                  f"{mode}: status {p.returncode}, stdout {p.stdout!r}, stderr {p.stderr!r}")
-        rt.expect_eq(profiles_in(os.path.join(top, "elsewhere", "out")), [],
-                     f"{mode}: profiles in elsewhere/out")
-        rt.expect_eq(profiles_in(os.path.join(top, "out")), [f"malloc_freq.{p.pid}"],
-                     f"{mode}: profiles in out")
-        profile = os.path.join(top, "out", f"malloc_freq.{p.pid}")
-        rt.expect_eq(len(rt.process_files(profile)), 2, f"{mode}: process files (both images)")
+                  f"{what}: status {p.returncode}, stdout {p.stdout!r}, stderr {p.stderr!r}")
+        want_dir = os.path.join(top, relative) if relative else top
+        for d in (os.path.join(top, "elsewhere"), os.path.join(top, "elsewhere", "out")):
+            rt.expect_eq(profiles_in(d), [], f"{what}: profiles in {os.path.relpath(d, top)}")
+        rt.expect_eq(profiles_in(want_dir), [f"malloc_freq.{p.pid}"],
+                     f"{what}: profiles in {os.path.relpath(want_dir, top)}")
+        profile = os.path.join(want_dir, f"malloc_freq.{p.pid}")
+        rt.expect_eq(len(rt.process_files(profile)), 2, f"{what}: process files (both images)")
         rows = rt.csv_rows(profile)
         rt.expect_sites(rows, {"site_before": (100, 1600), "site_after_exec": (900, 27000)})
         rt.expect_eq(rt.csv_total(rows), rt.exact_total_calls(profile),
-                     f"{mode}: CSV total vs the headers' totals")
+                     f"{what}: CSV total vs the headers' totals")
 
 
 # ---- setuid, then children ------------------------------------------------------------------
