@@ -297,6 +297,11 @@ ssize_t mf_sys_read(int fd, void *buf, size_t len);
 int mf_sys_openat(int dirfd, const char *path, int flags, unsigned mode);
 int mf_sys_ioctl(int fd, unsigned long request, void *arg);
 int mf_sys_fallocate(int fd, uint64_t off, uint64_t len);
+/* A signal handler that forks while the profiler makes its files would leave a child that
+ * goes on making its parent's (same stamp, O_EXCL refused): set-up runs with signals
+ * blocked, two system calls a process and a thread (mf_sys.c). */
+void mf_signals_block(uint64_t *old);
+void mf_signals_restore(const uint64_t *old);
 struct dl_phdr_info;
 /* dl_iterate_phdr, marked in the thread's state while it runs (mf_modules.c). */
 int mf_dl_iterate(int (*visit)(struct dl_phdr_info *, size_t, void *), void *arg);

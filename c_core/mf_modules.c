@@ -282,11 +282,14 @@ static int mf_module_visit(struct dl_phdr_info *info, size_t size, void *arg)
 /* dl_iterate_phdr holds a recursive lock owned by thread id. A signal handler that forks
  * while it is held leaves a child whose thread has a new id: the interrupted iteration's
  * unlock is refused there, and the child's next iteration would wait for ever. The mark
- * tells the child (mf_after_fork_child) never to ask the loader; a flag, not a blocked
+ * tells the child (mf_after_fork_child) never to ask the loader again, not even to go on
+ * with the walk the handler interrupted; a flag, not a blocked
  * signal mask, because this runs at every new stack (two system calls each). */
 int mf_dl_iterate(int (*visit)(struct dl_phdr_info *, size_t, void *), void *arg)
 {
     struct mf_thread *t = &mf_tls;
+    if (mf_unwind_frozen) /* also for a walk the fork interrupted, which goes on here */
+        return 0;
     bool outer = t->in_loader;
     t->in_loader = true;
     __atomic_signal_fence(__ATOMIC_SEQ_CST);

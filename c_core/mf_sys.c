@@ -2,6 +2,7 @@
  * cancellation points: these run inside the allocator (DESIGN §5, §12). */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -94,6 +95,21 @@ void mf_warn_once(int *said, const char *a, const char *b, const char *c, const 
  * glibc's open, read, write, pwrite, close and fallocate act on a pending pthread_cancel;
  * inside malloc that would end the thread with the program's locks held. syscall() does not
  * (DESIGN §12). */
+
+/* Every signal that can be blocked, blocked, the old mask in *old; errno untouched (the
+ * call cannot fail with these arguments). */
+void mf_signals_block(uint64_t *old)
+{
+    uint64_t all = ~0ull;
+    if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, old, sizeof all) != 0)
+        *old = ~0ull; /* nothing to restore (mf_signals_restore) */
+}
+
+void mf_signals_restore(const uint64_t *old)
+{
+    if (*old != ~0ull)
+        syscall(SYS_rt_sigprocmask, SIG_SETMASK, old, NULL, sizeof *old);
+}
 
 int mf_sys_close(int fd)
 {
