@@ -11,6 +11,7 @@
  * one line for each kind. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,10 +23,11 @@
 
 bool mf_live_wanted;
 
-static bool mf_read_whole(const char *path, uint64_t max, uint8_t **data, size_t *size,
-                          const char **why)
+/* name in the process directory dirfd (paths may be longer than PATH_MAX: profile_read.c). */
+static bool mf_read_whole(int dirfd, const char *name, uint64_t max, uint8_t **data,
+                          size_t *size, const char **why)
 {
-    int fd = mf_open_regular(path, false, max, why);
+    int fd = mf_open_regular_at(dirfd, name, false, max, why);
     if (fd < 0)
         return true;
     off_t end = lseek(fd, 0, SEEK_END);
@@ -76,6 +78,7 @@ struct mf_live_ctx {
     uint32_t nbudgets, budgets_cap;
     struct mf_map budget_map; /* ref -> budgets index, one map per pass */
     uint32_t skipped; /* live files named and skipped */
+    int dirfd;        /* the process's directory, while its live file is read */
 };
 
 static const struct mf_live_ctx *mf_budget_ctx;
@@ -107,9 +110,13 @@ static void mf_budgets_reset(struct mf_live_ctx *c)
 
 static void mf_thread_files(struct mf_live_ctx *c, const struct mf_process *pr)
 {
-    DIR *d = opendir(pr->dir);
-    if (!d)
+    int fd = dup(c->dirfd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
         return;
+    }
     char prefix[40];
     int plen = snprintf(prefix, sizeof prefix, "thread.%016llx.", (unsigned long long)pr->stamp);
     struct dirent *de;
@@ -142,10 +149,8 @@ static uint32_t mf_ref_stack(struct mf_live_ctx *c, const struct mf_process *pr,
     if (!f || f->failed)
         return UINT32_MAX;
     if (!f->data) {
-        char path[4096];
         const char *why;
-        snprintf(path, sizeof path, "%s/%s", pr->dir, f->name);
-        if (mf_read_whole(path, MF_THREAD_FILE_MAX, &f->data, &f->size, &why)) {
+        if (mf_read_whole(c->dirfd, f->name, MF_THREAD_FILE_MAX, &f->data, &f->size, &why)) {
             f->failed = true;
             return UINT32_MAX;
         }
@@ -228,14 +233,21 @@ static void mf_live_process(struct mf_live_ctx *c, struct mf_live_count *sums)
 {
     struct mf_profile *p = c->p;
     struct mf_process *pr = &p->procs[c->process];
-    char path[4096];
-    snprintf(path, sizeof path, "%s/live.%016llx.mfl", pr->dir, (unsigned long long)pr->stamp);
+    char name[40], path[4200]; /* path: for messages, cut when longer */
+    snprintf(name, sizeof name, "live.%016llx.mfl", (unsigned long long)pr->stamp);
+    snprintf(path, sizeof path, "%s/%s", pr->dir, name);
     uint8_t *data;
     size_t size;
     const char *why;
-    if (access(path, F_OK) != 0)
+    c->dirfd = mf_open_dir(pr->dir);
+    if (c->dirfd < 0)
+        return; /* gone since the profile was read */
+    if (faccessat(c->dirfd, name, F_OK, AT_SYMLINK_NOFOLLOW) != 0) {
+        close(c->dirfd);
         return; /* this process did not record its live heap */
-    if (mf_read_whole(path, MF_LIVE_FILE_MAX, &data, &size, &why)) {
+    }
+    if (mf_read_whole(c->dirfd, name, MF_LIVE_FILE_MAX, &data, &size, &why)) {
+        close(c->dirfd);
         c->skipped++;
         mf_error("%s: %s (skipped)", mf_esc(path), why);
         return;
@@ -273,6 +285,7 @@ static void mf_live_process(struct mf_live_ctx *c, struct mf_live_count *sums)
         c->skipped++;
         mf_error("%s: %s (skipped)", mf_esc(path), bad);
         free(data);
+        close(c->dirfd);
         return;
     }
     p->live_files++;
@@ -364,6 +377,7 @@ static void mf_live_process(struct mf_live_ctx *c, struct mf_live_count *sums)
         free(c->files[i].data);
     }
     free(data);
+    close(c->dirfd);
 }
 
 /* While a process image runs, the view is "alive now": an image that ended (its exit, an

@@ -5,6 +5,7 @@ skipped) and the exact totals never go back from one read to the next. A table t
 of thousands of stacks while read; a profile deeper than PATH_MAX; a run tree of 80,000 empty
 directories (tests/programs/busy_stacks.c)."""
 import contextlib
+import json
 import os
 import select
 import subprocess
@@ -128,8 +129,10 @@ def deep_dir(base, length):
 @rt.test
 def test_profile_deeper_than_path_max():
     # exact_sites's profile moved 21 levels down, its path over 4,096 characters: read
-    # through the directory above the chain (the walk goes down it) and through its own path.
-    r = rt.run_ok([rt.c_program("exact_sites")])
+    # through the directory above the chain (the walk goes down it) and through its own path,
+    # with its live heap (MALLOC_FREQ_LIVE=all: every allocation of exact_sites is alive at
+    # its exit, so the live view's total is the calls').
+    r = rt.run_ok([rt.c_program("exact_sites")], extra_env={"MALLOC_FREQ_LIVE": "all"})
     top = rt.fresh_dir()
     path, fd = deep_dir(top, os.pathconf("/", "PC_PATH_MAX"))
     try:
@@ -144,6 +147,8 @@ def test_profile_deeper_than_path_max():
         rt.expect_sites(rows, rt.EXACT_SITES)
         expect_eq(rt.tree_header_total(read_ok("tree", [given])), rt.csv_total(rows),
                   "tree header total vs CSV total")
+        live = json.loads(read_ok("live json", ["--live", "--format", "json", given]))
+        expect_eq(live["live"]["files"], 1, f"live heap files read through {len(given)} characters")
 
 
 def tmpfs_dir():
