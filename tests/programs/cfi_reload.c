@@ -12,6 +12,13 @@
 
 #include "mf_internal.h"
 
+/* mf_cfi.c asks the loader through the core's mf_dl_iterate (c_core/mf_modules.c, which
+ * marks the thread's state); linked alone here, it asks the loader directly. */
+int mf_dl_iterate(int (*visit)(struct dl_phdr_info *, size_t, void *), void *arg)
+{
+    return dl_iterate_phdr(visit, arg);
+}
+
 struct text {
     const char *name;
     uintptr_t base, lo, hi;
