@@ -530,13 +530,15 @@ static void mf_setup_on_stack(void *arg)
     int err = errno;
     uint64_t mask;
     mf_signals_block(&mask); /* a handler's fork must find the files made or not begun */
+    bool vfork_child = false;
     if (__atomic_exchange_n(&mf_start_pending, 0, __ATOMIC_ACQ_REL)) {
-        if (getpid() != mf_start_pid) /* a vfork child: the parent's to start */
+        vfork_child = getpid() != mf_start_pid;
+        if (vfork_child) /* the parent's to start */
             __atomic_store_n(&mf_start_pending, 1, __ATOMIC_RELEASE);
         else
             mf_process_start();
     }
-    if (mf_ready && t->state == MF_THREAD_NEW && getpid() == mf_start_pid)
+    if (!vfork_child && mf_ready && t->state == MF_THREAD_NEW)
         mf_thread_setup(t);
     mf_signals_restore(&mask);
     errno = err;
