@@ -196,11 +196,11 @@ static bool mf_weight_ok(const struct mf_process *pr, uint32_t mode, uint64_t w)
 static bool mf_life_sum(struct mf_lifetimes *to, const struct mf_live_stats *x)
 {
     struct mf_lifetimes t = *to;
-    bool wrap = __builtin_add_overflow(t.freed, x->freed, &t.freed) |
-                __builtin_add_overflow(t.freed_samples, x->freed_samples, &t.freed_samples) |
-                __builtin_add_overflow(t.freed_bytes, x->freed_bytes, &t.freed_bytes) |
-                __builtin_add_overflow(t.temporary, x->temporary, &t.temporary) |
-                __builtin_add_overflow(t.same_thread, x->same_thread, &t.same_thread);
+    bool wrap = __builtin_add_overflow(t.freed, x->freed, &t.freed);
+    wrap |= __builtin_add_overflow(t.freed_samples, x->freed_samples, &t.freed_samples);
+    wrap |= __builtin_add_overflow(t.freed_bytes, x->freed_bytes, &t.freed_bytes);
+    wrap |= __builtin_add_overflow(t.temporary, x->temporary, &t.temporary);
+    wrap |= __builtin_add_overflow(t.same_thread, x->same_thread, &t.same_thread);
     for (uint32_t b = 0; b < MF_LIVE_CALL_BUCKETS; b++)
         wrap |= __builtin_add_overflow(t.life_calls[b], x->life_calls[b], &t.life_calls[b]);
     for (uint32_t b = 0; b < MF_LIVE_NS_BUCKETS; b++)
@@ -215,11 +215,11 @@ static bool mf_count_sum(struct mf_live_count *s, uint64_t w, uint64_t size)
 {
     struct mf_live_count t = *s;
     uint64_t bytes, var = 0;
-    bool wrap = __builtin_mul_overflow(w, size, &bytes) |
-                __builtin_mul_overflow(w, w - 1, &var) |
-                __builtin_add_overflow(t.calls, w, &t.calls) |
-                __builtin_add_overflow(t.bytes, bytes, &t.bytes) |
-                __builtin_add_overflow(t.var, var, &t.var);
+    bool wrap = __builtin_mul_overflow(w, size, &bytes);
+    wrap |= __builtin_mul_overflow(w, w - 1, &var);
+    wrap |= __builtin_add_overflow(t.calls, w, &t.calls);
+    wrap |= __builtin_add_overflow(t.bytes, bytes, &t.bytes);
+    wrap |= __builtin_add_overflow(t.var, var, &t.var);
     t.bytes_var += (double)var * (double)size * (double)size;
     if (wrap || !__builtin_isfinite(t.bytes_var)) /* no inf or nan for a report to print */
         return false;
