@@ -263,21 +263,21 @@ def test_launcher_dies_of_the_signal_that_ended_the_program():
         rt.expect("\n  calls      100 (exact), " in err, f"{sig.name}: the summary's calls: {err!r}")
 
 
-def terminal_interrupt(mode):
-    """Runs signal_wait MODE under the launcher on a terminal, types ^C once it is ready;
-    returns (exit status, what the terminal showed)."""
-    cwd, prog, env = rt.fresh_dir(), rt.c_program("signal_wait"), clean_env()
+def type_interrupt(argv, cwd, env, again=False):
+    """Runs argv on a terminal in cwd and types ^C once it says "ready"; with again, a second
+    "ready" (a loop going on) ends the run, killing what is left. Returns (exit status, what
+    the terminal showed, whether ^C was typed)."""
     pid, fd = pty.fork()
     if pid == 0:
         try:
             os.chdir(cwd)
-            os.execve(LAUNCHER, [LAUNCHER, "-q", "--", prog, mode], env)
+            os.execve(argv[0], argv, env)
         finally:
             os._exit(127)
     out = b""
-    deadline = time.monotonic() + 60
     sent = False
-    while time.monotonic() < deadline:
+    deadline = time.monotonic() + 60  # a bound on a test gone wrong, not a measurement
+    while time.monotonic() < deadline and not (again and out.count(b"ready") >= 2):
         if not sent and b"ready" in out:
             os.write(fd, b"\x03")
             sent = True
@@ -286,15 +286,25 @@ def terminal_interrupt(mode):
             continue
         try:
             chunk = os.read(fd, 1024)
-        except OSError:
+        except OSError:  # EIO: every process of the terminal has ended
             break
         if not chunk:
             break
         out += chunk
+    if again and (out.count(b"ready") >= 2 or time.monotonic() >= deadline):
+        os.killpg(pid, signal.SIGKILL)
     os.close(fd)
     _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), out.decode(errors="replace"), sent
+
+
+def terminal_interrupt(mode):
+    """Runs signal_wait MODE under the launcher on a terminal, types ^C once it is ready;
+    returns (exit status, what the terminal showed)."""
+    cwd, prog, env = rt.fresh_dir(), rt.c_program("signal_wait"), clean_env()
+    status, out, sent = type_interrupt([LAUNCHER, "-q", "--", prog, mode], cwd, env)
     rt.expect(sent, f"signal_wait {mode} never said ready on the terminal: {out!r}")
-    return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
+    return status, out
 
 
 @rt.test
@@ -319,37 +329,10 @@ def test_launcher_terminal_interrupt_stops_a_shell_loop():
     bash = shutil.which("bash")
     cwd, prog, env = rt.fresh_dir(), rt.c_program("signal_wait"), clean_env()
     loop = 'while :; do "$0" -q -- "$1" default; echo "next $?"; done'
-    pid, fd = pty.fork()
-    if pid == 0:
-        try:
-            os.chdir(cwd)
-            os.execve(bash, [bash, "--norc", "--noprofile", "-c", loop, LAUNCHER, prog], env)
-        finally:
-            os._exit(127)
-    out = b""
-    sent = False
-    deadline = time.monotonic() + 60  # a bound on a test gone wrong, not a measurement
-    while time.monotonic() < deadline and out.count(b"ready") < 2:
-        if not sent and b"ready" in out:
-            os.write(fd, b"\x03")
-            sent = True
-        r, _, _ = select.select([fd], [], [], 1)
-        if not r:
-            continue
-        try:
-            chunk = os.read(fd, 1024)
-        except OSError:  # EIO: every process of the terminal has ended
-            break
-        if not chunk:
-            break
-        out += chunk
-    if out.count(b"ready") >= 2 or time.monotonic() >= deadline:
-        os.killpg(pid, signal.SIGKILL)
-    os.close(fd)
-    _, status = os.waitpid(pid, 0)
+    status, out, sent = type_interrupt(
+        [bash, "--norc", "--noprofile", "-c", loop, LAUNCHER, prog], cwd, env, again=True)
     rt.expect(sent, f"signal_wait never said ready on the terminal: {out!r}")
-    rt.expect_eq((os.waitstatus_to_exitcode(status), out.decode(errors="replace")),
-                 (-signal.SIGINT, "ready\r\n^C"),
+    rt.expect_eq((status, out), (-signal.SIGINT, "ready\r\n^C"),
                  "bash's end (negative: killed by that signal) and the terminal after ^C")
     # The launcher on its own: killed by SIGINT, as the program was.
     rt.expect_eq(terminal_interrupt("default"), (-signal.SIGINT, "ready\r\n^C"),
