@@ -356,22 +356,21 @@ static void mf_live_process(struct mf_live_ctx *c, struct mf_live_count *sums)
         b->calls -= st[j].freed;
     }
     mf_budgets_reset(c);
-    if (bad_weight)
-        mf_error("%s: %llu records with a weight this process never samples with (left out)",
-                 mf_esc(path), (unsigned long long)bad_weight);
-    if (bad_size)
-        mf_error("%s: %llu records with a size no allocation can have (left out)", mf_esc(path),
-                 (unsigned long long)bad_size);
-    if (too_many)
-        mf_error("%s: %llu records more than their stack's entry made allocations (left out)",
-                 mf_esc(path), (unsigned long long)too_many);
-    if (wrapped)
-        mf_error("%s: %llu records whose sizes would overflow the sums (left out)", mf_esc(path),
-                 (unsigned long long)wrapped);
-    if (bad_frees)
-        mf_error("%s: %llu lifetime slots with more frees than their stack's entry made, or "
-                 "counts that contradict each other (left out)",
-                 mf_esc(path), (unsigned long long)bad_frees);
+    const struct {
+        uint64_t n;
+        const char *what;
+    } left_out[] = {
+        {bad_weight, "records with a weight this process never samples with"},
+        {bad_size, "records with a size no allocation can have"},
+        {too_many, "records more than their stack's entry made allocations"},
+        {wrapped, "records whose sizes would overflow the sums"},
+        {bad_frees, "lifetime slots with more frees than their stack's entry made, or counts "
+                    "that contradict each other"},
+    };
+    for (size_t k = 0; k < sizeof left_out / sizeof *left_out; k++)
+        if (left_out[k].n)
+            mf_error("%s: %llu %s (left out)", mf_esc(path), (unsigned long long)left_out[k].n,
+                     left_out[k].what);
     for (uint32_t i = 0; i < c->nfiles; i++) {
         free(c->files[i].name);
         free(c->files[i].data);
