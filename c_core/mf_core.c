@@ -475,7 +475,7 @@ static void mf_thread_setup(struct mf_thread *t)
     s->flush_lock = 0;
     memset(&s->proxied, 0, sizeof s->proxied);
     s->table = NULL;
-    s->known_table = NULL;
+
     if (s->own.hdr || !mf_table_create(&s->own, seq))
         s->table = &s->own;
     struct mf_table *first = NULL;
@@ -576,8 +576,14 @@ static void mf_sample_on_stack(void *arg)
     pcs[n] = cls;
     struct mf_table *tab = mf_table_lock(s->table);
     uint32_t epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE);
-    bool known = s->walk_repeated && s->known_table == tab && s->known_gen == tab->last_gen;
-    struct mf_entry *e = mf_table_find(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT, known);
+    /* The walk's outermost frames that are the last walk's are the table's last path's, if
+     * that was this thread's last walk, whole (a truncated stack's outermost frame moves
+     * with its depth). */
+    uint32_t same = tab->path_slot == s && tab->path_seq + 1 == s->walk_seq &&
+                            !tab->path_truncated && !(flags & MF_ENTRY_TRUNCATED)
+                        ? s->walk_same
+                        : 0;
+    struct mf_entry *e = mf_table_find(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT, same);
     if (!e) {
         /* A new stack: are its addresses in the modules we know? A library loaded since,
          * or one mapped where another was (then the epoch grows and the stack is the new
@@ -613,8 +619,9 @@ static void mf_sample_on_stack(void *arg)
         if (mf_opt.live) /* off, no call: 21 instructions of a sample at N=1 */
             mf_live_note(t, tab, e);
     }
-    s->known_table = e ? tab : NULL; /* a lookup that found or made e remembered pcs' frames */
-    s->known_gen = tab->last_gen;
+    tab->path_slot = s;
+    tab->path_seq = s->walk_seq;
+    tab->path_truncated = flags & MF_ENTRY_TRUNCATED;
     mf_table_unlock(tab);
     pcs[n] = kept;
     if (!e)

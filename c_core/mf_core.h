@@ -14,22 +14,42 @@
  * them (mf_table.c). Normally one thread writes it; a thread that cannot have a file of its
  * own (full disk, setuid, chroot) records into the process's first table, which is then
  * `shared` and written under `lock`. */
+/* One of a table's private indexes (mf_table.c): open addressing, linear probing, at most
+ * half full; a slot holds the key's hash's upper 32 bits and a reference + 1 (0 = empty). */
+struct mf_index {
+    uint64_t *slot; /* anonymous memory; NULL until the first key, or without memory */
+    uint64_t slots; /* a power of two */
+    uint64_t used;
+};
+
+/* The depth of the stacks a table's path cache holds (MF_DEPTH_MAX, mf_format.h). */
+#define MF_STACK_PATH_MAX MF_DEPTH_MAX
+
 struct mf_table {
     struct mf_thread_header *hdr; /* NULL until the file exists */
     uint32_t nseg;
     uint32_t lock;            /* taken by every writer once `shared` */
     volatile uint32_t shared; /* more than one thread may write */
     struct mf_segment_header *seg[MF_MAX_SEGMENTS];
-    uint64_t *index; /* anonymous memory; NULL with one segment, or if it could not be had:
-                      * then each segment is probed */
-    uint64_t index_slots; /* a power of two */
-    /* The entry found or made last, and its segment: a thread's next call comes from the
-     * same stack more often than not, which is then found by one comparison, no hash. The
-     * comparison leaves out the size class (a loop allocates at one site in many sizes):
-     * the entries of the last stack's frames are kept by class, those of generation
-     * last_gen being that stack's (the generation moves on when the frames change). */
-    struct mf_entry *last;
-    struct mf_segment_header *last_seg;
+    uint64_t reserved_entries, reserved_nodes; /* the last segment's with disk blocks */
+    struct mf_index nodes;   /* (parent, pc) -> node */
+    struct mf_index entries; /* (node, flags, size class) -> entry */
+    /* The last stack recorded, outermost frame first, and its nodes: the next stack shares
+     * a prefix with it more often than not, and only the frames after that prefix are
+     * looked up (a compile's stacks differ from the one before in their innermost 3
+     * frames out of 40). */
+    uint32_t path_len;
+    bool path_truncated;   /* its stack was cut at max_depth: its outermost frame moves */
+    const void *path_slot; /* the slot whose walk number path_seq it is */
+    uint64_t path_seq;
+    uint64_t path_pc[MF_STACK_PATH_MAX];
+    uint32_t path_node[MF_STACK_PATH_MAX];
+    /* The entry found or made last: a thread's next call comes from the same stack more
+     * often than not, which is then found by one comparison, no hash. The comparison leaves
+     * out the size class (a loop allocates at one site in many sizes): the entries of the
+     * last stack are kept by class, those of generation last_gen being that stack's (the
+     * generation moves on when its node or flags change). */
+    uint32_t last_node, last_flags;
     uint64_t last_gen;
     struct {
         struct mf_entry *e;

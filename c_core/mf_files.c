@@ -437,17 +437,32 @@ void mf_file_unlink(const char *name)
     errno = err;
 }
 
-bool mf_file_reserve(int fd, uint64_t off, uint64_t len)
+/* Past RLIMIT_FSIZE, fallocate and ftruncate raise SIGXFSZ, which kills the program. A
+ * system call at each growth (rare) rather than a cached limit: the program may lower it at
+ * any time. */
+static bool mf_file_past_limit(uint64_t end)
 {
-    /* Past RLIMIT_FSIZE, fallocate and ftruncate raise SIGXFSZ, which kills the program.
-     * A system call at each growth (rare) rather than a cached limit: the program may
-     * lower it at any time. */
     struct rlimit rl;
     if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-        off + len > (uint64_t)rl.rlim_cur) {
+        end > (uint64_t)rl.rlim_cur) {
         errno = EFBIG;
         return true;
     }
+    return false;
+}
+
+bool mf_file_extend(int fd, uint64_t size)
+{
+    struct stat st;
+    if (mf_file_past_limit(size) || fstat(fd, &st) != 0)
+        return true;
+    return (uint64_t)st.st_size < size && ftruncate(fd, (off_t)size) != 0;
+}
+
+bool mf_file_reserve(int fd, uint64_t off, uint64_t len)
+{
+    if (mf_file_past_limit(off + len))
+        return true;
     if (mf_sys_fallocate(fd, off, len) == 0)
         return false;
     if (errno != EOPNOTSUPP)

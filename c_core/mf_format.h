@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#define MF_FORMAT_VERSION 5u
+#define MF_FORMAT_VERSION 6u
 
 #define MF_THREAD_MAGIC "MFREQTHR" /* 8 bytes, no NUL */
 #define MF_PROCESS_MAGIC "MFREQPRC"
@@ -122,20 +122,24 @@ struct mf_size_class {
 #define MF_DEPTH_MAX 512u
 
 /* The writer's table geometry: the thread header takes the first two pages; segment k holds
- * MF_SEG_ENTRIES_FIRST << min(k, MF_SEG_GROWTH_STEPS) entries and MF_FRAMES_PER_ENTRY times
- * as many frames, rounded up to a page. */
+ * MF_SEG_ENTRIES_FIRST << min(k, MF_SEG_GROWTH_STEPS) entries and MF_NODES_PER_ENTRY times
+ * as many nodes, rounded up to a page. */
 #define MF_THREAD_HEADER_BYTES 8192u
 #define MF_SEG_ENTRIES_FIRST 64u
 #define MF_SEG_GROWTH_STEPS 12u
 #define MF_SEG_ENTRIES_MAX (MF_SEG_ENTRIES_FIRST << MF_SEG_GROWTH_STEPS)
-#define MF_FRAMES_PER_ENTRY 16u /* frame room per slot; at load <= 1/2, 32 per stack */
+/* Node room per entry: a new stack shares all but its last few frames with a stack met
+ * before (a compile's 17,000 stacks of mean depth 40 took 2.3 new nodes each). */
+#define MF_NODES_PER_ENTRY 4u
 /* The largest thread file the writer can make: the header's two pages, then 32 segments of
- * at most 64 + 262,144 * (64 + 16 * 8) bytes rounded up to a page (50,335,744 bytes each), in
- * all 1,610,752,000 bytes (1.50 GiB). A reader may refuse anything bigger unread. */
-#define MF_SEG_BYTES_MAX                                                                   \
+ * at most 64 + 262,144 * (64 + 4 * 16) bytes rounded up to a page (33,558,528 bytes each), in
+ * all 1,073,881,088 bytes (1.00 GiB). A reader may refuse anything bigger unread. */
+#define MF_SEG_BYTES(entries)                                                              \
     (((MF_SEGMENT_ENTRIES_OFFSET +                                                         \
-       (uint64_t)MF_SEG_ENTRIES_MAX * (sizeof(struct mf_entry) + MF_FRAMES_PER_ENTRY * 8u)) + \
+       (uint64_t)(entries) *                                                               \
+           (sizeof(struct mf_entry) + MF_NODES_PER_ENTRY * sizeof(struct mf_frame_node))) + \
       4095u) & ~(uint64_t)4095u)
+#define MF_SEG_BYTES_MAX MF_SEG_BYTES(MF_SEG_ENTRIES_MAX)
 #define MF_THREAD_FILE_MAX (MF_THREAD_HEADER_BYTES + (uint64_t)MF_MAX_SEGMENTS * MF_SEG_BYTES_MAX)
 
 /* Thread flags. */
@@ -178,17 +182,37 @@ struct mf_thread_header {
     struct mf_size_class sizes[MF_SIZE_CLASSES];
 };
 
-/* A segment: struct mf_segment_header, then `capacity` entries (an open-addressing hash
- * table, linear probing), then `frame_capacity` uint64_t return addresses. Segments are
- * chained, never moved: a stack lives in the first segment that had room for it. */
+/* A segment: struct mf_segment_header, then `capacity` entries, then `node_capacity` nodes.
+ * The writer appends both, a stack's entry and its new nodes always to the last segment:
+ * segments are chained, never moved, and an entry or node refers only to nodes of its own
+ * segment or earlier ones.
+ *
+ * A stack is a chain of nodes, one a frame: the entry names its innermost frame's node,
+ * each node its caller's (parent), up to a node of depth 1 (parent 0). Stacks that share
+ * their outer frames share those nodes: a new stack costs only its new frames (a tree of
+ * (caller, return address) as heaptrack's), so a file holds about 2-3 nodes a stack, not
+ * every stack's every frame. A node's parent was written before it (its reference is
+ * smaller), so a chain ends in at most `depth` steps. */
 #define MF_SEGMENT_ENTRIES_OFFSET 64u /* where a segment's entries start */
 
 struct mf_segment_header {
-    uint32_t capacity;       /* entries, a power of two */
-    uint32_t frame_capacity; /* frames */
-    uint64_t frames_used;    /* frames handed out so far (written by the owner thread) */
+    uint32_t capacity;      /* entries */
+    uint32_t node_capacity; /* nodes */
+    uint64_t nodes_used;    /* handed out so far (written by the owner thread) */
     uint64_t entries_used;
     uint64_t reserved;
+};
+
+/* A node reference: 0 = none (the caller of a depth-1 node), else segment k's node i as
+ * (k << 24 | i) + 1. */
+#define MF_NODE_REF(k, i) (((uint32_t)(k) << 24 | (uint32_t)(i)) + 1u)
+#define MF_NODE_REF_SEG(r) (((r) - 1u) >> 24)
+#define MF_NODE_REF_IDX(r) (((r) - 1u) & 0xffffffu)
+
+struct mf_frame_node {
+    uint64_t pc;     /* the frame's return address (the innermost frame's: its call site) */
+    uint32_t parent; /* MF_NODE_REF of the caller's node, smaller than this node's; 0 = none */
+    uint32_t depth;  /* frames from the outermost recorded one: 1 + the parent's depth */
 };
 
 #define MF_ENTRY_TRUNCATED 1u /* the stack was deeper than max_depth */
@@ -196,11 +220,9 @@ struct mf_segment_header {
  * the countdown: every call at or above the threshold is one, so the counts are exact. The
  * same stack's other samples are another entry, without this flag. */
 #define MF_ENTRY_LARGE 2u
-/* Since format 5 the writer keys its entries by size class too: a stack that was sampled
- * at sizes of k classes has k entries, each with this flag and one word more in the frame
- * area after its `depth` frames: the samples' size class (mf_size_class, < MF_SIZE_CLASSES).
- * Its identity is frames + class; depth counts the frames only. An entry without the flag
- * has no class word (its samples' sizes are not known per stack). */
+/* The writer keys its entries by size class too: a stack that was sampled at sizes of k
+ * classes has k entries, each with this flag and its samples' class in size_class. An entry
+ * without the flag has no class (its samples' sizes are not known per stack). */
 #define MF_ENTRY_SIZED 4u
 /* The upper bits of an entry's flags: the module epoch it was recorded in. The epoch
  * grows when a library is found mapped where another one was: its stacks and the old
@@ -208,10 +230,11 @@ struct mf_segment_header {
 #define MF_ENTRY_EPOCH_SHIFT 8
 
 struct mf_entry {
-    uint64_t hash;   /* 0 = empty slot; stored last, with release semantics */
-    uint32_t depth;  /* frames, innermost first */
+    uint64_t hash;   /* the writer's key hash; 0 = not there yet: stored last, with release */
+    uint32_t depth;  /* frames: the depth of its node */
     uint32_t flags;  /* MF_ENTRY_* */
-    uint64_t frames; /* index of the first frame in the segment's frame area */
+    uint32_t node;   /* MF_NODE_REF of its innermost frame; 0 for a stack of no frames */
+    uint32_t size_class; /* with MF_ENTRY_SIZED: mf_size_class of its samples' sizes */
     uint64_t samples; /* samples taken at this stack */
     uint64_t calls;   /* estimated calls: the sum of the samples' weights (exact when == samples) */
     uint64_t bytes;   /* estimated bytes: the sum of weight * size */

@@ -113,10 +113,12 @@ struct mf_slot {
     uint64_t live_stack, live_weight, live_size, live_call, live_ns;
     /* The table whose last entry has the frames of the stack in pcs, as of its generation
      * last_gen (mf_sample_on_stack): a walk that repeats the last one skips comparing them. */
-    const struct mf_table *known_table;
-    uint64_t known_gen;
     uintptr_t pcs[MF_WALK_MAX];
     bool walk_repeated; /* the stack in pcs is the last walk's, found by its memo's check */
+    /* The walk's outermost frames that are the last walk's, as its memo found them, and
+     * the walks so far: the table then looks up only the frames after them. */
+    uint32_t walk_same;
+    uint64_t walk_seq;
     struct mf_walk_memo memo; /* the last walk's */
     struct mf_walk_memo walk; /* the rule walk in hand: its frames and words, leaf first */
 };
@@ -158,9 +160,9 @@ void mf_table_privatize(struct mf_table *tab); /* a fork child's copy: written, 
 /* With MF_ENTRY_SIZED in flags, pcs[depth] is the size class, stored after the frames. */
 struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                                  uint32_t flags);
-/* known: pcs holds the frames of tab's last entry if it has this depth and these flags. */
+/* same: pcs' outermost `same` frames are known to be those of tab's last path. */
 struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
-                               uint32_t flags, bool known);
+                               uint32_t flags, uint32_t same);
 void mf_spin_lock(uint32_t *lock);
 void mf_spin_unlock(uint32_t *lock);
 
@@ -241,6 +243,8 @@ static inline __attribute__((always_inline)) uint32_t mf_unwind(struct mf_slot *
 {
     int (*bt)(void **, int) = mf_unw_backtrace ? mf_unw_backtrace : mf_unwind_fp;
     s->walk_repeated = false; /* the walkers with a memo set it */
+    s->walk_same = 0;
+    s->walk_seq++;
     if (mf_rules && !mf_unwind_frozen && mf_opt.unwinder == MF_UNWIND_LIBUNWIND) {
         int c = mf_backtrace_on_stack(s->stack_top, mf_unwind_rules, (void **)s->pcs, (int)max);
         if (c >= 0) {
@@ -283,6 +287,8 @@ void mf_file_unlink(const char *name);
 /* Disk blocks for [off, off + len), so that a full disk is an error here and not a SIGBUS
  * later; past RLIMIT_FSIZE it fails with EFBIG instead of raising SIGXFSZ. */
 bool mf_file_reserve(int fd, uint64_t off, uint64_t len);
+/* The file at least size bytes long (no blocks reserved); EFBIG past RLIMIT_FSIZE. */
+bool mf_file_extend(int fd, uint64_t size);
 /* "malloc_freq: <what> <mf_dir>/<name>: <strerror(errno)><tail>", once per *once if given. */
 void mf_file_warn(int *once, const char *what, const char *name, const char *tail);
 

@@ -14,13 +14,9 @@
 #define MF_HEADER_BYTES MF_THREAD_HEADER_BYTES /* the table geometry is the format's */
 _Static_assert(MF_THREAD_HEADER_BYTES == 2 * MF_PAGE &&
                    sizeof(struct mf_thread_header) <= MF_THREAD_HEADER_BYTES &&
-                   sizeof(struct mf_entry) == 64 && MF_THREAD_FILE_MAX == 1610752000u,
+                   sizeof(struct mf_entry) == 64 && sizeof(struct mf_frame_node) == 16 &&
+                   MF_THREAD_FILE_MAX == 1073881088u,
                "MF_THREAD_FILE_MAX in mf_format.h says what these make");
-
-static uint64_t mf_round_page(uint64_t n)
-{
-    return (n + MF_PAGE - 1) & ~(uint64_t)(MF_PAGE - 1);
-}
 
 static char *mf_thread_name(char *buf, size_t size, const struct mf_thread_header *h)
 {
@@ -48,8 +44,7 @@ static bool mf_grow_failed(const struct mf_thread_header *h)
 static uint64_t mf_segment_bytes(uint32_t k, uint32_t *cap)
 {
     *cap = MF_SEG_ENTRIES_FIRST << (k < MF_SEG_GROWTH_STEPS ? k : MF_SEG_GROWTH_STEPS);
-    return mf_round_page(MF_SEGMENT_ENTRIES_OFFSET + (uint64_t)*cap * sizeof(struct mf_entry) +
-                         (uint64_t)*cap * MF_FRAMES_PER_ENTRY * sizeof(uint64_t));
+    return MF_SEG_BYTES(*cap);
 }
 
 /* Publishes segment number tab->nseg, mapped at m, at file offset off. */
@@ -60,7 +55,7 @@ static void mf_segment_publish(struct mf_table *tab, void *m, uint64_t off, uint
     uint32_t k = tab->nseg;
     struct mf_segment_header *seg = m;
     seg->capacity = cap;
-    seg->frame_capacity = cap * MF_FRAMES_PER_ENTRY;
+    seg->node_capacity = cap * MF_NODES_PER_ENTRY;
     tab->seg[k] = seg;
     tab->nseg = k + 1;
     h->segment_offset[k] = off;
@@ -77,12 +72,16 @@ static bool mf_segment_add(struct mf_table *tab, int fd)
         return true;
     uint64_t size = mf_segment_bytes(k, &cap);
     uint64_t off = k ? h->segment_offset[k - 1] + h->segment_size[k - 1] : MF_HEADER_BYTES;
-    if (mf_file_reserve(fd, off, size))
+    /* The segment is in the file at once, but disk blocks only for its header now and for
+     * its entries and nodes as they are handed out (mf_segment_reserve): a segment is
+     * twice the last, most of it unused for long or for ever. */
+    if (mf_file_extend(fd, off + size) || mf_file_reserve(fd, off, MF_SEGMENT_ENTRIES_OFFSET))
         return mf_grow_failed(h);
     void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
     if (m == MAP_FAILED)
         return true;
     mf_segment_publish(tab, m, off, size, cap);
+    tab->reserved_entries = tab->reserved_nodes = 0;
     return false;
 }
 
@@ -120,6 +119,8 @@ bool mf_table_create(struct mf_table *tab, uint64_t seq)
         proto.start_ns = proto.last_ns = mf_now_ns();
         memcpy(tab->hdr, &proto, sizeof proto);
         mf_segment_publish(tab, (char *)m + MF_HEADER_BYTES, MF_HEADER_BYTES, seg_bytes, cap);
+        tab->reserved_entries = cap;
+        tab->reserved_nodes = cap * MF_NODES_PER_ENTRY;
         mf_sys_close(fd); /* the program may close or reuse descriptors: never keep one */
         return false;
     }
@@ -131,22 +132,11 @@ bool mf_table_create(struct mf_table *tab, uint64_t seq)
     return true;
 }
 
-/* Four lanes, so that the multiplications overlap instead of forming one chain as long as
- * the stack; a final mix spreads every frame into the low bits that pick the slot. */
-static uint64_t mf_stack_hash(const uintptr_t *pcs, uint32_t depth)
+/* A key of two words, mixed so that every bit reaches the low bits that pick the slot and
+ * the upper ones that tell keys apart in it; never 0. */
+static uint64_t mf_key_hash(uint64_t a, uint64_t b)
 {
-    const uint64_t k = 0x9e3779b97f4a7c15u;
-    uint64_t a = depth, b = 1, c = 2, d = 3;
-    uint32_t i = 0;
-    for (; i + 4 <= depth; i += 4) {
-        a = (a ^ pcs[i]) * k;
-        b = (b ^ pcs[i + 1]) * k;
-        c = (c ^ pcs[i + 2]) * k;
-        d = (d ^ pcs[i + 3]) * k;
-    }
-    for (; i < depth; i++)
-        a = (a ^ pcs[i]) * k;
-    uint64_t h = a ^ ((b << 16) | (b >> 48)) ^ ((c << 32) | (c >> 32)) ^ ((d << 48) | (d >> 16));
+    uint64_t h = (a * 0x9e3779b97f4a7c15u) ^ ((b << 29) | (b >> 35)) ^ b;
     h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9u;
     h = (h ^ (h >> 27)) * 0x94d049bb133111ebu;
     h ^= h >> 31;
@@ -158,95 +148,115 @@ static struct mf_entry *mf_entries(struct mf_segment_header *seg)
     return (struct mf_entry *)((char *)seg + MF_SEGMENT_ENTRIES_OFFSET);
 }
 
-static uint64_t *mf_frames(struct mf_segment_header *seg)
+static struct mf_frame_node *mf_nodes(struct mf_segment_header *seg)
 {
-    return (uint64_t *)(mf_entries(seg) + seg->capacity);
+    return (struct mf_frame_node *)(mf_entries(seg) + seg->capacity);
 }
 
-/* ---- the index ----------------------------------------------------------------------
- * Segments are chained, never rehashed (a reader may be reading them), so without an index
- * a stack in the k-th segment costs a miss in each of the k before it: with Python's ~13,000
- * stacks per thread in nine segments, that probing was 11 % of an exact run. The index maps
- * a stack's hash to its entry across all segments: slot = upper 32 bits of the hash (misses
- * are told apart without touching the entry) | (segment << 18 | entry) + 1; 0 is empty.
- * It is built with the second segment (one segment is one probe sequence already, and most
- * threads never need a second) and rebuilt, larger, with each new one; it is at most half
- * full, as the segments are. */
+static struct mf_frame_node *mf_node_at(const struct mf_table *tab, uint32_t ref)
+{
+    return &mf_nodes(tab->seg[MF_NODE_REF_SEG(ref)])[MF_NODE_REF_IDX(ref)];
+}
+
+/* An entry's reference in the entry index: segment << 18 | entry, + 1. */
 #define MF_REF_ENTRY_BITS 18 /* MF_SEG_ENTRIES_MAX entries per segment */
 
-/* The segment and entry an index slot refers to. */
-static struct mf_entry *mf_ref_entry(struct mf_table *tab, uint64_t slot,
-                                     struct mf_segment_header **seg)
+static struct mf_entry *mf_entry_at(const struct mf_table *tab, uint32_t ref)
 {
-    uint32_t ref = (uint32_t)slot - 1;
-    *seg = tab->seg[ref >> MF_REF_ENTRY_BITS];
-    return &mf_entries(*seg)[ref & ((1u << MF_REF_ENTRY_BITS) - 1)];
+    ref--;
+    return &mf_entries(tab->seg[ref >> MF_REF_ENTRY_BITS])[ref & ((1u << MF_REF_ENTRY_BITS) - 1)];
 }
 
-static void mf_index_put(struct mf_table *tab, uint64_t h, uint32_t k, uint32_t i)
+static uint64_t mf_node_hash(uint32_t parent, uint64_t pc)
 {
-    uint64_t mask = tab->index_slots - 1, j = h & mask;
-    while (tab->index[j])
+    return mf_key_hash(pc, parent);
+}
+
+static uint64_t mf_entry_hash(uint32_t node, uint32_t flags, uint32_t cls)
+{
+    return mf_key_hash((uint64_t)node << 32 | cls, flags);
+}
+
+/* ---- the private indexes -------------------------------------------------------------
+ * Segments are chained, never rehashed (a reader may be reading them), and the file keeps
+ * nodes and entries in the order they were made. Finding one by its key is the writer's
+ * business alone: two indexes in anonymous memory, rebuilt larger as they fill. */
+static uint64_t mf_index_key_hash(const struct mf_table *tab, const struct mf_index *ix,
+                                  uint32_t ref)
+{
+    if (ix == &tab->nodes) {
+        const struct mf_frame_node *n = mf_node_at(tab, ref);
+        return mf_node_hash(n->parent, n->pc);
+    }
+    const struct mf_entry *e = mf_entry_at(tab, ref);
+    return e->hash;
+}
+
+static void mf_index_put(struct mf_index *ix, uint64_t h, uint32_t ref)
+{
+    uint64_t mask = ix->slots - 1, j = h & mask;
+    while (ix->slot[j])
         j = (j + 1) & mask;
-    tab->index[j] = (h & ~(uint64_t)UINT32_MAX) | ((k << MF_REF_ENTRY_BITS | i) + 1);
+    ix->slot[j] = (h & ~(uint64_t)UINT32_MAX) | ref;
+    ix->used++;
 }
 
-/* Sizes the index for every segment's capacity and fills it. Without memory for it the
- * table still works, probing segment by segment. */
-static void mf_index_rebuild(struct mf_table *tab)
+/* Room for one more key, at most half full; false without memory (the key is then not
+ * kept: its stack is counted as not profiled). */
+static bool mf_index_room(struct mf_table *tab, struct mf_index *ix)
 {
-    uint64_t capacity = 0, slots = 1;
-    for (uint32_t k = 0; k < tab->nseg; k++)
-        capacity += tab->seg[k]->capacity;
-    while (slots < capacity)
-        slots <<= 1;
-    if (tab->index)
-        munmap(tab->index, tab->index_slots * sizeof *tab->index);
-    tab->index = mmap(NULL, slots * sizeof *tab->index, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (tab->index == MAP_FAILED) {
-        tab->index = NULL;
-        return;
+    if (ix->slot && (ix->used + 1) * 2 <= ix->slots)
+        return true;
+    uint64_t slots = ix->slots ? ix->slots * 2 : 1024, bytes = slots * sizeof *ix->slot;
+    uint64_t *old = ix->slot, old_slots = ix->slots;
+    uint64_t *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return false;
+    if (bytes <= MF_PREFAULT_MAX) /* read before written: two faults */
+        mf_prefault(m, bytes);
+    ix->slot = m;
+    ix->slots = slots;
+    ix->used = 0;
+    for (uint64_t j = 0; j < old_slots; j++)
+        if (old[j])
+            mf_index_put(ix, mf_index_key_hash(tab, ix, (uint32_t)old[j]), (uint32_t)old[j]);
+    if (old)
+        munmap(old, old_slots * sizeof *old);
+    return true;
+}
+
+static uint32_t mf_node_find(const struct mf_table *tab, uint32_t parent, uint64_t pc)
+{
+    const struct mf_index *ix = &tab->nodes;
+    if (!ix->slot)
+        return 0;
+    uint64_t h = mf_node_hash(parent, pc), mask = ix->slots - 1;
+    for (uint64_t j = h & mask; ix->slot[j]; j = (j + 1) & mask) {
+        if ((ix->slot[j] ^ h) >> 32)
+            continue;
+        uint32_t ref = (uint32_t)ix->slot[j];
+        const struct mf_frame_node *n = mf_node_at(tab, ref);
+        if (n->pc == pc && n->parent == parent)
+            return ref;
     }
-    if (slots * sizeof *tab->index <= MF_PREFAULT_MAX) /* read before written: two faults */
-        mf_prefault(tab->index, slots * sizeof *tab->index);
-    tab->index_slots = slots;
-    for (uint32_t k = 0; k < tab->nseg; k++) {
-        struct mf_entry *e = mf_entries(tab->seg[k]);
-        for (uint32_t i = 0; i < tab->seg[k]->capacity; i++)
-            if (e[i].hash)
-                mf_index_put(tab, e[i].hash, k, i);
+    return 0;
+}
+
+static struct mf_entry *mf_entry_find(const struct mf_table *tab, uint64_t h, uint32_t node,
+                                      uint32_t flags, uint32_t cls)
+{
+    const struct mf_index *ix = &tab->entries;
+    if (!ix->slot)
+        return NULL;
+    uint64_t mask = ix->slots - 1;
+    for (uint64_t j = h & mask; ix->slot[j]; j = (j + 1) & mask) {
+        if ((ix->slot[j] ^ h) >> 32)
+            continue;
+        struct mf_entry *e = mf_entry_at(tab, (uint32_t)ix->slot[j]);
+        if (e->node == node && e->flags == flags && e->size_class == cls)
+            return e;
     }
-}
-
-/* The words an entry keeps in the frame area: its frames, then its size class if sized. */
-static uint32_t mf_words(uint32_t depth, uint32_t flags)
-{
-    return depth + (flags & MF_ENTRY_SIZED ? 1u : 0u);
-}
-
-static bool mf_entry_is(struct mf_segment_header *seg, const struct mf_entry *e, uint64_t h,
-                        const uintptr_t *pcs, uint32_t depth, uint32_t flags)
-{
-    return e->hash == h && e->depth == depth && e->flags == flags &&
-           memcmp(&mf_frames(seg)[e->frames], pcs, mf_words(depth, flags) * sizeof *pcs) == 0;
-}
-
-/* The stack's entry in seg, or the empty slot where it would go (hash == 0). */
-static struct mf_entry *mf_probe(struct mf_segment_header *seg, uint64_t h, const uintptr_t *pcs,
-                                 uint32_t depth, uint32_t flags)
-{
-    struct mf_entry *e = mf_entries(seg);
-    uint32_t mask = seg->capacity - 1;
-    for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask)
-        if (e[i].hash == 0 || mf_entry_is(seg, &e[i], h, pcs, depth, flags))
-            return &e[i];
-}
-
-static bool mf_segment_has_room(struct mf_segment_header *seg, uint32_t depth)
-{
-    return (seg->entries_used + 1) * 2 <= seg->capacity &&
-           seg->frames_used + depth <= seg->frame_capacity;
+    return NULL;
 }
 
 static bool mf_table_grow(struct mf_table *tab)
@@ -260,110 +270,188 @@ static bool mf_table_grow(struct mf_table *tab)
     return failed;
 }
 
-/* The last entry's frames against pcs, the size class left out; known: they are its frames
- * if it has this depth and these flags. */
-static bool mf_is_last(const struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
-                       uint32_t flags, bool known)
+/* The size class an entry is keyed by: pcs[depth] if sized, else none. */
+static uint32_t mf_key_class(const uintptr_t *pcs, uint32_t depth, uint32_t flags)
 {
-    const struct mf_entry *e = tab->last;
-    if (!e || e->depth != depth || e->flags != flags)
-        return false;
-    return known || memcmp(&mf_frames(tab->last_seg)[e->frames], pcs, depth * sizeof *pcs) == 0;
+    return flags & MF_ENTRY_SIZED ? (uint32_t)pcs[depth] : 0;
 }
 
-/* Where an entry of the last stack's frames is kept in last_by_class. */
+/* Where an entry of the last stack is kept in last_by_class. */
 static uint32_t mf_last_class(const uintptr_t *pcs, uint32_t depth, uint32_t flags)
 {
     return flags & MF_ENTRY_SIZED && pcs[depth] < MF_SIZE_CLASSES ? (uint32_t)pcs[depth]
                                                                   : MF_SIZE_CLASSES;
 }
 
-/* e (in seg) is now the last entry; same: its frames are the last one's. */
-static void mf_remember(struct mf_table *tab, struct mf_entry *e, struct mf_segment_header *seg,
-                        bool same, uint32_t cls)
+/* e, of node and flags, is now the last entry. */
+static void mf_remember(struct mf_table *tab, struct mf_entry *e, uint32_t node, uint32_t flags,
+                        uint32_t cls)
 {
-    if (!same) {
-        tab->last = e;
-        tab->last_seg = seg;
+    if (!tab->last_gen || tab->last_node != node || tab->last_flags != flags) {
+        tab->last_node = node;
+        tab->last_flags = flags;
         tab->last_gen++;
     }
     tab->last_by_class[cls].e = e;
     tab->last_by_class[cls].gen = tab->last_gen;
 }
 
-/* The stack's entry, or NULL; *same: its frames are the last entry's. */
-static struct mf_entry *mf_table_lookup(struct mf_table *tab, const uintptr_t *pcs,
-                                        uint32_t depth, uint32_t flags, bool known, bool *same)
+/* The nodes of pcs (innermost first, depth of them), outermost first, as far as they exist:
+ * the last path's nodes where its frames are the same (the outermost `same` are known to
+ * be), then the index. Returns how many there are; *leaf the last of them (0 for none). */
+static uint32_t mf_path_find(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
+                             uint32_t same, uint32_t *leaf)
 {
-    uint32_t cls = mf_last_class(pcs, depth, flags);
-    *same = mf_is_last(tab, pcs, depth, flags, known);
-    /* With a last entry the generation is at least 1, and a class of it holds an entry */
-    if (*same && tab->last_by_class[cls].gen == tab->last_gen)
-        return tab->last_by_class[cls].e;
-    uint64_t h = mf_stack_hash(pcs, mf_words(depth, flags));
-    struct mf_segment_header *seg = NULL;
-    struct mf_entry *e = NULL;
-    if (!tab->index) {
-        for (uint32_t k = 0; k < tab->nseg; k++) {
-            e = mf_probe(tab->seg[k], h, pcs, depth, flags);
-            if (e->hash) {
-                seg = tab->seg[k];
-                break;
-            }
-        }
-    } else {
-        uint64_t mask = tab->index_slots - 1;
-        for (uint64_t j = h & mask; tab->index[j]; j = (j + 1) & mask) {
-            if ((tab->index[j] ^ h) >> 32)
-                continue;
-            e = mf_ref_entry(tab, tab->index[j], &seg);
-            if (mf_entry_is(seg, e, h, pcs, depth, flags))
-                break;
-            seg = NULL;
-        }
+    uint32_t lim = depth < tab->path_len ? depth : tab->path_len;
+    uint32_t j = same < lim ? same : lim;
+    while (j < lim && tab->path_pc[j] == pcs[depth - 1 - j])
+        j++;
+    uint32_t parent = j ? tab->path_node[j - 1] : 0;
+    for (; j < depth; j++) {
+        uint64_t pc = pcs[depth - 1 - j];
+        uint32_t ref = mf_node_find(tab, parent, pc);
+        if (!ref)
+            break;
+        tab->path_pc[j] = pc;
+        tab->path_node[j] = ref;
+        parent = ref;
     }
-    if (!seg)
+    tab->path_len = j;
+    *leaf = parent;
+    return j;
+}
+
+/* The stack's entry, or NULL; *found: the nodes of its frames that exist, *leaf the last. */
+static struct mf_entry *mf_table_lookup(struct mf_table *tab, const uintptr_t *pcs,
+                                        uint32_t depth, uint32_t flags, uint32_t same,
+                                        uint32_t *found, uint32_t *leaf)
+{
+    if (depth > MF_STACK_PATH_MAX) /* never: max_depth <= MF_DEPTH_MAX */
         return NULL;
-    mf_remember(tab, e, seg, *same, cls);
+    *found = mf_path_find(tab, pcs, depth, same, leaf);
+    if (*found < depth)
+        return NULL;
+    uint32_t node = *leaf, cls = mf_last_class(pcs, depth, flags);
+    /* With a last entry the generation is at least 1, and a class of it holds an entry */
+    if (tab->last_gen && node == tab->last_node && flags == tab->last_flags &&
+        tab->last_by_class[cls].gen == tab->last_gen)
+        return tab->last_by_class[cls].e;
+    uint32_t key_cls = mf_key_class(pcs, depth, flags);
+    struct mf_entry *e = mf_entry_find(tab, mf_entry_hash(node, flags, key_cls), node, flags,
+                                       key_cls);
+    if (e)
+        mf_remember(tab, e, node, flags, cls);
     return e;
 }
 
 struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
-                               uint32_t flags, bool known)
+                               uint32_t flags, uint32_t same)
 {
-    bool same;
-    return mf_table_lookup(tab, pcs, depth, flags, known, &same);
+    uint32_t found, leaf;
+    return mf_table_lookup(tab, pcs, depth, flags, same, &found, &leaf);
+}
+
+/* Disk blocks for the last segment's entries and nodes up to entries and nodes (a full disk
+ * is then an error here, never a SIGBUS when they are written): 64 KiB more of each at a
+ * time. Returns true on error. */
+#define MF_RESERVE_STEP (64u << 10)
+static bool mf_segment_reserve(struct mf_table *tab, uint64_t entries, uint64_t nodes)
+{
+    if (entries <= tab->reserved_entries && nodes <= tab->reserved_nodes)
+        return false;
+    uint32_t k = tab->nseg - 1;
+    struct mf_segment_header *seg = tab->seg[k];
+    char name[MF_NAME_MAX];
+    int fd = mf_file_open(mf_thread_name(name, sizeof name, tab->hdr));
+    if (fd < 0)
+        return mf_grow_failed(tab->hdr);
+    uint64_t off = tab->hdr->segment_offset[k] + MF_SEGMENT_ENTRIES_OFFSET, step;
+    bool failed = false;
+    if (entries > tab->reserved_entries) {
+        step = MF_RESERVE_STEP / sizeof(struct mf_entry);
+        entries = (entries + step - 1) / step * step;
+        if (entries > seg->capacity)
+            entries = seg->capacity;
+        failed = mf_file_reserve(fd, off + tab->reserved_entries * sizeof(struct mf_entry),
+                                 (entries - tab->reserved_entries) * sizeof(struct mf_entry));
+        if (!failed)
+            tab->reserved_entries = entries;
+    }
+    off += (uint64_t)seg->capacity * sizeof(struct mf_entry);
+    if (!failed && nodes > tab->reserved_nodes) {
+        step = MF_RESERVE_STEP / sizeof(struct mf_frame_node);
+        nodes = (nodes + step - 1) / step * step;
+        if (nodes > seg->node_capacity)
+            nodes = seg->node_capacity;
+        failed = mf_file_reserve(fd, off + tab->reserved_nodes * sizeof(struct mf_frame_node),
+                                 (nodes - tab->reserved_nodes) * sizeof(struct mf_frame_node));
+        if (!failed)
+            tab->reserved_nodes = nodes;
+    }
+    mf_sys_close(fd);
+    return failed && mf_grow_failed(tab->hdr);
+}
+
+/* The last segment, with room for an entry and `nodes` nodes: a stack's entry and its new
+ * nodes go into one segment (mf_format.h). NULL if the table cannot grow. */
+static struct mf_segment_header *mf_segment_room(struct mf_table *tab, uint32_t nodes)
+{
+    for (;;) {
+        if (tab->nseg) {
+            struct mf_segment_header *seg = tab->seg[tab->nseg - 1];
+            if (seg->entries_used < seg->capacity &&
+                seg->nodes_used + nodes <= seg->node_capacity) {
+                if (mf_segment_reserve(tab, seg->entries_used + 1, seg->nodes_used + nodes)) {
+                    tab->hdr->flags |= MF_THREAD_TABLE_FULL;
+                    return NULL;
+                }
+                return seg;
+            }
+        }
+        if ((tab->hdr->flags & MF_THREAD_TABLE_FULL) || mf_table_grow(tab)) {
+            tab->hdr->flags |= MF_THREAD_TABLE_FULL;
+            return NULL;
+        }
+    }
 }
 
 struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                                  uint32_t flags)
 {
-    bool same;
-    struct mf_entry *e = mf_table_lookup(tab, pcs, depth, flags, false, &same);
-    if (e)
+    uint32_t found, parent;
+    struct mf_entry *e = mf_table_lookup(tab, pcs, depth, flags, 0, &found, &parent);
+    if (e || depth > MF_STACK_PATH_MAX)
         return e;
-    uint32_t words = mf_words(depth, flags);
-    uint64_t h = mf_stack_hash(pcs, words);
-    if (tab->nseg == 0 || !mf_segment_has_room(tab->seg[tab->nseg - 1], words)) {
-        if ((tab->hdr->flags & MF_THREAD_TABLE_FULL) || mf_table_grow(tab)) {
-            tab->hdr->flags |= MF_THREAD_TABLE_FULL;
-            return NULL;
-        }
-        mf_index_rebuild(tab);
-    }
+    struct mf_segment_header *seg = mf_segment_room(tab, depth - found);
+    if (!seg)
+        return NULL;
     uint32_t k = tab->nseg - 1;
-    struct mf_segment_header *seg = tab->seg[k];
-    e = mf_probe(seg, h, pcs, depth, flags);
-    if (tab->index)
-        mf_index_put(tab, h, k, (uint32_t)(e - mf_entries(seg)));
-    memcpy(&mf_frames(seg)[seg->frames_used], pcs, words * sizeof *pcs);
-    e->frames = seg->frames_used;
+    /* The nodes, each before any node or entry that refers to it. */
+    for (uint32_t j = found; j < depth; j++) {
+        if (!mf_index_room(tab, &tab->nodes))
+            return NULL;
+        uint64_t i = seg->nodes_used, pc = pcs[depth - 1 - j];
+        mf_nodes(seg)[i] = (struct mf_frame_node){pc, parent, j + 1};
+        __atomic_store_n(&seg->nodes_used, i + 1, __ATOMIC_RELEASE);
+        parent = MF_NODE_REF(k, i);
+        mf_index_put(&tab->nodes, mf_node_hash(mf_nodes(seg)[i].parent, pc), parent);
+        tab->path_pc[j] = pc;
+        tab->path_node[j] = parent;
+        tab->path_len = j + 1;
+    }
+    if (!mf_index_room(tab, &tab->entries))
+        return NULL;
+    uint32_t key_cls = mf_key_class(pcs, depth, flags);
+    uint64_t h = mf_entry_hash(parent, flags, key_cls), i = seg->entries_used;
+    e = &mf_entries(seg)[i];
     e->depth = depth;
     e->flags = flags;
-    seg->frames_used += words;
-    seg->entries_used++;
+    e->node = parent;
+    e->size_class = key_cls;
     __atomic_store_n(&e->hash, h, __ATOMIC_RELEASE);
-    mf_remember(tab, e, seg, same, mf_last_class(pcs, depth, flags));
+    __atomic_store_n(&seg->entries_used, i + 1, __ATOMIC_RELEASE);
+    mf_index_put(&tab->entries, h, (uint32_t)((k << MF_REF_ENTRY_BITS | i) + 1));
+    mf_remember(tab, e, parent, flags, mf_last_class(pcs, depth, flags));
     return e;
 }
 
@@ -376,8 +464,10 @@ void mf_table_forget(struct mf_table *tab)
             munmap(tab->seg[s], tab->hdr->segment_size[s]);
         munmap(tab->hdr, MF_HEADER_BYTES);
     }
-    if (tab->index)
-        munmap(tab->index, tab->index_slots * sizeof *tab->index);
+    if (tab->nodes.slot)
+        munmap(tab->nodes.slot, tab->nodes.slots * sizeof *tab->nodes.slot);
+    if (tab->entries.slot)
+        munmap(tab->entries.slot, tab->entries.slots * sizeof *tab->entries.slot);
     memset(tab, 0, sizeof *tab);
 }
 

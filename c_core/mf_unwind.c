@@ -285,6 +285,7 @@ int mf_unwind_fp(void **out, int max)
     bool own = pcs == s->pcs; /* the memo describes s->pcs */
     if (own && mf_fp_memo_holds(s, lo, max)) {
         s->walk_repeated = true;
+        s->walk_same = m->n;
         return (int)m->n;
     }
     m->kind = MF_MEMO_NONE;
@@ -559,6 +560,7 @@ static int mf_unwind_cached(struct mf_slot *s, int max)
     int64_t changed = -1; /* the first changed word of the last walk's (root first), once looked for */
     if (splice && l->entry == fp && (changed = mf_memo_first_change(l, l->nreads)) == l->nreads) {
         s->walk_repeated = true;
+        s->walk_same = l->n;
         return (int)l->n;
     }
     uint32_t j = 0; /* the last walk's frame (leaf first) the search is at */
@@ -632,6 +634,7 @@ static int mf_unwind_cached(struct mf_slot *s, int max)
 #undef MF_STACK_WORD
     /* Joined: frame n - 1 is the last walk's frame `keep`, which stays with its words. */
     n = (int)mf_memo_put(l, c, pcs, keep < 0 ? (uint32_t)n : (uint32_t)n - 1, keep, r);
+    s->walk_same = (uint32_t)(keep + 1);
     mf_memo_stamp(l, s, MF_MEMO_RULES, max, module_epoch, fp);
     l->truncated = truncated;
     return n;

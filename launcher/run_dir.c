@@ -452,11 +452,7 @@ static void mf_scan_process_dir(int run_fd, const char *dir_name, long pid, stru
  * when it cannot be told). */
 static int mf_room_for_a_profile(const char *dir)
 {
-    const uint64_t need = 4096 + MF_THREAD_HEADER_BYTES +
-                          ((MF_SEGMENT_ENTRIES_OFFSET +
-                            MF_SEG_ENTRIES_FIRST * (sizeof(struct mf_entry) +
-                                                    MF_FRAMES_PER_ENTRY * sizeof(uint64_t)) +
-                            4095) & ~(uint64_t)4095);
+    const uint64_t need = 4096 + MF_THREAD_HEADER_BYTES + MF_SEG_BYTES(MF_SEG_ENTRIES_FIRST);
     /* Past RLIMIT_FSIZE fallocate would raise SIGXFSZ. */
     struct rlimit rl;
     if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)

@@ -167,11 +167,9 @@ static uint32_t mf_ref_stack(struct mf_live_ctx *c, const struct mf_process *pr,
     if (i >= seg->capacity || entries_end > len)
         return UINT32_MAX;
     const struct mf_entry *e = (const struct mf_entry *)(f->data + off + MF_SEGMENT_ENTRIES_OFFSET) + i;
-    uint64_t frames_room = (len - entries_end) / sizeof(uint64_t);
-    if (!e->hash || e->depth > MF_DEPTH_MAX || e->frames > frames_room ||
-        e->depth > frames_room - e->frames)
+    uint64_t frames[MF_DEPTH_MAX];
+    if (!e->hash || !mf_entry_frames(f->data, f->size, e, frames))
         return UINT32_MAX;
-    const uint64_t *frames = (const uint64_t *)(f->data + off + entries_end) + e->frames;
     struct mf_stack_key key = mf_stack_key_of(c->p, c->process, e, frames);
     *entry = e;
     return mf_map_get(&c->stacks, mf_stack_hash(&key), mf_stack_eq, &key);

@@ -353,41 +353,42 @@ static const struct mf_entry *mf_entries(const struct mf_segment_header *seg)
     return (const struct mf_entry *)((const uint8_t *)seg + MF_SEGMENT_ENTRIES_OFFSET);
 }
 
-static const uint64_t *mf_frames(const struct mf_segment_header *seg)
+static const struct mf_frame_node *mf_nodes(const struct mf_segment_header *seg)
 {
-    return (const uint64_t *)(mf_entries(seg) + seg->capacity);
+    return (const struct mf_frame_node *)(mf_entries(seg) + seg->capacity);
 }
 
-/* The words an entry holds in the frame area: its frames, and its size class if sized. */
-static uint64_t mf_entry_words(const struct mf_entry *e)
+/* Node ref of a thread file's segments, or NULL if it lies outside them. */
+static const struct mf_frame_node *mf_node_of(const uint8_t *buf, size_t size, uint32_t ref)
 {
-    return (uint64_t)e->depth + (e->flags & MF_ENTRY_SIZED ? 1 : 0);
+    const struct mf_thread_header *h = (const struct mf_thread_header *)buf;
+    uint32_t k = MF_NODE_REF_SEG(ref), i = MF_NODE_REF_IDX(ref);
+    if (ref == 0 || k >= h->nsegments || k >= MF_MAX_SEGMENTS)
+        return NULL;
+    uint64_t off = h->segment_offset[k], len = h->segment_size[k];
+    if (off > size || len > size - off || len < MF_SEGMENT_ENTRIES_OFFSET || off % 8)
+        return NULL;
+    const struct mf_segment_header *seg = mf_segment(buf, h, k);
+    uint64_t end = MF_SEGMENT_ENTRIES_OFFSET + (uint64_t)seg->capacity * sizeof(struct mf_entry) +
+                   ((uint64_t)i + 1) * sizeof(struct mf_frame_node);
+    if (i >= seg->node_capacity || end > len)
+        return NULL;
+    return &mf_nodes(seg)[i];
 }
 
-/* Marks frames [start, start + len) (len > 0) of a segment's frame area as an entry's; false
- * if some already were another's, *first..*last the frames they share. A bitmap, not a sort
- * of the ranges: 10^6 entries are two word operations each. */
-static bool mf_frames_take(uint64_t *taken, uint64_t start, uint64_t len, uint64_t *first,
-                           uint64_t *last)
+bool mf_entry_frames(const uint8_t *buf, size_t size, const struct mf_entry *e, uint64_t *out)
 {
-    uint64_t end = start + len - 1, w0 = start / 64, w1 = end / 64;
-    bool clash = false;
-    for (uint64_t w = w0; w <= w1; w++) {
-        uint64_t mask = ~0ull;
-        if (w == w0)
-            mask &= ~0ull << (start % 64);
-        if (w == w1)
-            mask &= ~0ull >> (63 - end % 64);
-        uint64_t hit = taken[w] & mask;
-        if (hit) {
-            if (!clash)
-                *first = w * 64 + (uint64_t)__builtin_ctzll(hit);
-            *last = w * 64 + 63 - (uint64_t)__builtin_clzll(hit);
-            clash = true;
-        }
-        taken[w] |= mask;
+    uint32_t ref = e->node;
+    if (e->depth > MF_DEPTH_MAX)
+        return false;
+    for (uint32_t i = 0; i < e->depth; i++) {
+        const struct mf_frame_node *n = mf_node_of(buf, size, ref);
+        if (!n || n->depth != e->depth - i || (n->parent && n->parent >= ref))
+            return false;
+        out[i] = n->pc;
+        ref = n->parent;
     }
-    return !clash;
+    return ref == 0;
 }
 
 /* A running program's thread file is copied while its threads write it. The writer counts a
@@ -438,7 +439,9 @@ static const char *mf_check_thread(const uint8_t *buf, size_t size)
                       MF_DEPTH_MAX);
     if (h->threads > UINT32_MAX)
         return mf_why("bad thread count %llu", (unsigned long long)h->threads);
-    uint64_t *taken = NULL; /* a segment's frames held by an entry (mf_frames_take) */
+    /* The nodes checked so far, by segment: each chain is followed until a node checked
+     * before, so a file's check costs its entries and nodes once each. */
+    uint64_t *checked[MF_MAX_SEGMENTS] = {0};
     const char *why = NULL;
     for (uint32_t k = 0; k < h->nsegments && !why; k++) {
         uint64_t off = h->segment_offset[k], len = h->segment_size[k];
@@ -457,49 +460,65 @@ static const char *mf_check_thread(const uint8_t *buf, size_t size)
             break;
         }
         const struct mf_segment_header *seg = mf_segment(buf, h, k);
-        uint64_t cap = seg->capacity, fcap = seg->frame_capacity, first = 0, last = 0;
+        uint64_t cap = seg->capacity, ncap = seg->node_capacity;
         if (cap == 0 || (cap & (cap - 1)) || cap > MF_SEG_ENTRIES_MAX) {
             why = mf_why("segment %u: bad capacity %llu", k, (unsigned long long)cap);
             break;
         }
-        if (fcap > cap * MF_FRAMES_PER_ENTRY) {
-            why = mf_why("segment %u: bad frame capacity %llu", k, (unsigned long long)fcap);
+        if (ncap > cap * MF_NODES_PER_ENTRY) {
+            why = mf_why("segment %u: bad node capacity %llu", k, (unsigned long long)ncap);
             break;
         }
-        /* cap and fcap are 32-bit: no overflow in 64 bits */
-        if (MF_SEGMENT_ENTRIES_OFFSET + cap * sizeof(struct mf_entry) + fcap * sizeof(uint64_t) >
-            len) {
+        /* cap and ncap are 32-bit: no overflow in 64 bits */
+        if (MF_SEGMENT_ENTRIES_OFFSET + cap * sizeof(struct mf_entry) +
+                ncap * sizeof(struct mf_frame_node) > len) {
             why = mf_why("segment %u: its entries do not fit in it", k);
             break;
         }
+        checked[k] = mf_xcalloc(ncap / 64 + 1, sizeof *checked[k]);
+    }
+    for (uint32_t k = 0; k < h->nsegments && !why; k++) {
+        const struct mf_segment_header *seg = mf_segment(buf, h, k);
         const struct mf_entry *e = mf_entries(seg);
-        free(taken);
-        taken = mf_xcalloc(fcap / 64 + 1, sizeof *taken);
-        for (uint64_t i = 0; i < cap && !why; i++) {
-            /* The class word lies after the entry's frames, anywhere in the frame area: its
-             * load is started entries ahead (a cache miss each at 10^6 entries). */
-            if (i + 8 < cap && e[i + 8].frames < fcap && e[i + 8].depth < fcap - e[i + 8].frames)
-                __builtin_prefetch(&mf_frames(seg)[e[i + 8].frames + e[i + 8].depth]);
+        for (uint64_t i = 0; i < seg->capacity && !why; i++) {
             if (e[i].hash == 0)
                 continue;
-            uint64_t words = mf_entry_words(&e[i]);
-            if (e[i].depth > h->max_depth)
+            if (e[i].depth > h->max_depth) {
                 why = mf_why("segment %u entry %llu: depth %u > max_depth %u", k,
                              (unsigned long long)i, e[i].depth, h->max_depth);
-            else if (e[i].frames > fcap || words > fcap - e[i].frames)
-                why = mf_why("segment %u entry %llu: frames outside the frame area", k,
-                             (unsigned long long)i);
-            else if ((e[i].flags & MF_ENTRY_SIZED) &&
-                     mf_frames(seg)[e[i].frames + e[i].depth] >= MF_SIZE_CLASSES)
-                why = mf_why("segment %u entry %llu: bad size class %llu", k,
-                             (unsigned long long)i,
-                             (unsigned long long)mf_frames(seg)[e[i].frames + e[i].depth]);
-            else if (words && !mf_frames_take(taken, e[i].frames, words, &first, &last))
-                why = mf_why("segment %u: two entries share frames %llu..%llu", k,
-                             (unsigned long long)first, (unsigned long long)last);
+                break;
+            }
+            if ((e[i].flags & MF_ENTRY_SIZED) && e[i].size_class >= MF_SIZE_CLASSES) {
+                why = mf_why("segment %u entry %llu: bad size class %u", k,
+                             (unsigned long long)i, e[i].size_class);
+                break;
+            }
+            /* Its chain: depth nodes, each of one frame less, each's caller made before it. */
+            uint32_t ref = e[i].node, d = e[i].depth;
+            for (;;) {
+                if (ref == 0) {
+                    if (d)
+                        why = mf_why("segment %u entry %llu: its stack ends %u frames short", k,
+                                     (unsigned long long)i, d);
+                    break;
+                }
+                const struct mf_frame_node *n = mf_node_of(buf, size, ref);
+                uint32_t nk = MF_NODE_REF_SEG(ref), ni = MF_NODE_REF_IDX(ref);
+                if (!n || n->depth != d || (n->parent && n->parent >= ref)) {
+                    why = mf_why("segment %u entry %llu: bad node %u of its stack", k,
+                                 (unsigned long long)i, ref);
+                    break;
+                }
+                if (checked[nk][ni / 64] >> (ni % 64) & 1)
+                    break;
+                checked[nk][ni / 64] |= 1ull << (ni % 64);
+                ref = n->parent;
+                d--;
+            }
         }
     }
-    free(taken);
+    for (uint32_t k = 0; k < MF_MAX_SEGMENTS; k++)
+        free(checked[k]);
     return why;
 }
 
@@ -536,15 +555,13 @@ static const char *mf_check_counts(const struct mf_profile *p, const struct mf_p
         const struct mf_segment_header *seg = mf_segment(buf, h, k);
         const struct mf_entry *e = mf_entries(seg);
         for (uint32_t i = 0; i < seg->capacity; i++) {
-            if (i + 8 < seg->capacity && e[i + 8].hash != 0) /* as in mf_check_thread */
-                __builtin_prefetch(&mf_frames(seg)[e[i + 8].frames + e[i + 8].depth]);
             if (e[i].hash == 0 || e[i].calls == 0)
                 continue;
             wrap |= mf_add(&fs->samples, e[i].samples);
             wrap |= mf_add(&fs->st_calls, e[i].calls);
             fs->frames += e[i].depth;
             if (e[i].flags & MF_ENTRY_SIZED) /* its class was checked (mf_check_thread) */
-                wrap |= mf_add(&by_class[mf_frames(seg)[e[i].frames + e[i].depth]], e[i].calls);
+                wrap |= mf_add(&by_class[e[i].size_class], e[i].calls);
         }
     }
     /* 2^60 calls take a thread 36 years at one a nanosecond: a count beyond is damage, and
@@ -641,12 +658,6 @@ struct mf_frame_chunk {
 };
 static struct mf_frame_chunk *mf_frame_chunks;
 
-/* Thread files that are mostly frames (a big table) are not copied: their stacks' frames
- * point into the file as read, which is kept until mf_profile_drop_frames (its entries'
- * pages are given back once read). */
-static uint8_t **mf_kept;
-static size_t mf_nkept, mf_kept_cap;
-
 static uint64_t *mf_frames_alloc(size_t n)
 {
     struct mf_frame_chunk *c = mf_frame_chunks;
@@ -670,11 +681,6 @@ void mf_profile_drop_frames(struct mf_profile *p)
         mf_frame_chunks = c->next;
         free(c);
     }
-    for (size_t i = 0; i < mf_nkept; i++)
-        free(mf_kept[i]);
-    free(mf_kept);
-    mf_kept = NULL;
-    mf_nkept = mf_kept_cap = 0;
     for (uint32_t i = 0; i < p->nstacks; i++)
         p->stacks[i].frames = NULL;
     mf_map_free(&mf_stack_ids);
@@ -714,11 +720,11 @@ static void mf_add_stack_size(struct mf_profile *p, uint32_t stack, const struct
     z->bytes_var += e->bytes_var;
 }
 
-/* in_place: frames lie in a kept file and stay there; else they are copied. A sized entry's
- * class (the word after its frames) goes to the stack's counts by class; the stack itself
- * is all its classes' (its flags without MF_ENTRY_SIZED). */
+/* frames: the entry's, decoded (copied if the stack is new). A sized entry's class goes to
+ * the stack's counts by class; the stack itself is all its classes' (its flags without
+ * MF_ENTRY_SIZED). */
 static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf_entry *e,
-                         const uint64_t *frames, bool in_place, uint64_t hash)
+                         const uint64_t *frames, uint64_t hash)
 {
     struct mf_stack_key key = mf_stack_key_of(p, process, e, frames);
     bool added;
@@ -730,12 +736,8 @@ static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf
         s->process = process;
         s->depth = e->depth;
         s->flags = key.flags;
-        if (in_place) {
-            s->frames = (uint64_t *)frames;
-        } else {
-            s->frames = mf_frames_alloc(e->depth);
-            memcpy(s->frames, frames, e->depth * sizeof *frames);
-        }
+        s->frames = mf_frames_alloc(e->depth);
+        memcpy(s->frames, frames, e->depth * sizeof *frames);
     }
     struct mf_raw_stack *s = &p->stacks[idx];
     s->samples += e->samples;
@@ -744,7 +746,7 @@ static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf
     s->var += e->calls_sq > e->calls ? e->calls_sq - e->calls : 0;
     s->bytes_var += e->bytes_var;
     if (e->flags & MF_ENTRY_SIZED) /* the class was checked (mf_check_thread) */
-        mf_add_stack_size(p, idx, e, (uint32_t)frames[e->depth]);
+        mf_add_stack_size(p, idx, e, e->size_class);
     p->procs[process].attributed += e->calls;
     if (e->calls != e->samples)
         p->procs[process].weighted = true;
@@ -816,6 +818,16 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
         free(buf);
         return;
     }
+    /* Stacks share their nodes, so they hold more frames than the file has bytes; but not
+     * more than 64 bytes of frames a byte of it (depth 512 everywhere over a short trunk is
+     * 51x): what a damaged file makes this reader allocate stays bounded by its size. */
+    if (fs.frames / 8 > size) {
+        char a1[32];
+        mf_skip(p, dir, name, mf_why("its stacks hold %s frames, more than 64 bytes of frames "
+                                     "a byte of the file (damaged?)", mf_fmt_count(a1, fs.frames)));
+        free(buf);
+        return;
+    }
     const char *first = mf_table_seen(h, dir, name);
     if (first) {
         char msg[400];
@@ -869,51 +881,25 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
     }
     if (h->unprofiled_calls != h->unprofiled_samples)
         pr->weighted = true;
-    /* A file at least half frames is kept and its frames used where they lie (copying
-     * 370 MB of them at 10^6 stacks cost as much as reading them); a sparse one (a few
-     * stacks in a big table) is copied from and freed. */
-    bool keep = size >= ((size_t)1 << 20) && fs.frames <= size / 8 && fs.frames * 8 >= size / 2;
+    uint64_t frames[MF_DEPTH_MAX];
     for (uint32_t k = 0; k < h->nsegments; k++) {
         const struct mf_segment_header *seg = mf_segment(buf, h, k);
         const struct mf_entry *e = mf_entries(seg);
-        const uint64_t *frames = mf_frames(seg);
-        /* Entries lie in hash order, their frames in the order they were met, and each
-         * stack's slot in the map anywhere: loads started ahead, for the frames of the
-         * entry MF_AHEAD on and the slot of the one after MF_AHEAD / 2 (its hash ready). */
-        enum { MF_AHEAD = 8 };
-        uint64_t hashes[MF_AHEAD / 2] = {0};
-        for (uint32_t i = 0; i < seg->capacity + MF_AHEAD / 2; i++) {
-            if (i + MF_AHEAD < seg->capacity && e[i + MF_AHEAD].hash != 0)
-                mf_prefetch_range(&frames[e[i + MF_AHEAD].frames],
-                                  e[i + MF_AHEAD].depth * sizeof *frames);
-            uint32_t at = i - MF_AHEAD / 2; /* hashed MF_AHEAD / 2 rounds ago */
-            if (i >= MF_AHEAD / 2 && e[at].hash != 0 && e[at].calls != 0)
-                mf_add_stack(p, process, &e[at], &frames[e[at].frames], keep,
-                             hashes[at % (MF_AHEAD / 2)]);
-            if (i < seg->capacity && e[i].hash != 0 && e[i].calls != 0) { /* at's slot */
-                struct mf_stack_key key = mf_stack_key_of(p, process, &e[i], &frames[e[i].frames]);
-                hashes[i % (MF_AHEAD / 2)] = mf_stack_hash(&key);
-                mf_map_prefetch(&mf_stack_ids, hashes[i % (MF_AHEAD / 2)]);
-            }
+        for (uint32_t i = 0; i < seg->capacity; i++) {
+            if (e[i].hash == 0 || e[i].calls == 0)
+                continue;
+            mf_entry_frames(buf, size, &e[i], frames); /* checked: mf_check_thread */
+            struct mf_stack_key key = mf_stack_key_of(p, process, &e[i], frames);
+            mf_add_stack(p, process, &e[i], frames, mf_stack_hash(&key));
         }
-        bool later = false; /* a damaged file's segments may overlap: keep what is shared */
-        for (uint32_t j = k + 1; j < h->nsegments; j++)
-            later |= h->segment_offset[j] < h->segment_offset[k] + h->segment_size[k] &&
-                     h->segment_offset[k] < h->segment_offset[j] + h->segment_size[j];
-        if (!later)
-            mf_release_pages(buf, size, h->segment_offset[k],
-                             keep ? MF_SEGMENT_ENTRIES_OFFSET +
-                                        (uint64_t)seg->capacity * sizeof(struct mf_entry)
-                                  : h->segment_size[k]);
+        /* Its entries are read (its nodes may be later entries' too); segments never
+         * overlap (mf_check_thread) */
+        mf_release_pages(buf, size, h->segment_offset[k] + MF_SEGMENT_ENTRIES_OFFSET,
+                         (uint64_t)seg->capacity * sizeof(struct mf_entry));
     }
     p->nthreads += threads;
     p->nfiles_read++;
-    if (keep) {
-        MF_GROW(mf_kept, mf_nkept, mf_kept_cap);
-        mf_kept[mf_nkept++] = buf;
-    } else {
-        free(buf);
-    }
+    free(buf);
 }
 
 /* ---- directories -------------------------------------------------------------------- */

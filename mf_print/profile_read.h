@@ -183,6 +183,10 @@ struct mf_stack_key {
 struct mf_stack_key mf_stack_key_of(const struct mf_profile *p, uint32_t process,
                                     const struct mf_entry *e, const uint64_t *frames);
 uint64_t mf_stack_hash(const struct mf_stack_key *k);
+/* An entry's frames, innermost first, decoded from its nodes in the thread file buf (size
+ * bytes, segments as its header says) into out (e->depth of them); false if its chain is not
+ * whole: a node outside the file, of the wrong depth, or not made before its callee. */
+bool mf_entry_frames(const uint8_t *buf, size_t size, const struct mf_entry *e, uint64_t *out);
 bool mf_stack_eq(const void *ctx, uint32_t idx);
 
 /* All calls counted in the thread headers (exact). */
