@@ -44,7 +44,7 @@ WRITE_PAUSE = 5.0  # seconds between deleting an output and timing dd's write of
 
 # c_core/mf_format.h's layout, from the one place the bench keeps it
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_bench import ENTRY, HDR_NSEGMENTS, HDR_SEG_OFFSET, SEG_ENTRIES_OFFSET  # noqa: E402
+from run_bench import thread_file_stacks  # noqa: E402
 
 
 def die(msg):
@@ -83,14 +83,7 @@ def thread_stacks(d):
         with open(os.path.join(d, name), "rb") as f:
             data = f.read()
         nbytes += len(data)
-        for k in range(struct.unpack_from("<Q", data, HDR_NSEGMENTS)[0]):
-            off = struct.unpack_from("<Q", data, HDR_SEG_OFFSET + 8 * k)[0]
-            cap = struct.unpack_from("<I", data, off)[0]
-            start = off + SEG_ENTRIES_OFFSET
-            frames = start + cap * ENTRY.size
-            for h, depth, _fl, first, _s, _c, _b, _sq, _bv in ENTRY.iter_unpack(data[start:frames]):
-                if h:
-                    stacks.add(data[frames + 8 * first:frames + 8 * (first + depth)])
+        stacks.update(frames for frames, _e in thread_file_stacks(data))
     return stacks, nbytes
 
 

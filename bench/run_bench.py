@@ -76,6 +76,28 @@ PROC_FLAGS, PROC_TLS_DIRECT = 48, 2  # flags, MF_PROCESS_TLS_DIRECT
 SEG_ENTRIES_OFFSET = 64  # entries start this far into a segment (MF_SEGMENT_ENTRIES_OFFSET)
 # hash, depth, flags, frames, samples, calls, bytes, calls_sq, bytes_var
 ENTRY = struct.Struct("<QIIQQQQQd")
+NODE = struct.Struct("<QII")  # struct mf_frame_node: pc, parent, depth
+
+
+def thread_file_stacks(data):
+    """(frames innermost first as a tuple, ENTRY tuple) of every entry of a thread file: its
+    node chain (format 6, c_core/mf_format.h)."""
+    segs = []
+    for k in range(struct.unpack_from("<Q", data, HDR_NSEGMENTS)[0]):
+        off = struct.unpack_from("<Q", data, HDR_SEG_OFFSET + 8 * k)[0]
+        segs.append((off, struct.unpack_from("<I", data, off)[0]))
+    for off, cap in segs:
+        start = off + SEG_ENTRIES_OFFSET
+        for e in ENTRY.iter_unpack(data[start:start + cap * ENTRY.size]):
+            if not e[0]:
+                continue
+            ref, frames = e[3] & 0xFFFFFFFF, []
+            while ref:
+                noff, ncap = segs[(ref - 1) >> 24]
+                pc, ref, _ = NODE.unpack_from(data, noff + SEG_ENTRIES_OFFSET + ncap * ENTRY.size +
+                                              ((ref - 1) & 0xFFFFFF) * NODE.size)
+                frames.append(pc)
+            yield tuple(frames), e
 # Format 5 keys entries by size class too (MF_ENTRY_SIZED = 4 in flags: the class is the word
 # after the entry's depth frames): a stack sampled at k classes has k entries, so the readers
 # here tell stacks apart by their frames alone.
@@ -343,16 +365,9 @@ def read_profile(top):
                 continue
             uniq = seen.setdefault(name.split(".")[1], set())
             calls += sum(struct.unpack_from("<16Q", data, HDR_TOTAL_CALLS))
-            nseg = struct.unpack_from("<Q", data, HDR_NSEGMENTS)[0]
-            for k in range(nseg):
-                off = struct.unpack_from("<Q", data, HDR_SEG_OFFSET + 8 * k)[0]
-                cap = struct.unpack_from("<I", data, off)[0]
-                start = off + SEG_ENTRIES_OFFSET
-                frames = start + cap * ENTRY.size
-                for h, depth, _fl, first, s, *_rest in ENTRY.iter_unpack(data[start:frames]):
-                    if h:
-                        samples += s
-                        uniq.add(data[frames + 8 * first:frames + 8 * (first + depth)])
+            for frames, e in thread_file_stacks(data):
+                samples += e[4]
+                uniq.add(frames)
         stacks += sum(len(s) for s in seen.values())
     return {"calls": calls, "samples": samples, "stacks": stacks, "bytes": nbytes, "modes": modes,
             "images": images, "direct": direct}

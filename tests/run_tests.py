@@ -986,14 +986,75 @@ def sample_interval(profile):
 # struct mf_thread_header / mf_segment_header / mf_entry (c_core/mf_format.h)
 HDR_NSEGMENTS, HDR_SEGMENT_OFFSET = 344, 352
 SEGMENT_ENTRIES_OFFSET = 64
-# hash, depth, flags, frames, samples, calls, bytes, calls_sq, bytes_var
+# hash, depth, flags, node | size_class << 32, samples, calls, bytes, calls_sq, bytes_var
 ENTRY = struct.Struct("<QIIQQQQQd")
 ENTRY_LARGE = 2  # MF_ENTRY_LARGE: the stack's samples were all taken for their size
-ENTRY_SIZED = 4  # MF_ENTRY_SIZED: the entry's size class follows its frames (format 5)
+ENTRY_SIZED = 4  # MF_ENTRY_SIZED: the entry's size_class is its samples' (format 5)
+NODE = struct.Struct("<QII")  # struct mf_frame_node: pc, parent, depth (format 6)
 
 
-ENTRY_FIELDS = ("hash", "depth", "flags", "frames", "samples", "calls", "bytes", "calls_sq",
-                "bytes_var")
+ENTRY_FIELDS = ("hash", "depth", "flags", "node_class", "samples", "calls", "bytes",
+                "calls_sq", "bytes_var")
+
+
+def node_ref(k, i):
+    """MF_NODE_REF: segment k's node i."""
+    return (k << 24 | i) + 1
+
+
+def thread_segments(data):
+    """(offset, capacity, node capacity) of each segment of a thread file."""
+    out = []
+    for k in range(struct.unpack_from("<Q", data, HDR_NSEGMENTS)[0]):
+        off = struct.unpack_from("<Q", data, HDR_SEGMENT_OFFSET + 8 * k)[0]
+        cap, ncap = struct.unpack_from("<II", data, off)
+        out.append((off, cap, ncap))
+    return out
+
+
+def entry_frames(data, entry):
+    """The frames of an ENTRY tuple of thread file `data`, innermost first: its node chain
+    (format 6, c_core/mf_format.h)."""
+    segs = thread_segments(data)
+    ref, frames = entry[3] & 0xFFFFFFFF, []
+    while ref:
+        k, i = (ref - 1) >> 24, (ref - 1) & 0xFFFFFF
+        off, cap, _ = segs[k]
+        pc, parent, _depth = NODE.unpack_from(data, off + SEGMENT_ENTRIES_OFFSET +
+                                              cap * ENTRY.size + i * NODE.size)
+        frames.append(pc)
+        ref = parent
+    if len(frames) != entry[1]:
+        raise TestFailure(f"an entry of depth {entry[1]} has {len(frames)} frames")
+    return frames
+
+
+def stack_segment(k, cap, ncap, stacks):
+    """Segment k as the writer lays one out (format 6), holding entries
+    [(frames innermost first, samples, calls)] and their nodes, shared where their outer
+    frames are; the nodes are made outermost first, so each caller precedes its callees."""
+    nodes, index, entries = [], {}, []
+    for frames, samples, calls in stacks:
+        parent = 0
+        for depth, pc in enumerate(reversed(frames), 1):
+            key = (parent, pc)
+            if key not in index:
+                nodes.append((pc, parent, depth))
+                index[key] = node_ref(k, len(nodes) - 1)
+            parent = index[key]
+        entries.append((len(frames), parent, samples, calls))
+    if len(entries) > cap or len(nodes) > ncap:
+        raise TestFailure(f"{len(entries)} entries, {len(nodes)} nodes in a segment of "
+                          f"{cap}, {ncap}")
+    seg = bytearray(SEGMENT_ENTRIES_OFFSET + cap * ENTRY.size + ncap * NODE.size)
+    struct.pack_into("<IIQQ", seg, 0, cap, ncap, len(nodes), len(entries))
+    for i, (depth, node, samples, calls) in enumerate(entries):
+        struct.pack_into(ENTRY.format, seg, SEGMENT_ENTRIES_OFFSET + i * ENTRY.size,
+                         0x1234567 + i, depth, 0, node, samples, calls, calls * 40, calls, 0.0)
+    for i, n in enumerate(nodes):
+        NODE.pack_into(seg, SEGMENT_ENTRIES_OFFSET + cap * ENTRY.size + i * NODE.size, *n)
+    seg.extend(b"\0" * ((-len(seg)) % 4096))
+    return seg
 
 
 def file_entries_full(profile):

@@ -28,7 +28,7 @@ T_UNPROF_SAMPLES, T_UNPROF_CALLS = 320, 328
 T_HEADER_BYTES = 8192  # MF_THREAD_HEADER_BYTES
 MF_DEPTH_MAX = 512
 MF_FLUSH_CALLS = 4096
-MF_THREAD_FILE_MAX = 1610752000
+MF_THREAD_FILE_MAX = 1073881088
 # struct mf_process_header, mf_module_record
 P_HEADER_SIZE = 12
 MODULE = struct.Struct("<IIQQQIIII32s")
@@ -85,39 +85,19 @@ def file_entries(data):
     return out
 
 
-def site_entry(data, seg_frames_of):
+def site_entry(data):
     """The entry with the most calls (the worker's site) and its frames."""
     at, e = max(file_entries(data), key=lambda x: x[1][5])
-    return at, e, seg_frames_of(at, e)
+    return at, e, rt.entry_frames(data, e)
 
 
-def frames_of(data):
-    def get(at, e):
-        # the segment holding offset `at`
-        for k in range(struct.unpack_from("<Q", data, T_NSEG)[0]):
-            off = struct.unpack_from("<Q", data, T_SEG_OFF + 8 * k)[0]
-            size = struct.unpack_from("<Q", data, T_SEG_SIZE + 8 * k)[0]
-            if off <= at < off + size:
-                cap = struct.unpack_from("<I", data, off)[0]
-                base = off + SEG_ENTRIES + cap * ENTRY.size + 8 * e[3]
-                return list(struct.unpack_from(f"<{e[1]}Q", data, base))
-        raise rt.TestFailure("entry outside every segment")
-    return get
-
-
-def append_segment(data, cap, fcap, entries, frames):
-    """Appends a segment of `cap` entries and `fcap` frames holding entries [(depth, frames
-    index, samples, calls)] and the frame area `frames`, as the writer lays one out."""
+def append_segment(data, cap, ncap, stacks):
+    """Appends a segment of `cap` entries and `ncap` nodes holding stacks [(frames innermost
+    first, samples, calls)], as the writer lays one out."""
     off = (len(data) + 4095) & ~4095
     data.extend(b"\0" * (off - len(data)))
-    seg = bytearray(SEG_ENTRIES + cap * ENTRY.size + fcap * 8)
-    struct.pack_into("<IIQQ", seg, 0, cap, fcap, len(frames), len(entries))
-    for i, (depth, first, samples, calls) in enumerate(entries):
-        struct.pack_into(ENTRY.format, seg, SEG_ENTRIES + i * ENTRY.size, 0x1234567 + i, depth, 0,
-                         first, samples, calls, calls * 40, calls, 0.0)
-    struct.pack_into(f"<{len(frames)}Q", seg, SEG_ENTRIES + cap * ENTRY.size, *frames)
-    seg.extend(b"\0" * ((-len(seg)) % 4096))
     k = struct.unpack_from("<Q", data, T_NSEG)[0]
+    seg = rt.stack_segment(k, cap, ncap, stacks)
     struct.pack_into("<Q", data, T_SEG_OFF + 8 * k, off)
     struct.pack_into("<Q", data, T_SEG_SIZE + 8 * k, len(seg))
     struct.pack_into("<Q", data, T_NSEG, k + 1)
@@ -165,10 +145,10 @@ def test_validate_refuses_stacks_deeper_than_the_writer_makes():
     bad = copy_profile(r.profile)
     path = moved(files[3], bad)
     data = read(path)
-    _, e, frames = site_entry(data, frames_of(data))
+    _, e, frames = site_entry(data)
     site = frames[-4]  # site_worker_3, worker, start_thread, clone3: the outermost four
     struct.pack_into("<I", data, T_MAX_DEPTH, 4096)
-    write(path, append_segment(data, 256, 4096, [(4096, 0, 1, 1)], [site] * 4096))
+    write(path, append_segment(data, 2048, 8192, [([site] * 4096, 1, 1)]))
     out = run_print(["--dir", bad, "--format", "csv"])
     rt.expect_eq(out.stderr.decode().splitlines(),
                  [skip_line(bad, path, "bad max_depth 4096 (malloc_freq records at most 512 "
@@ -181,8 +161,7 @@ def test_validate_refuses_stacks_deeper_than_the_writer_makes():
     path = moved(files[3], ok)
     data = read(path)
     struct.pack_into("<I", data, T_MAX_DEPTH, MF_DEPTH_MAX)
-    write(path, append_segment(data, 256, 4096, [(MF_DEPTH_MAX, 0, 1, 1)],
-                               [site] * MF_DEPTH_MAX))
+    write(path, append_segment(data, 256, 1024, [([site] * MF_DEPTH_MAX, 1, 1)]))
     out = run_print(["--dir", ok, "--threshold", "0"])
     rt.expect_eq((out.returncode, out.stderr), (0, b""), "the 512-frame stack: status, stderr")
     lines = rt.tree_lines(out.stdout.decode())
@@ -195,36 +174,71 @@ def test_validate_refuses_stacks_deeper_than_the_writer_makes():
 
 # ---- 2. cost bounded by size ---------------------------------------------------------------
 
-def overlapping_file(profile, path, entries=2048, depth=512, fcap=36864):
-    """A ~570 KB thread file whose entries' frame ranges overlap: entry i has the frames
-    i..i+depth-1 of one frame area of distinct addresses (no module holds them)."""
+def chained_file(path, depth=512, entries=2048):
+    """A thread file of `entries` stacks of `depth` frames that share all but their
+    innermost frame (one trunk of depth - 1 nodes): the writer's own layout, no module holds
+    the addresses."""
     data = read(path)
     struct.pack_into("<Q", data, T_NSEG, 0)
     data = data[:T_HEADER_BYTES]
     struct.pack_into("<I", data, T_MAX_DEPTH, depth)
-    frames = [0x10000 + 16 * i for i in range(entries + depth)]
-    append_segment(data, 4096, fcap, [(depth, i, 1, 1) for i in range(entries)], frames)
-    write(path, data)
-    return len(data)
+    trunk = [0x10000 + 16 * i for i in range(depth - 1)]
+    append_segment(data, 4096, 16384,
+                   [([0x900000 + 16 * i] + trunk, 1, 1) for i in range(entries)])
+    return data
+
+
+def node_at(data, i):
+    """The file offset of segment 0's node i."""
+    off, cap, _ = rt.thread_segments(data)[0]
+    return off + SEG_ENTRIES + cap * ENTRY.size + i * rt.NODE.size
 
 
 @rt.test
-def test_validate_refuses_entries_that_share_frames():
-    """Entries whose frames overlap would make the reader's work grow with the square of the
-    file (each entry a whole stack from the same few frames): refused, in one line."""
+def test_validate_follows_node_chains_once_and_refuses_broken_ones():
+    """Stacks share their outer frames' nodes (format 6): 2,048 stacks of 512 frames over one
+    511-node trunk read whole (each of the 2,048 distinct, 512 frames deep). A chain that is
+    not whole is refused, in one line: a node whose caller comes after it (a loop), one of
+    the wrong depth, an entry whose node lies outside the file."""
     r, files = four_threads()
-    bad = copy_profile(r.profile)
-    path = moved(files[2], bad)
-    size = overlapping_file(bad, path)
-    rt.expect(540_000 < size < 600_000, f"the hostile file is {size} bytes")
-    t0 = time.monotonic()
-    out = run_print(["--dir", bad, "--format", "csv"])
-    took = time.monotonic() - t0
-    rt.expect_eq(out.stderr.decode().splitlines(),
-                 [skip_line(bad, path, "segment 0: two entries share frames 1..511")], "stderr")
-    rt.expect_eq(out.returncode, 0, "exit status")
-    expect_workers(out.stdout, {0, 1, 3}, "overlapping frames")
-    rt.expect(took < 10, f"mf_print took {took:.1f} s on a {size}-byte file")
+    good = copy_profile(r.profile, "trunk")
+    path = moved(files[2], good)
+    data = chained_file(path)
+    write(path, data)
+    calls = struct.unpack_from("<Q", data, T_TOTALS)[0]
+    struct.pack_into("<Q", data, T_TOTALS, calls + 2048)
+    write(path, data)
+    out = run_print(["--dir", good, "--format", "csv", "--full-stacks", "--no-fold"])
+    rt.expect_eq((out.returncode, out.stderr), (0, b""), "the shared trunk: status, stderr")
+    rows = [row for row in rt.parse_csv(out.stdout.decode()) if len(row.stack) == 512]
+    rt.expect_eq((len(rows), sum(row.calls for row in rows)), (2048, 2048),
+                 "512-frame stacks and their calls")
+
+    # node 5 (depth 6) calls node 7: its caller after it, a loop through 6 and 7
+    # node 5 of depth 9: its caller is of depth 5
+    # the first entry's node in segment 3, which the file does not have
+    (off0, _, _), = rt.thread_segments(data)
+    first_entry = off0 + SEG_ENTRIES
+    breaks = {
+        "loop": (lambda d: struct.pack_into("<I", d, node_at(d, 5) + 8, rt.node_ref(0, 7)),
+                 "segment 0 entry 0: bad node"),
+        "depth": (lambda d: struct.pack_into("<I", d, node_at(d, 5) + 12, 9),
+                  "segment 0 entry 0: bad node"),
+        "outside": (lambda d: struct.pack_into("<I", d, first_entry + 16, rt.node_ref(3, 0)),
+                    "segment 0 entry 0: bad node"),
+    }
+    for kind, (damage, why) in breaks.items():
+        bad = copy_profile(r.profile, kind)
+        path = moved(files[2], bad)
+        d = chained_file(path)
+        damage(d)
+        write(path, d)
+        out = run_print(["--dir", bad, "--format", "csv"])
+        err = out.stderr.decode().splitlines()
+        rt.expect(len(err) == 1 and err[0].startswith(skip_line(bad, path, why)),
+                  f"{kind}: stderr {err}")
+        rt.expect_eq(out.returncode, 0, f"{kind}: exit status")
+        expect_workers(out.stdout, {0, 1, 3}, kind)
 
 
 def splitmix_inverse(x):
@@ -292,7 +306,8 @@ def test_validate_hash_keys_cannot_be_chosen_to_collide():
         addrs = ([splitmix_inverse(i << 32) for i in range(1, n + 1)] if kind == "colliding"
                  else [rng.getrandbits(64) | 1 for _ in range(n)])
         # 4,096 one-call stacks of 16 frames each; the site's calls fit in the slack
-        append_segment(data, 8192, 65536, [(16, 16 * i, 1, 1) for i in range(n // 16)], addrs)
+        append_segment(data, 16384, 65536,
+                       [(addrs[16 * i:16 * i + 16], 1, 1) for i in range(n // 16)])
         write(path, data)
         out, best = fastest_csv(d)
         rt.expect_eq((out.returncode, out.stderr), (0, b""), f"{kind}: status, stderr")
@@ -341,7 +356,7 @@ def test_validate_stacks_cannot_be_chosen_to_share_a_hash():
             else:
                 v2 = rng.getrandbits(64) | 1
             frames += [v1, v2]
-        append_segment(data, 32768, 2 * n, [(2, 2 * i, 1, 1) for i in range(n)], frames)
+        append_segment(data, 32768, 2 * n, [(frames[2 * i:2 * i + 2], 1, 1) for i in range(n)])
         write(path, data)
         out, best = fastest_csv(d)
         rt.expect_eq((out.returncode, out.stderr), (0, b""), f"{kind}: status, stderr")
@@ -443,7 +458,7 @@ def test_validate_stacks_above_the_thread_total_are_refused():
     bad = copy_profile(r.profile)
     path = moved(files[1], bad)
     data = read(path)
-    at, e, _ = site_entry(data, frames_of(data))
+    at, e, _ = site_entry(data)
     struct.pack_into("<QQQ", data, at + 24, e[4] * 100, e[5] * 100, e[6] * 100)
     write(path, data)
     samples = sum(x[4] for _, x in file_entries(data)) + \
@@ -466,7 +481,7 @@ def test_validate_stacks_ahead_of_the_totals_never_show_above_100_percent():
     bad = copy_profile(r.profile)
     path = moved(files[0], bad)
     data = read(path)
-    at, e, _ = site_entry(data, frames_of(data))
+    at, e, _ = site_entry(data)
     struct.pack_into("<QQQ", data, at + 24, e[4] + 4000, e[5] + 4000, e[6] + 4000 * 40)
     # Format 5: the slow path adds a sample to the header's size histogram with its entry,
     # so the histogram's class of 40 bytes (22) runs ahead with the site.

@@ -334,7 +334,7 @@ def test_by_site_and_tune_usage_errors():
 @rt.test
 def test_entries_keep_their_size_class():
     """The writer keys each stack's entries by size class: near_leaf's stack from near_a has
-    an entry per size (32, 4,096 bytes), each with the class after its frames. The reader
+    an entry per size (32, 4,096 bytes), each with its class. The reader
     skips the file, with one line, where a class's entries hold more calls than the header's
     histogram counts for it (beyond a sample in flight), or a class word is out of range."""
     r = run_site_sizes()
@@ -346,7 +346,7 @@ def test_entries_keep_their_size_class():
     classes = {}
     for e in entries:
         at, _ = sized_entry_of(data, e)
-        c = struct.unpack_from("<Q", data, at)[0]
+        c = struct.unpack_from("<I", data, at)[0]
         classes.setdefault(c, []).append(e["calls"])
     expect(500 in classes.get(rt_size_class(4096), []) and 1500 in classes.get(rt_size_class(32), []),
            f"entries by class: {classes}")
@@ -361,7 +361,7 @@ def test_entries_keep_their_size_class():
                      r"size histogram counts", p.stderr) and p.stderr.count("\n") == 1,
            f"mf_print on a histogram without the 32-byte calls: {p.stderr!r}")
     at, _ = sized_entry_of(data, entries[0])
-    struct.pack_into("<Q", data, at, 500)
+    struct.pack_into("<I", data, at, 500)
     with open(path, "wb") as f:
         f.write(data)
     p = rt.mf_print(["--format", "csv", r.profile], check=False)
@@ -373,15 +373,16 @@ HDR_SIZES = 888  # struct mf_thread_header.sizes[194]: calls, bytes, calls_var, 
 
 
 def sized_entry_of(data, want):
-    """The file offset of entry want's class word (after its frames: format 5), and the entry."""
+    """The file offset of entry want's size class (struct mf_entry.size_class), and the
+    entry."""
     for k in range(struct.unpack_from("<Q", data, rt.HDR_NSEGMENTS)[0]):
         off = struct.unpack_from("<Q", data, rt.HDR_SEGMENT_OFFSET + 8 * k)[0]
         cap = struct.unpack_from("<I", data, off)[0]
         start = off + rt.SEGMENT_ENTRIES_OFFSET
         for i in range(cap):
             e = rt.ENTRY.unpack_from(data, start + i * rt.ENTRY.size)
-            if e[0] == want["hash"] and e[3] == want["frames"]:
-                return start + cap * rt.ENTRY.size + 8 * (e[3] + e[1]), e
+            if e[0] == want["hash"] and e[3] == want["node_class"]:
+                return start + i * rt.ENTRY.size + 20, e
     raise rt.TestFailure("entry not found")
 
 
