@@ -26,7 +26,6 @@ import os
 import resource
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import time
