@@ -1,15 +1,22 @@
 /* malloc_freq, the launcher: runs a program with the preload library, every process of the
  * run profiled into one run directory, and prints where the profile is and its top sites.
  *
- *   malloc_freq.c  options, the program's process: fork, exec, signals, wait, exit status
- *   setup.c        what the program is given: the library, its environment, Python's note
- *   run_dir.c      the run directory, run.txt (its format is in README.md), the summary */
+ *   main.c     the options, and the run from start to end
+ *   child.c    the program's process and mf_print's: fork, exec, signals, wait
+ *   setup.c    what the program is given: the library, its environment, Python's note
+ *   run_dir.c  the run directory and run.txt
+ *   scan.c     what the run's files hold and what they lack, read from their headers
+ *   summary.c  the summary: where the profile is, mf_print's header, the top sites
+ *   util.c     messages, memory, quoting for a shell, escaping for a terminal */
 #ifndef MF_LAUNCHER_H
 #define MF_LAUNCHER_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
+#include <time.h>
 
 #define MF_LIB_NAME "libmalloc_freq.so"
 #define MF_PRINT_NAME "mf_print"
@@ -40,6 +47,19 @@ struct mf_launch {
     pid_t pid;           /* the program's */
 };
 
+/* child.c */
+/* Forks the program, makes the run directory and run.txt (run_dir.c), then lets it exec
+ * and waits for it: -1 and its wait status in *status, or the launcher's exit status
+ * when it could not be run (2, 126, 127), the reason said. */
+int mf_run_program(struct mf_launch *l, const struct timespec *start, int *status);
+/* Runs path with argv, its standard output read from *out (its standard error discarded if
+ * quiet), unprofiled, signals forwarded to it until mf_wait_child; its pid, or -1 (said
+ * why). */
+pid_t mf_start_reader(const char *path, char *const argv[], bool quiet, FILE **out);
+int mf_wait_child(pid_t pid);
+const char *mf_signal_name(int sig);
+__attribute__((noreturn)) void mf_die_of(int sig);
+
 /* setup.c */
 void mf_find_library(struct mf_launch *l);
 void mf_find_program(struct mf_launch *l);
@@ -53,19 +73,35 @@ bool mf_make_run_dir(struct mf_launch *l);
 bool mf_write_run_file(struct mf_launch *l, const struct timespec *start);
 void mf_append_run_end(struct mf_launch *l, int status);
 void mf_remove_run_dir(struct mf_launch *l);
+bool mf_is_process_dir_name(const char *name);
+
+/* scan.c: what the summary must say before it shows totals. mf_print adds up the files there
+ * are and calls them exact; a process whose files could not be made (a full disk, a quota,
+ * RLIMIT_FSIZE) is not in them, and an image that ended without running its exit while
+ * sampling left its last calls out of its totals. */
+struct mf_scan {
+    size_t dirs;       /* process directories, malloc_freq.<pid> */
+    size_t images;     /* process images with a process file and a thread file */
+    uint64_t calls;    /* the exact total of their thread files' headers */
+    size_t nmissing;   /* process directories or images without data */
+    size_t nunflushed; /* images whose totals may lack calls */
+    size_t running;    /* their threads still running when they ended */
+    char *missing, *unflushed; /* "process 12 (/bin/x), ..." */
+    int room; /* ENOSPC, EDQUOT or EFBIG: no room for one more profile file now; 0 */
+};
+void mf_scan_run(const char *run_dir, struct mf_scan *s);
+
+/* summary.c */
 void mf_summary(struct mf_launch *l, int status);
 
-/* malloc_freq.c */
-extern volatile pid_t mf_current_child; /* signals are forwarded to it; 0: none */
+/* util.c */
 __attribute__((format(printf, 1, 2))) void mf_msg(const char *fmt, ...);
 __attribute__((noreturn, format(printf, 1, 2))) void mf_die(const char *fmt, ...);
-__attribute__((noreturn, format(printf, 1, 2))) void mf_usage_error(const char *fmt, ...);
 void *mf_xmalloc(size_t n);
+void *mf_xrealloc(void *p, size_t n);
 char *mf_xstrdup(const char *s);
 __attribute__((format(printf, 1, 2))) char *mf_xasprintf(const char *fmt, ...);
-void mf_restore_signals_in_child(void);
-int mf_wait_child(pid_t pid);
-const char *mf_signal_name(int sig);
 char *mf_shell_quote(char *const *argv);
+void mf_put_name(FILE *f, const char *s, size_t n);
 
 #endif

@@ -462,6 +462,121 @@ def test_launcher_summary_of_a_killed_or_execd_program_in_every_mode():
         rt.expect_eq(p.returncode, -signal.SIGKILL, f"{mode}: the launcher's end; {err!r}")
 
 
+# ---- the summary's sites ---------------------------------------------------------------
+
+def summary_table(stderr):
+    """The summary's lines from its column titles to the line before the callers line."""
+    lines = stderr.splitlines()
+    (start,) = [i for i, line in enumerate(lines) if line.endswith("allocation site, then its callers")]
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("malloc_freq: "))
+    return lines[start:end]
+
+
+def site_lines(lines):
+    """(calls ~, calls, ±, percent, bytes, bytes ±, text) of each site line: mf_print's tree
+    line (rt._TREE_LINE), here never indented."""
+    out = []
+    for line in lines:
+        m = rt._TREE_LINE.match(line)
+        if m and not m.group(7).startswith("… "):
+            out.append(m.groups())
+    return out
+
+
+def gcc_source(path, functions):
+    """A C file of `functions` functions with loops and switches, for cc1 to work on."""
+    with open(path, "w") as f:
+        f.write("#include <stdio.h>\n#include <string.h>\n")
+        for i in range(functions):
+            f.write(f"struct s{i} {{ int a; long b[{i % 7 + 1}]; const char *name; }};\n"
+                    f"int f{i}(struct s{i} *p, int n) {{\n  int t = 0;\n"
+                    f"  for (int k = 0; k < n; k++)\n    switch ((k * {i + 3}) % 4) {{\n"
+                    f"    case 0: t += p->a * k; break;\n"
+                    f"    case 1: t ^= (int)p->b[k % {i % 7 + 1}]; break;\n"
+                    f"    case 2: t -= (int)strlen(p->name); break;\n"
+                    f"    default: t += printf(\"%d {i}\\n\", t);\n    }}\n  return t;\n}}\n")
+
+
+@rt.test
+def test_launcher_summary_of_a_gcc_compile_matches_mf_print():
+    # A real compile spreads its calls over thousands of sites: the summary parsed the
+    # tree at 5 % and showed none of them. Now its sites are mf_print's: the summary's
+    # header and notes are those of mf_print's report of the run directory, and its site
+    # lines the report's top-level lines, number for number (names in full where the tree
+    # shortens a template's arguments to <…>), at least 5, and every site of 5 % or more.
+    cwd = rt.fresh_dir()
+    gcc_source(os.path.join(cwd, "gen.c"), 40)
+    r = launch_ok(["--", "gcc", "-O2", "-c", "gen.c", "-o", "gen.o"], cwd=cwd)
+    run_dir = r.run_dir
+    table = summary_table(r.stderr)
+    sites = site_lines(table)
+    rt.expect(len(sites) >= 5, f"the summary's sites: {table!r}")
+    low = min(float(s[3]) for s in sites)
+    tree = rt.tree_text(run_dir, threshold=max(low - 0.01, 0))
+    header, _, rest = tree.partition("\n\n")
+    rt.expect(header + "\n\n" + table[0] in r.stderr,
+              f"mf_print's header is not the summary's: {header!r} in {r.stderr!r}")
+    notes = rest.partition("\n\n")[2]
+    rt.expect(notes.startswith("not symbolized in full") and
+              "\n" + notes + "malloc_freq: the sites' callers: " in r.stderr,
+              f"mf_print's notes are not the summary's: {notes!r} in {r.stderr!r}")
+    top = site_lines([line for line in tree.splitlines()
+                      if (m := rt._TREE_LINE.match(line)) and rt.TreeLine(m).top])
+    rt.expect_eq(len(sites), max(5, sum(float(t[3]) >= 5 for t in top)),
+                 f"sites shown (5, or all of 5 % and more): {table!r}")
+    for s, t in zip(sites, top):
+        rt.expect_eq(s[:6], t[:6], f"the numbers of {s[6]!r} in the summary and in the tree")
+        pattern = re.escape(t[6]).replace(re.escape("<…>"), "<.*>")
+        rt.expect(re.fullmatch(pattern, s[6]), f"site {s[6]!r} is not the tree's {t[6]!r}")
+
+
+@rt.test
+def test_launcher_summary_shows_top_sites_under_the_threshold():
+    # spread_sites' thirty sites are 2.92 % to 3.75 % of its 3,465 calls: mf_print's tree at
+    # the summary's 5 % folds them all into one line, and the summary still names the five
+    # largest, then adds up the other 25.
+    prog = rt.c_program("spread_sites")
+    r = launch_ok(["--", prog])
+    tree = rt.tree_lines(rt.tree_text(r.run_dir, threshold=5))
+    rt.expect_eq([t.text for t in tree], ["… 30 more entries below 5%"], "mf_print's tree at 5 %")
+    with open(os.path.join(rt.PROGRAMS, "spread_sites.c")) as f:
+        line = next(i for i, text in enumerate(f, 1) if text.startswith("COUNTED_SITE(26)"))
+    want = ["calls        %      bytes  allocation site, then its callers"]
+    for k in range(30, 25, -1):
+        calls = 100 + k
+        want.append(f"{calls:5} {100 * calls / 3465:7.2f}% {32 * calls / 1024:6.1f} KiB  "
+                    f"site_{k} (spread_sites.c:{line})")
+    want.append(f"2,825 {100 * 2825 / 3465:7.2f}% {32 * 2825 / 1024:6.1f} KiB  "
+                "… 25 more entries below 5%")
+    rt.expect_eq(summary_table(r.stderr), want, "the summary's sites")
+
+
+@rt.test
+def test_launcher_summary_escapes_hostile_names():
+    # hostile_names' ten largest sites renamed to terminal escapes (clear screen, OSC 52,
+    # a hyperlink, BEL CR LF, U+2028, bytes that are not UTF-8, C1 CSI), formula starts
+    # and a '@'-led wrapper with OSC 52: the summary, which reads them from mf_print's CSV
+    # (percent-encoded there), writes each as mf_print writes it for a terminal, on its
+    # line with its exact count, and no raw control character or byte that is not UTF-8.
+    import test_hostile_names as hn
+    plain = rt.build("hostile_names", ["hostile_names.c"], libs=("-g0",))
+    renamed = plain + ".summary"
+    names = {17 - k: name for k, name in hn.HOSTILE_NAMES.items()}  # the nastiest the largest
+    argv = [b"objcopy", b"--redefine-sym", b"wrap=" + hn.WRAPPER]
+    for k, name in names.items():
+        argv += [b"--redefine-sym", b"hostile_%d=" % k + name]
+    p = subprocess.run(argv + [plain.encode(), renamed.encode()], capture_output=True)
+    rt.expect(p.returncode == 0, f"objcopy failed: {p.stderr!r}")
+    cwd = rt.fresh_dir()
+    p = subprocess.run([LAUNCHER, "-s", "1", "--", renamed], cwd=cwd, env=clean_env(),
+                       capture_output=True, timeout=rt.TIMEOUT)
+    rt.expect_eq(p.returncode, 0, f"the program's exit status; stderr {p.stderr!r}")
+    text = hn.check_text("the launcher's summary", p.stderr)
+    got = sorted((int(s[1]), s[6]) for s in site_lines(summary_table(text)))
+    want = sorted([(2 * k, hn.esc(names[k])) for k in range(8, 17)] + [(30, hn.esc(hn.WRAPPER))])
+    rt.expect_eq(got, want, "the summary's sites, (calls, name as a terminal shows it)")
+
+
 # ---- every process of the run in one directory -----------------------------------------
 
 FORK_EXEC_SCRIPT = """#!/bin/sh
