@@ -151,6 +151,8 @@ def environment():
 
 def display(text, workdir):
     """The output as the documents show it: the scratch directory as /tmp/demo."""
+    if workdir == REPO:
+        return text
     for d in {workdir, os.path.realpath(workdir)}:
         text = text.replace(d, DISPLAY_DIR)
     return text
