@@ -270,6 +270,39 @@ def check(paths, substring=None, update=False, log=print):
     return failures
 
 
+def slug(heading):
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens."""
+    heading = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return heading.replace(" ", "-")
+
+
+def broken_links(paths):
+    """Every relative link of the files whose file or #anchor does not exist."""
+    anchors, bad = {}, []
+
+    def headings(path):
+        if path not in anchors:
+            with open(path, encoding="utf-8") as f:
+                text = re.sub(r"```.*?```", "", f.read(), flags=re.S)
+            anchors[path] = {slug(m) for m in re.findall(r"^#+ (.*)$", text, flags=re.M)}
+        return anchors[path]
+
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            text = re.sub(r"```.*?```", "", f.read(), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            file, _, anchor = target.partition("#")
+            dest = os.path.normpath(os.path.join(os.path.dirname(path), file)) if file else path
+            rel = os.path.relpath(path, REPO)
+            if not os.path.exists(dest):
+                bad.append(f"{rel}: ({target}): no such file")
+            elif anchor and dest.endswith(".md") and anchor not in headings(dest):
+                bad.append(f"{rel}: ({target}): no such heading")
+    return bad
+
+
 try:
     import run_tests as rt
 except ImportError:  # run on its own, from another directory
@@ -286,6 +319,14 @@ def test_docs_examples_match_the_code():
               "\n(re-paste with `python3 tests/test_docs.py --update` if the change is meant)")
 
 
+@rt.test
+def test_docs_links_resolve():
+    """Every relative link of README.md and docs/*.md names a file that exists and, for a
+    markdown file, a heading it has."""
+    bad = broken_links(documents())
+    rt.expect(not bad, "\n".join(bad))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--update", action="store_true", help="re-paste the outputs into the files")
@@ -297,7 +338,10 @@ def main():
             print(f"test_docs.py: {path} is missing; run `make` first", file=sys.stderr)
             return 2
     paths = [os.path.abspath(p) for p in args.files] or documents()
-    failures = check(paths, args.k, args.update)
+    failures = broken_links(paths)
+    for b in failures:
+        print(f"FAIL {b}")
+    failures += check(paths, args.k, args.update)
     if not args.update:
         print(f"{len(failures)} example(s) differ" if failures else "every example matches")
     return 1 if failures else 0
