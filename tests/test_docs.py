@@ -43,7 +43,7 @@ BUILD = os.environ.get("MF_DOCS_BUILD", os.path.join(REPO, "build"))
 DISPLAY_DIR = "/tmp/demo"  # how the scratch directory reads in the documents
 TIMEOUT = 600  # seconds, per command
 
-DIRECTIVE = re.compile(r"^\s*<!-- docs-test:\s*(run|continue)\b(.*)$")
+DIRECTIVE = re.compile(r"^<!-- docs-test:\s*(run|continue)\b(.*)$")  # at the line's start
 FENCE = re.compile(r"^(\s*)```")
 
 
