@@ -583,24 +583,30 @@ static void mf_sample_on_stack(void *arg)
                             !tab->path_truncated && !(flags & MF_ENTRY_TRUNCATED)
                         ? s->walk_same
                         : 0;
-    struct mf_entry *e = mf_table_find(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT, same);
+    uint32_t new_frames = 0;
+    struct mf_entry *e =
+        mf_table_find(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT, same, &new_frames);
     if (!e) {
-        /* A new stack: are its addresses in the modules we know? A library loaded since,
-         * or one mapped where another was (then the epoch grows and the stack is the new
-         * epoch's). Not in a vfork child: the loader's lock may be held by a thread of the
-         * parent, which waits for us. The module records and the table's growth make
-         * system calls, whose failures are not the program's (errno). */
+        /* A new stack. With frames never met before: are they in the modules we know? A
+         * library loaded since, or one mapped where another was (then the epoch grows and
+         * the stack is the new epoch's). A stack whose frames were all met (a size class
+         * new to it) is as known as they are, like any stack found: no system call then.
+         * Not in a vfork child: the loader's lock may be held by a thread of the parent,
+         * which waits for us. The module records and the table's growth make system
+         * calls, whose failures are not the program's (errno). */
         int err = errno;
-        mf_table_unlock(tab);
-        if (mf_check_pid()) {
-            if (!mf_rules) /* deferred libunwind, from the next sample on; with rules it waits
-                            * until a stack needs it */
-                mf_unwind_load_if_safe();
-            if (!mf_modules_cover(pcs, n) || mf_modules_changed())
-                mf_modules_refresh();
+        if (new_frames) {
+            mf_table_unlock(tab);
+            if (mf_check_pid()) {
+                if (!mf_rules) /* deferred libunwind, from the next sample on; with rules it
+                                * waits until a stack needs it */
+                    mf_unwind_load_if_safe();
+                if (!mf_modules_cover(pcs, new_frames) || mf_modules_changed())
+                    mf_modules_refresh();
+            }
+            epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE);
+            tab = mf_table_lock(s->table);
         }
-        epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE);
-        tab = mf_table_lock(s->table);
         e = mf_table_upsert(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT);
         errno = err;
     }

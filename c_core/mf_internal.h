@@ -160,9 +160,11 @@ void mf_table_privatize(struct mf_table *tab); /* a fork child's copy: written, 
 /* With MF_ENTRY_SIZED in flags, pcs[depth] is the size class, stored after the frames. */
 struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                                  uint32_t flags);
-/* same: pcs' outermost `same` frames are known to be those of tab's last path. */
+/* same: pcs' outermost `same` frames are known to be those of tab's last path. Without
+ * the stack's entry, *new_frames: its innermost frames the table has no node for (pcs[0 ..
+ * *new_frames)), 0 if it has them all. */
 struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
-                               uint32_t flags, uint32_t same);
+                               uint32_t flags, uint32_t same, uint32_t *new_frames);
 void mf_spin_lock(uint32_t *lock);
 void mf_spin_unlock(uint32_t *lock);
 

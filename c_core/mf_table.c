@@ -345,10 +345,12 @@ static struct mf_entry *mf_table_lookup(struct mf_table *tab, const uintptr_t *p
 }
 
 struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
-                               uint32_t flags, uint32_t same)
+                               uint32_t flags, uint32_t same, uint32_t *new_frames)
 {
-    uint32_t found, leaf;
-    return mf_table_lookup(tab, pcs, depth, flags, same, &found, &leaf);
+    uint32_t found = 0, leaf;
+    struct mf_entry *e = mf_table_lookup(tab, pcs, depth, flags, same, &found, &leaf);
+    *new_frames = depth - found;
+    return e;
 }
 
 /* Disk blocks for the last segment's entries and nodes up to entries and nodes (a full disk
