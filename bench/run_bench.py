@@ -35,6 +35,11 @@ It first runs bench/mfprint_bench.py, mf_print's own workload: the time and peak
 its targets (5 s, twice the thread files), into bench/RESULTS-mfprint.md (BENCH_ONLY=mfprint
 runs only that; BENCH_QUICK=1 only 10^5, once; its own settings are at its top).
 
+The `build` workload (BENCH_ONLY=build runs only it, into build/bench/RESULTS-build.md) is
+`make -j2 all` of this project's HEAD, plain and under the launcher (default mode, and
+MALLOC_FREQ_EXACT=0): wall and CPU ratios, the run directory's size on disk, and the exact
+stretch's fixed cost in ms of CPU a process.
+
 The `startup` workload (BENCH_ONLY=startup runs only it) is what a process costs that does
 almost nothing: two shell loops, 1,000 x /bin/true (allocates nothing) and 1,000 x
 `ls /usr/lib` (a few hundred allocation calls), and the first again run by bash, which
@@ -52,6 +57,7 @@ cheaper."""
 import datetime
 import json
 import os
+import resource
 import shutil
 import statistics
 import struct
@@ -255,7 +261,7 @@ def workloads():
             heaptrack_argv=lambda n, tmp: [gcc, "-wrapper", "heaptrack", "-O2", "-c", files[n],
                                            "-o", os.path.join(tmp, "out.o")]))
     only = [s for s in os.environ.get("BENCH_ONLY", "").split(",")
-            if s and s not in ("mfprint", "startup")]
+            if s and s not in ("mfprint", "startup", "build")]
     if only:
         unknown = set(only) - {w.name for w in ws}
         if unknown:
@@ -1044,6 +1050,79 @@ def startup_bench():
     return lines, failures
 
 
+def build_bench():
+    """A real, public workload: `make -j2 all` of this project's own sources (its HEAD, from
+    git archive), plain and under the launcher (`malloc_freq -o DIR -- make -j2 all`), in the
+    default mode and with MALLOC_FREQ_EXACT=0, rounds interleaved. Returns report lines and
+    failures: wall and CPU medians, the launcher's ratio, the run directory's size on disk,
+    and the exact stretch's fixed cost in ms of CPU a process (default minus EXACT=0)."""
+    failures = []
+    launcher = os.path.join(ROOT, "build", "malloc_freq")
+    src = os.path.join(WORK, "build_src")
+    shutil.rmtree(src, ignore_errors=True)
+    os.makedirs(src)
+    try:
+        archive = subprocess.run(["git", "-C", ROOT, "archive", "HEAD"], capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", src], input=archive, check=True)
+    except (subprocess.CalledProcessError, OSError) as e:
+        return [], ["build: cannot copy the sources with git archive: %s" % e]
+    variants = [("plain make -j2 all", None), ("malloc_freq -- make -j2 all", {}),
+                ("malloc_freq -- make (MALLOC_FREQ_EXACT=0)", {"MALLOC_FREQ_EXACT": "0"})]
+    wall, cpu, size, procs = {}, {}, {}, {}
+    for rnd in range(ROUNDS):
+        order = variants if rnd % 2 == 0 else variants[::-1]
+        for name, extra in order:
+            subprocess.run(["make", "-s", "-C", src, "clean"], capture_output=True)
+            run = os.path.join(WORK, "build_run")
+            shutil.rmtree(run, ignore_errors=True)
+            env = clean_env()
+            argv = ["make", "-s", "-C", src, "-j2", "all"]
+            if extra is not None:
+                env.update(extra)
+                argv = [launcher, "-o", run, "--"] + argv
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.perf_counter()
+            r = subprocess.run(argv, env=env, capture_output=True)
+            t = time.perf_counter() - t0
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            if r.returncode != 0:
+                failures.append("build: %s exited %d: %s" % (name, r.returncode,
+                                                             r.stderr.decode()[-300:]))
+                continue
+            wall.setdefault(name, []).append(t)
+            cpu.setdefault(name, []).append(after.ru_utime - before.ru_utime +
+                                            after.ru_stime - before.ru_stime)
+            if extra is not None:
+                du = subprocess.run(["du", "-sk", run], capture_output=True, text=True)
+                size.setdefault(name, []).append(int(du.stdout.split()[0]) / 1024)
+                procs.setdefault(name, []).append(
+                    sum(1 for d in os.listdir(run) if d.startswith("malloc_freq.")))
+        print("run_bench: build round %d/%d done" % (rnd + 1, ROUNDS), flush=True)
+    if any(name not in wall for name, _ in variants):
+        return [], failures
+    base_w, base_c = median(wall[variants[0][0]]), median(cpu[variants[0][0]])
+    lines = ["## A build under the launcher", "",
+             "`make -j2 all` of this project's HEAD (%d processes profiled), %d round%s, "
+             "variants interleaved; sizes on disk (`du`) of the run directory." % (
+                 median(procs[variants[1][0]]), ROUNDS, "s" if ROUNDS > 1 else ""), "",
+             "| variant | wall | wall ratio | CPU (user+sys) | CPU ratio | run directory |",
+             "|---|---|---|---|---|---|"]
+    for name, extra in variants:
+        w, c = median(wall[name]), median(cpu[name])
+        lines.append("| %s | %.2f s (%.2f-%.2f) | %s | %.2f s | %s | %s |" % (
+            name, w, min(wall[name]), max(wall[name]),
+            "-" if extra is None else fmt_ratio(w / base_w), c,
+            "-" if extra is None else fmt_ratio(c / base_c),
+            "-" if extra is None else "%.1f MB" % median(size[name])))
+    stretch = (median(cpu[variants[1][0]]) - median(cpu[variants[2][0]])) / \
+        median(procs[variants[1][0]]) * 1000
+    lines += ["", "The exact stretch's fixed cost: %.1f ms of CPU a process (default mode minus "
+              "MALLOC_FREQ_EXACT=0, over %d processes)." % (stretch, median(procs[variants[1][0]])),
+              ""]
+    return lines, failures
+
+
 def root_fs_journal():
     """'with a journal' or 'without a journal' for the file system the temporary directory
     is on, when it is ext4 (/proc/fs/jbd2 lists the devices that have one); else ''."""
@@ -1156,6 +1235,19 @@ def main():
             print(text, end="")
             print("run_bench: written to %s" % os.path.relpath(out, ROOT))
             return 1 if startup_failures or status else 0
+    if only and set(only) <= {"build", "startup", "mfprint"}:  # BENCH_ONLY=build
+        lines, build_failures = build_bench()
+        text = "# malloc_freq overhead (`make bench`, BENCH_ONLY=build)\n\n%s; machine: %s.\n\n" % (
+            datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), machine())
+        text += "\n".join(lines) + "\n"
+        for f in build_failures + startup_failures:
+            text += "- FAILED: %s\n" % f.replace("\n", " / ")[:600]
+        out = os.environ.get("BENCH_RESULTS") or os.path.join(WORK, "RESULTS-build.md")
+        with open(out, "w") as f:
+            f.write(text)
+        print(text, end="")
+        print("run_bench: written to %s" % os.path.relpath(out, ROOT))
+        return 1 if build_failures or startup_failures or status else 0
     ws = workloads()
     print("run_bench: %d round%s of %d workloads x %d variants%s" % (
         ROUNDS, "s" if ROUNDS > 1 else "", len(ws), len(VARIANTS),
@@ -1201,6 +1293,10 @@ def main():
                         except (subprocess.CalledProcessError, OSError) as e:
                             failures.append("perf %s %s: %s" % (w.name, v.name, e))
         print("run_bench: perf runs done", flush=True)
+    build_lines = []
+    if not only or "build" in only:  # with other workloads
+        build_lines, build_failures = build_bench()
+        failures += build_failures
     try:
         large = large_site_accuracy(failures)
     except (subprocess.CalledProcessError, OSError, ValueError) as e:
@@ -1217,6 +1313,8 @@ def main():
     text += "\n".join(large) + ("\n" if large else "")
     if startup_lines:
         text += "\n" + "\n".join(startup_lines) + "\n"
+    if build_lines:
+        text += "\n" + "\n".join(build_lines) + "\n"
     out = os.environ.get("BENCH_RESULTS") or (
         os.path.join(WORK, "RESULTS-quick.md") if QUICK else os.path.join(BENCH, "RESULTS.md"))
     with open(out, "w") as f:
