@@ -347,6 +347,14 @@ static struct mf_entry *mf_table_lookup(struct mf_table *tab, const uintptr_t *p
 struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                                uint32_t flags, uint32_t same, uint32_t *new_frames)
 {
+    /* The last stack again (a loop's calls, the walk's memo found every frame the same):
+     * its entry of this class, no frame looked at. */
+    uint32_t cls = mf_last_class(pcs, depth, flags);
+    *new_frames = 0;
+    if (same == depth && tab->path_len == depth && depth && tab->last_gen &&
+        tab->last_node == tab->path_node[depth - 1] && tab->last_flags == flags &&
+        tab->last_by_class[cls].gen == tab->last_gen)
+        return tab->last_by_class[cls].e;
     uint32_t found = 0, leaf;
     struct mf_entry *e = mf_table_lookup(tab, pcs, depth, flags, same, &found, &leaf);
     *new_frames = depth - found;
