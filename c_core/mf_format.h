@@ -52,7 +52,7 @@ enum mf_fn {
 
 /* Exact counters of every allocation call. The hot path counts in TLS; the thread's slow
  * path adds those counts here at least every 4,096 calls, and thread and process exit do
- * (c_core/mf_core.c, mf_flush). */
+ * (c_core/mf_thread.c, mf_flush). */
 struct mf_totals {
     uint64_t calls[MF_FN_COUNT];
     uint64_t bytes[MF_FN_COUNT];

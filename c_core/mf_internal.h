@@ -2,6 +2,7 @@
 #ifndef MF_INTERNAL_H
 #define MF_INTERNAL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -36,7 +37,7 @@ enum mf_thread_state {
 /* A thread's cold state: everything the slow path needs beyond the decision to sample, in
  * memory of our own (mmap), kept in a pool when the thread exits so that the next thread
  * takes it with its table and file: a thread that makes a handful of calls costs no file,
- * no system call and no page of its own (mf_core.c, mf_slot_*). Below it lies the stack the
+ * no system call and no page of its own (mf_thread.c, mf_slot_*). Below it lies the stack the
  * slow path runs on, so that the program's stack pays a few hundred bytes for a sample
  * whatever libunwind needs (a 16 KiB thread, an 8 KiB signal stack). */
 #define MF_OWN_FRAMES_MAX 8
@@ -142,16 +143,87 @@ struct mf_options {
 extern struct mf_options mf_opt;
 void mf_options_read(void);
 
-/* Process-wide state (mf_core.c). */
+/* ---- the core: process life (mf_process.c), thread life (mf_thread.c), the sampling
+ * decision (mf_sample.c) and the slow path of a call (mf_record.c) ------------------- */
+
+/* Process-wide state (mf_process.c). */
 extern volatile int mf_ready; /* the output directory exists: threads may create tables */
+extern volatile int mf_disabled; /* profiling is off in this process image */
+/* A fork child starts its own profile at its first slow-path call, not in the atfork
+ * handler: nothing that can block may run there (DESIGN §12). */
+extern volatile int mf_start_pending;
+/* The process image whose first call may start the profile: a vfork child (same memory,
+ * another pid) never does. */
+extern pid_t mf_start_pid;
 extern pid_t mf_pid;
 extern uint64_t mf_stamp;
 extern char mf_dir[MF_PATH_MAX];
 extern uint64_t mf_thread_seq;
+/* Counts process images of this address space's line: a slot whose table was made in an
+ * earlier one (the parent's, before fork) never writes into it again. */
+extern uint64_t mf_gen;
+extern int64_t mf_exact_budget;  /* calls still to record exactly, process-wide */
+extern uint64_t mf_exact_taken;  /* calls of the exact stretch handed to threads */
+extern pthread_key_t mf_thread_key;
+/* The process image's first table: a thread that cannot have one of its own records here. */
+extern struct mf_table *mf_first_table;
+/* Calls made before start-up by size class (weight 1, unprofiled): the first thread set up
+ * after them takes them into its histogram. */
+extern struct mf_early_sizes {
+    uint64_t calls[MF_SIZE_CLASSES], bytes[MF_SIZE_CLASSES];
+} mf_early_sizes;
 bool mf_check_pid(void); /* false in a vfork child (or a fork child, without the canary) */
 /* A child that no atfork handler told (_Fork(), clone()) and that has not yet made a call:
  * one load of the fork canary, no system call. */
 bool mf_forked(void);
+/* A fork child, told by the atfork handler (prepared) or by the canary: it lets its
+ * parent's tables and files go and starts its own profile at its next call. */
+void mf_after_fork_child(bool prepared);
+void mf_process_start(void);
+
+#define MF_EXACT_CHUNK 64 /* a thread takes the exact budget in chunks: less contention */
+#define MF_EXACT_TIMED 16 /* one sample of the exact stretch in 16 is timed (mf_record_slow) */
+#define MF_COST_SHARE (MF_COST_SHARE_PPM / 1e6)
+#define MF_COUNTDOWN_OFF (INT64_MAX / 2) /* not profiling: the hot path only counts */
+/* The slow path's own stack: libunwind's first use in a thread takes ~10 KiB, a signal
+ * handler that interrupts a sample runs on it too; pages never touched cost nothing. */
+#define MF_SLOT_STACK_BYTES (256u << 10)
+#define MF_PAGE_BYTES 4096u
+
+
+/* The sampling decision (mf_sample.c). */
+uint64_t mf_splitmix(uint64_t *x);
+void mf_rng_seed(struct mf_slot *s, uint64_t seq);
+bool mf_take_exact(struct mf_thread *t);
+int64_t mf_next_countdown(struct mf_thread *t);
+void mf_adapt(struct mf_thread *t, uint64_t t0, uint64_t t1, bool new_stack);
+
+/* Thread life (mf_thread.c). */
+void mf_totals_add(struct mf_table *tab, struct mf_totals *to, int fn, uint64_t calls,
+                   uint64_t bytes);
+bool mf_nothing_pending(const struct mf_thread *t);
+void mf_flush(struct mf_thread *t);
+void mf_flush_others(struct mf_thread *self);
+int64_t mf_arm(struct mf_thread *t, int64_t calls);
+struct mf_slot *mf_slot_acquire(void);
+void mf_slots_unlist(struct mf_slot *s);
+void mf_slot_release(struct mf_slot *s);
+void mf_thread_setup(struct mf_thread *t);
+void mf_setup_on_stack(void *arg);
+void mf_setup_start_thread(void);
+void mf_thread_exit(void *arg);
+void mf_slots_forget(void); /* a fork child's */
+/* The calls the exact stretch recorded: those handed to threads, less what the threads
+ * still running hold unused. */
+uint64_t mf_exact_recorded(void);
+
+/* The slow path of a call (mf_record.c). */
+struct mf_table *mf_table_lock(struct mf_table *tab);
+void mf_table_unlock(struct mf_table *tab);
+void mf_size_add(struct mf_thread_header *h, uint64_t w, uint64_t size, uint32_t cls);
+void mf_unprofiled(struct mf_thread *t, uint64_t weight, size_t size);
+int64_t mf_enter(struct mf_thread *t);
+void mf_leave(struct mf_thread *t, int64_t countdown);
 
 /* Thread tables (mf_table.c). Each returns true on error. */
 bool mf_table_create(struct mf_table *tab, uint64_t seq);
@@ -209,7 +281,7 @@ extern bool mf_unwind_frozen; /* a fork child of a threaded parent: never load i
 extern bool mf_procmap_query_allowed;
 void mf_procmap_query_off(void);
 /* Set by a front end before mf_core_init(): files and libunwind wait for the first
- * allocation call (mf_core.c); mf_core_start_now() makes them at once. */
+ * allocation call (mf_process.c); mf_core_start_now() makes them at once. */
 extern bool mf_lazy_start;
 void mf_core_start_now(void);
 void mf_core_before_threads(void); /* pthread_create: load libunwind while it may be */

@@ -68,14 +68,14 @@ static inline double mf_floor_pos(double x)
 }
 
 /* The calls up to and including the next sampled one, geometric with p = 1/n, from u
- * uniform in (0, 1] (inversion), given log_q = mf_log1p(-1.0 / n), which mf_core.c keeps
+ * uniform in (0, 1] (inversion), given log_q = mf_log1p(-1.0 / n), which mf_sample.c keeps
  * while n stays the same. */
 static inline double mf_geometric_by(double u, double log_q)
 {
     return mf_floor_pos(mf_log(u) / log_q) + 1.0;
 }
 
-/* The same for p = 1/n, log_q made here (the test's draw; mf_core.c keeps log_q). */
+/* The same for p = 1/n, log_q made here (the test's draw; mf_sample.c keeps log_q). */
 static inline double mf_geometric(double u, uint64_t n)
 {
     return mf_geometric_by(u, mf_log1p(-1.0 / (double)n));

@@ -1,7 +1,7 @@
 /* The slow path's own stack. A sample needs kilobytes (libunwind's cursor and context alone
  * take ~2 KiB, its first use in a thread ~10 KiB); the program's stack may have a few hundred
  * bytes to spare (a 16 KiB thread, a signal handler on an 8 KiB alternate stack), so the
- * slow path switches to the stack below its thread's slot (mf_core.c) and back.
+ * slow path switches to the stack below its thread's slot (mf_thread.c) and back.
  *
  * The switch is a frame-pointer frame with CFI: an unwinder running on the new stack (the
  * sample's) steps through it to the caller's frames on the program's stack, with

@@ -40,7 +40,7 @@ static void *mf_guard_next(void **slot, const char *name)
 }
 
 /* uid: the effective uid the call sets, if it does (the directory is given to that user
- * first: c_core/mf_core.c, mf_core_before_loss). A call that succeeds leaves errno alone,
+ * first: c_core/mf_process.c, mf_core_before_loss). A call that succeeds leaves errno alone,
  * as glibc's does. */
 #define MF_GUARD(name, params, args, uid)                                                   \
     __attribute__((visibility("default"))) int name params                                 \

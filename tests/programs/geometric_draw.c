@@ -9,7 +9,7 @@
 
 static uint64_t rng = 0x9e3779b97f4a7c15u;
 
-static double uniform(void) /* (0, 1], as mf_core.c makes it */
+static double uniform(void) /* (0, 1], as mf_sample.c makes it */
 {
     rng ^= rng << 13;
     rng ^= rng >> 7;

@@ -1,0 +1,124 @@
+/* The sampling decision: the random stream, the exact stretch's budget, the geometric
+ * countdown and the default mode's cost budget (mf_adapt). */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/single_threaded.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "malloc_freq.h"
+#include "mf_internal.h"
+#include "mf_math.h"
+
+uint64_t mf_splitmix(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+void mf_rng_seed(struct mf_slot *s, uint64_t seq)
+{
+    uint64_t x = mf_opt.seed_set ? mf_opt.seed : mf_stamp ^ mf_now_ns();
+    x ^= seq * 0xd1b54a32d192ed03u;
+    s->rng[0] = mf_splitmix(&x);
+    s->rng[1] = mf_splitmix(&x) | 1;
+}
+
+static uint64_t mf_rng_next(struct mf_slot *s)
+{
+    uint64_t s0 = s->rng[0], s1 = s->rng[1], r = s0 + s1;
+    s1 ^= s0;
+    s->rng[0] = ((s0 << 24) | (s0 >> 40)) ^ s1 ^ (s1 << 16);
+    s->rng[1] = (s1 << 37) | (s1 >> 27);
+    return r;
+}
+
+/* The exact stretch is the process's first mf_opt.exact_calls calls (100,000), a cap
+ * counted in calls, not in time: a time cap (5 ms until this version) ran out on a busy
+ * machine, or on a short run's first, cold samples, and left a short run sampled. */
+bool mf_take_exact(struct mf_thread *t)
+{
+    if (t->exact_left)
+        return true;
+    int64_t left = __atomic_load_n(&mf_exact_budget, __ATOMIC_RELAXED);
+    while (left > 0) {
+        int64_t take = left < MF_EXACT_CHUNK ? left : MF_EXACT_CHUNK;
+        if (__atomic_compare_exchange_n(&mf_exact_budget, &left, left - take, false,
+                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            __atomic_fetch_add(&mf_exact_taken, (uint64_t)take, __ATOMIC_RELAXED);
+            t->exact_left = (uint64_t)take;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Draws the calls until the next sample and sets the weight that sample will carry: the
+ * mean interval in force now, so each call counts 1/p in expectation (unbiased, also when
+ * the interval changes from one sample to the next: it is fixed before the calls it covers). */
+int64_t mf_next_countdown(struct mf_thread *t)
+{
+    uint64_t n = mf_opt.sample_interval ? mf_opt.sample_interval : t->slot->interval;
+    t->exact = false;
+    if (n > 1 && mf_take_exact(t)) {
+        t->exact_left--;
+        t->exact = true;
+        n = 1;
+    }
+    if (n <= 1) {
+        t->weight = t->drawn = 1;
+        return 1;
+    }
+    t->weight = n;
+    /* Geometric with p = 1/n: the calls up to and including the next sampled one. */
+    struct mf_slot *s = t->slot;
+    double u = ((double)(mf_rng_next(s) >> 11) + 1.0) * 0x1.0p-53; /* (0, 1] */
+    if (s->draw_n != n) { /* a fixed MALLOC_FREQ_SAMPLE keeps it; the default mode's moves */
+        s->draw_n = n;
+        s->draw_log_q = mf_log1p(-1.0 / (double)n);
+    }
+    double c = mf_geometric_by(u, s->draw_log_q);
+    int64_t k = c < (double)MF_COUNTDOWN_OFF ? (int64_t)c : MF_COUNTDOWN_OFF;
+    t->drawn = (uint64_t)k;
+    return k;
+}
+
+/* Default mode: sets the mean interval so that samples take about MF_COST_SHARE of the
+ * thread's time: interval = time per sample / (share * program time per call). Recording
+ * a call costs the same whether malloc takes 10 ns or 1 us, so a program that allocates
+ * rarely is recorded exactly (interval 1) and a malloc-bound one sparsely. The program's
+ * time per call is measured between samples, the profiler's own time left out; a faster
+ * rate is followed at once, a slower one gradually, so that a burst of calls after a quiet
+ * spell never runs at the quiet spell's interval.
+ * The cost of a sample is learnt from samples of stacks seen before: a new stack's first
+ * sample pays once for the table insert (and a thread's first, for libunwind's set-up),
+ * up to 100 us, and an interval sized from it would starve the thread of the samples that
+ * correct it. For the same reason one measurement may at most double the estimate (the
+ * thread may have been preempted), and the interval at most double from one sample on. */
+void mf_adapt(struct mf_thread *t, uint64_t t0, uint64_t t1, bool new_stack)
+{
+    struct mf_slot *s = t->slot;
+    double cost = (double)(t1 - t0);
+    if (!new_stack) {
+        if (s->sample_ns > 0 && cost > 2 * s->sample_ns)
+            cost = 2 * s->sample_ns;
+        s->sample_ns = s->sample_ns > 0 ? (3 * s->sample_ns + cost) / 4 : cost;
+    }
+    if (s->sample_end_ns && t0 > s->sample_end_ns && s->sample_ns > 0) {
+        double per_call = (double)(t0 - s->sample_end_ns) / (double)t->drawn;
+        s->call_ns = s->call_ns <= 0 || per_call < s->call_ns ? per_call
+                                                               : (3 * s->call_ns + per_call) / 4;
+        double n = s->sample_ns / (MF_COST_SHARE * s->call_ns);
+        double most = s->interval ? 2.0 * (double)s->interval : 2.0;
+        n = n > most ? most : n;
+        s->interval = n < 1 ? 1 : n > MF_INTERVAL_MAX ? MF_INTERVAL_MAX : (uint64_t)n;
+    }
+    s->sample_end_ns = t1;
+}
