@@ -32,7 +32,7 @@ uint64_t mf_exact_taken;
 /* A MADV_WIPEONFORK page: it reads 0 in any child, also one made by _Fork() or clone(),
  * which run no atfork handler. A load, where asking getpid() would be a system call. A
  * vfork child shares the page, and so is told apart from a fork child (mf_check_pid). */
-static volatile uint64_t *mf_fork_canary;
+volatile uint64_t *mf_fork_canary;
 pthread_key_t mf_thread_key;
 struct mf_table *mf_first_table;
 struct mf_early_sizes mf_early_sizes MF_LARGE_ZEROED;
@@ -52,10 +52,6 @@ void mf_fork_canary_arm(void)
     *mf_fork_canary = 1;
 }
 
-bool mf_forked(void)
-{
-    return mf_fork_canary && *mf_fork_canary == 0;
-}
 
 
 /* Returns false if the pid is not this image's: a vfork child, which shares our memory

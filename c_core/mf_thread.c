@@ -48,22 +48,6 @@ void mf_totals_add(struct mf_table *tab, struct mf_totals *to, int fn, uint64_t 
     }
 }
 
-_Static_assert(MF_FN_COUNT % 4 == 0, "mf_nothing_pending reads the counters four at a time");
-
-bool mf_nothing_pending(const struct mf_thread *t)
-{
-    /* No branch per function and four chains of ORs: this runs at every recorded call, and
-     * one chain through the 16 counters was 7 % of an exact run */
-    const uint64_t *c = t->pending.calls;
-    uint64_t a = 0, b = 0, d = 0, e = 0;
-    for (int fn = 0; fn < MF_FN_COUNT; fn += 4) {
-        a |= c[fn];
-        b |= c[fn + 1];
-        d |= c[fn + 2];
-        e |= c[fn + 3];
-    }
-    return !(a | b | d | e);
-}
 
 /* The owner's flush: the pending counts, less what the process's exit already took, go to
  * the file. Without a table they stay pending. The lock only excludes mf_flush_others, so a
@@ -124,16 +108,6 @@ void mf_flush_others(struct mf_thread *self)
     mf_spin_unlock(&mf_slots_lock);
 }
 
-/* The countdown ends at the next sample or after MF_FLUSH_CALLS calls, whichever comes
- * first (every call in the thread that runs the process's exit); returns it and keeps the
- * rest. */
-int64_t mf_arm(struct mf_thread *t, int64_t calls)
-{
-    int64_t cap = t->exiting ? 1 : MF_FLUSH_CALLS;
-    int64_t step = calls < cap ? calls : cap;
-    t->sample_left = calls - step;
-    return step;
-}
 
 /* ---- slots: a thread's cold state, table and stack ---------------------------------- */
 
