@@ -26,7 +26,6 @@ import os
 import resource
 import shutil
 import statistics
-import struct
 import subprocess
 import sys
 import time
@@ -42,9 +41,9 @@ TIME_TARGET = 5.0  # seconds
 RSS_TARGET = 2.0  # times the thread files' size
 WRITE_PAUSE = 5.0  # seconds between deleting an output and timing dd's write of its size
 
-# c_core/mf_format.h's layout, from the one place the bench keeps it
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_bench import ENTRY, HDR_NSEGMENTS, HDR_SEG_OFFSET, SEG_ENTRIES_OFFSET  # noqa: E402
+# The thread files' stacks, decoded by the tests' harness (offsets from c_core/mf_format.h)
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
+import harness  # noqa: E402
 
 
 def die(msg):
@@ -83,14 +82,7 @@ def thread_stacks(d):
         with open(os.path.join(d, name), "rb") as f:
             data = f.read()
         nbytes += len(data)
-        for k in range(struct.unpack_from("<Q", data, HDR_NSEGMENTS)[0]):
-            off = struct.unpack_from("<Q", data, HDR_SEG_OFFSET + 8 * k)[0]
-            cap = struct.unpack_from("<I", data, off)[0]
-            start = off + SEG_ENTRIES_OFFSET
-            frames = start + cap * ENTRY.size
-            for h, depth, _fl, first, _s, _c, _b, _sq, _bv in ENTRY.iter_unpack(data[start:frames]):
-                if h:
-                    stacks.add(data[frames + 8 * first:frames + 8 * (first + depth)])
+        stacks.update(tuple(e["stack"]) for e in harness.thread_file_stacks(data))
     return stacks, nbytes
 
 

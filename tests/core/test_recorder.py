@@ -1,380 +1,25 @@
-#!/usr/bin/env python3
-"""The C / LD_PRELOAD test suite: each test compiles a small program from tests/programs/,
-runs it under build/libmalloc_freq.so, reads the profile back with build/mf_print and
-asserts exact numbers that the program's source makes known.
+"""The recorder end to end: each test compiles a small program from tests/programs/, runs it
+under build/libmalloc_freq.so, reads the profile back with build/mf_print and asserts exact
+numbers that the program's source makes known: counts per site and per allocation function,
+whole stacks, fork and exec children, kill -9, sampling's estimates and their errors."""
 
-    python3 tests/run_tests.py [-k SUBSTRING] [--keep]
-    python3 tests/run_tests.py --rust-example
-
-Prints `PASS name` or `FAIL name: reason` per test, then `N passed, M failed`; exits
-non-zero if any test failed. Standard library only."""
-
-import argparse
-import csv
 import glob
 import gzip
-import io
 import math
 import os
 import re
-import select
 import shutil
-import signal
-import struct
 import subprocess
-import sys
-import tempfile
-import urllib.parse
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BUILD = os.path.join(REPO, "build")
-OUT = os.path.join(BUILD, "tests")
-PROGRAMS = os.path.join(REPO, "tests", "programs")
-LIB = os.environ.get("MF_TEST_LIB", os.path.join(BUILD, "libmalloc_freq.so"))  # another build, to show a test fails without a fix
-MF_PRINT = os.environ.get("MF_TEST_PRINT", os.path.join(BUILD, "mf_print"))  # another build, likewise
-CFLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-Wall", "-Wextra", "-Werror"]
-TIMEOUT = 300  # seconds, per child process
-
-# The preload library's exports: the C allocation functions and every global operator new
-# (plain, nothrow, aligned, aligned nothrow; new and new[]).
-ALLOC_API = {"malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc", "memalign",
-             "valloc", "pvalloc",
-             "_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t",
-             "_ZnwmSt11align_val_t", "_ZnamSt11align_val_t",
-             "_ZnwmSt11align_val_tRKSt9nothrow_t", "_ZnamSt11align_val_tRKSt9nothrow_t"}
-# The calls that take away what making the profile's files needs: the library makes them
-# first, then calls glibc's; and pthread_create, before which it loads libunwind
-# (lib_preload/mf_guard.c).
-GUARD_API = {"setuid", "setgid", "seteuid", "setegid", "setreuid", "setregid", "setresuid",
-             "setresgid", "setfsuid", "setfsgid", "setgroups", "chroot", "unshare", "setns",
-             "setrlimit", "setrlimit64", "prlimit", "prlimit64", "pthread_create", "prctl"}
-# enum mf_fn / MF_FN_NAMES in c_core/mf_format.h, by index.
-MF_FN_NAMES = ["malloc", "calloc", "realloc", "posix_memalign", "aligned_alloc", "memalign",
-               "valloc", "pvalloc", "rust alloc", "rust alloc_zeroed", "rust realloc",
-               "operator new", "operator new[]", "operator new aligned",
-               "operator new[] aligned"]
-
-
-class TestFailure(Exception):
-    pass
-
-
-def expect(cond, message):
-    if not cond:
-        raise TestFailure(message)
-
-
-def expect_eq(got, want, what):
-    if got != want:
-        raise TestFailure(f"{what}: expected {want!r}, got {got!r}")
-
-
-# ---- building and running -----------------------------------------------------------
-
-_built = {}
-
-
-def build(name, sources, cxx=False, shared=False, libs=()):
-    """Compiles tests/programs/<sources> into build/tests/<name> once per run."""
-    if name in _built:
-        return _built[name]
-    os.makedirs(OUT, exist_ok=True)
-    out = os.path.join(OUT, name)
-    cmd = ["g++" if cxx else "gcc"] + CFLAGS
-    if shared:
-        cmd += ["-shared", "-fPIC"]
-    cmd += ["-o", out] + [os.path.join(PROGRAMS, s) for s in sources] + list(libs)
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise TestFailure(f"cannot compile {name}: {r.stderr.strip()}")
-    _built[name] = out
-    return out
-
-
-def c_program(name, libs=("-lpthread",)):
-    return build(name, [name + ".c"], libs=libs)
-
-
-# tests/programs/wrapper_sites.c at MALLOC_FREQ_SAMPLE=1: each site, its xmalloc or xstrdup
-# folded into it, -> calls, bytes (test_fold.py, test_mf_print_formats.py).
-WRAPPER_SITES = {
-    "parse_args via xmalloc": (300, 300 * 16),
-    "build_table via xmalloc": (500, 500 * 32),
-    "read_lines via xmalloc": (700, 700 * 48),
-    "arena_get via xmalloc": (500, 500 * 64),
-    "format_name via xstrdup": (70, 70 * 6),
-}
-
-_run_dirs = []
-
-
-def fresh_dir():
-    d = tempfile.mkdtemp(prefix="mf_test_")
-    _run_dirs.append(d)
-    return d
-
-
-class Run:
-    def __init__(self, pid, rc, stdout, stderr, outdir):
-        self.pid, self.rc, self.stdout, self.stderr, self.outdir = pid, rc, stdout, stderr, outdir
-
-    @property
-    def profile(self):
-        """The malloc_freq.<pid> directory this run wrote."""
-        return os.path.join(self.outdir, f"malloc_freq.{self.pid}")
-
-
-def profiled_env(outdir, sample="1", extra=None):
-    env = dict(os.environ)
-    for k in list(env):
-        if k.startswith("MALLOC_FREQ_"):
-            del env[k]
-    env["LD_PRELOAD"] = LIB
-    env["MALLOC_FREQ_DIR"] = outdir
-    if sample is not None:
-        env["MALLOC_FREQ_SAMPLE"] = sample
-    env.update(extra or {})
-    return env
-
-
-def run(argv, profile=True, sample="1", extra_env=None, outdir=None):
-    """Runs argv (under the profiler unless profile=False) in a fresh output directory."""
-    outdir = outdir or fresh_dir()
-    if profile:
-        env = profiled_env(outdir, sample, extra_env)
-    else:
-        env = {k: v for k, v in os.environ.items()
-               if k != "LD_PRELOAD" and not k.startswith("MALLOC_FREQ_")}
-        env.update(extra_env or {})
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                         cwd=outdir)
-    try:
-        out, err = p.communicate(timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.communicate()
-        raise TestFailure(f"{' '.join(argv)} timed out after {TIMEOUT} s")
-    return Run(p.pid, p.returncode, out.decode(errors="replace"), err.decode(errors="replace"),
-               outdir)
-
-
-def run_ok(argv, rc=0, **kw):
-    r = run(argv, **kw)
-    expect(r.rc == rc, f"{os.path.basename(argv[0])} exited {r.rc}, expected {rc}; "
-                       f"stderr: {r.stderr.strip()[-500:]!r}")
-    expect(os.path.isdir(r.profile), f"no profile directory {r.profile}")
-    return r
-
-
-def mf_print(args, check=True):
-    r = subprocess.run([MF_PRINT] + args, capture_output=True, text=True, timeout=TIMEOUT)
-    if check and r.returncode != 0:
-        raise TestFailure(f"mf_print {' '.join(args)} exited {r.returncode}: {r.stderr.strip()}")
-    return r
-
-
-def csv_frames(field):
-    """A CSV stack or locations field as its frames: split at ';', each percent-decoded
-    (mf_print encodes '%', ';', control characters and bytes that are not UTF-8 as %XX).
-    A byte that is not UTF-8 comes back as a lone surrogate (errors="surrogateescape"):
-    .encode(errors="surrogateescape") gives the name's bytes."""
-    return [urllib.parse.unquote(f, errors="surrogateescape") for f in field.split(";")]
-
-
-class Row:
-    def __init__(self, d):
-        self.calls = int(d["calls"])
-        self.bytes = int(d["bytes"])
-        self.samples = int(d["samples"])
-        self.stack = csv_frames(d["stack"])
-        self.locations = csv_frames(d["locations"])
-        self.via = csv_frames(d["via"])[0]  # the wrapper folded into the site, "" if none
-
-    @property
-    def site(self):
-        return function_name(self.stack[0])
-
-
-def function_name(frame):
-    """A frame's function without a C++ parameter list: `site(int)` -> `site`."""
-    return frame.split("(", 1)[0] if not frame.startswith("[") else frame
-
-
-def csv_rows(*dirs, extra=()):
-    """mf_print's CSV for the profile directories, as Rows; stderr must be empty."""
-    args = []
-    for d in dirs:
-        args += ["--dir", d]
-    r = mf_print(args + ["--format", "csv"] + list(extra))
-    expect(r.stderr == "", f"mf_print --format csv wrote to stderr: {r.stderr.strip()!r}")
-    return parse_csv(r.stdout)
-
-
-def parse_csv(text):
-    reader = csv.DictReader(io.StringIO(text))
-    expect(reader.fieldnames == ["calls", "bytes", "samples", "stack", "locations", "via"],
-           f"CSV header is {reader.fieldnames}")
-    return [Row(d) for d in reader]
-
-
-def site_rows(rows, site):
-    return [r for r in rows if r.site == site]
-
-
-def site_totals(rows, site):
-    """(calls, bytes, samples) summed over the rows whose allocation site is `site`."""
-    rs = site_rows(rows, site)
-    return (sum(r.calls for r in rs), sum(r.bytes for r in rs), sum(r.samples for r in rs))
-
-
-def expect_sites(rows, expected, exact=True):
-    """expected: {site: (calls, bytes)}; each site's rows must sum to exactly that."""
-    bad = []
-    for site, (calls, nbytes) in expected.items():
-        got_calls, got_bytes, got_samples = site_totals(rows, site)
-        if (got_calls, got_bytes) != (calls, nbytes):
-            bad.append(f"{site}: expected {calls} calls {nbytes} bytes, "
-                       f"got {got_calls} calls {got_bytes} bytes")
-        elif exact and got_samples != got_calls:
-            bad.append(f"{site}: {got_calls} calls but {got_samples} samples (not exact)")
-    expect(not bad, "; ".join(bad))
-
-
-def csv_total(rows):
-    return sum(r.calls for r in rows)
-
-
-# ---- the on-disk format, read directly (c_core/mf_format.h) ---------------------------
-
-THREAD_TOTALS_OFFSET = 64  # magic 8, version 4, header_size 4, stamp 8, pid 4, tid 4,
-                           # seq 8, start_ns 8, last_ns 8, flags 4, max_depth 4
-
-
-def thread_files(profile):
-    return sorted(glob.glob(os.path.join(profile, "thread.*.mft")))
-
-
-def process_files(profile):
-    return sorted(glob.glob(os.path.join(profile, "process.*.mfp")))
-
-
-def file_totals(path):
-    """The exact per-function call and byte counts in a thread file's header."""
-    with open(path, "rb") as f:
-        data = f.read(THREAD_TOTALS_OFFSET + 256)
-    expect(data[:8] == b"MFREQTHR", f"{path} has no thread magic")
-    calls = struct.unpack_from("<16Q", data, THREAD_TOTALS_OFFSET)
-    nbytes = struct.unpack_from("<16Q", data, THREAD_TOTALS_OFFSET + 128)
-    return calls, nbytes
-
-
-def thread_flags(path):
-    with open(path, "rb") as f:
-        return struct.unpack_from("<I", f.read(60), 56)[0]
-
-
-THREAD_THREADS_OFFSET = 872  # struct mf_thread_header.threads
-
-
-def table_threads(path):
-    """How many threads recorded into a thread file (a table passes to the next new thread
-    when its thread exits)."""
-    with open(path, "rb") as f:
-        return struct.unpack_from("<Q", f.read(THREAD_THREADS_OFFSET + 8), THREAD_THREADS_OFFSET)[0]
-
-
-def exact_total_calls(*profiles):
-    """All calls counted in the profiles' thread headers (exact in every mode)."""
-    return sum(sum(file_totals(f)[0]) for p in profiles for f in thread_files(p))
-
-
-def exact_calls_per_fn(profile):
-    per_fn = [0] * 16
-    for f in thread_files(profile):
-        for i, c in enumerate(file_totals(f)[0]):
-            per_fn[i] += c
-    return per_fn
-
-
-# ---- the tree format (mf_print/render.c) ---------------------------------------------
-
-def tree_text(*dirs, threshold=None):
-    args = []
-    for d in dirs:
-        args += ["--dir", d]
-    if threshold is not None:
-        args += ["--threshold", str(threshold)]
-    r = mf_print(args)
-    expect(r.stderr == "", f"mf_print (tree) wrote to stderr: {r.stderr.strip()!r}")
-    return r.stdout
-
-
-_NUMBER = r"(\d[\d,]*)"
-# A report line: calls (~ when estimated), ±error, percent, bytes ("512 B", "1.2 KiB"),
-# ±error of the bytes (a column 7 wide when the tree has estimates), then the tree glyphs and
-# the function (mf_print/report_tree.c, mf_line).
-_TREE_LINE = re.compile(r"^\s*(~?)([\d,]+)(?:\s+±(\S+))?\s+(\d+(?:\.\d+)?)%\s+"
-                        r"(\d+(?:\.\d+)?\s\S+)(?: (?:±(\S+) *| {7}))?  (.*)$")
-
-
-class TreeLine:
-    def __init__(self, m):
-        self.calls = int(m.group(2).replace(",", ""))
-        self.error = m.group(3)  # e.g. "3.4%", or None for an exact count
-        self.percent = float(m.group(4))
-        self.bytes_error = m.group(6)  # the same for the bytes
-        rest = m.group(7)
-        self.top = not rest.startswith(("│", "├", "└", " "))  # top level: no tree glyph
-        self.text = rest.lstrip("│├└─ ")  # `site (file.c:12)` or a fold line
-
-    @property
-    def name(self):
-        return self.text.split(" (")[0]
-
-
-def tree_header_total(text):
-    """The exact total call count the tree's header states (`  calls      N (exact), ...`)."""
-    for line in text.splitlines():
-        m = re.match(r"\s*calls\s+" + _NUMBER + r" \(exact\)", line)
-        if m:
-            return int(m.group(1).replace(",", ""))
-    raise TestFailure(f"no total in the tree header: {text[:400]!r}")
-
-
-def tree_lines(text):
-    entries = [TreeLine(m) for m in map(_TREE_LINE.match, text.splitlines()) if m]
-    expect(entries, f"no entries in the tree: {text[:400]!r}")
-    return entries
-
-
-# ---- tests -----------------------------------------------------------------------------
-
-TESTS = []
-
-
-def test(fn):
-    TESTS.append(fn)
-    return fn
-
-
-# tests/programs/exact_sites.c: site -> (calls, bytes)
-EXACT_SITES = {
-    "site_malloc": (1000, 1000 * 24),
-    "site_calloc": (700, 700 * 80),
-    "site_realloc": (500, 8 * 500 * 501 // 2),
-    "site_posix_memalign": (300, 300 * 100),
-    "site_aligned_alloc": (200, 200 * 64),
-    "site_memalign": (150, 150 * 40),
-    "site_valloc": (120, 120 * 10),
-    "site_pvalloc": (110, 110 * 5),
-    "site_deep": (90, 90 * 1000),
-    "site_thread_work": (250 + 500 + 750 + 1000, 2500 * 48),
-    "site_lingering": (333, 333 * 7),
-}
-# Levels of `descend` between main and each site (exact_sites.c's main and worker).
-EXACT_DESCEND = {"site_malloc": 1, "site_calloc": 3, "site_realloc": 5,
-                 "site_posix_memalign": 7, "site_aligned_alloc": 9, "site_memalign": 11,
-                 "site_valloc": 13, "site_pvalloc": 15, "site_deep": 18}
+from harness import (ALLOC_API, EXACT_SITES, F, GUARD_API, HOSTILE_SITES, LIB, MF_FN_NAMES,
+                     MF_PRINT, SAMPLED_SITES, TIMEOUT, build, c_program, csv_rows, csv_total,
+                     exact_calls_per_fn, exact_total_calls, expect, expect_eq,
+                     expect_exact_sites_with, expect_one_line_error, expect_sites, file_entries,
+                     file_totals, fn_totals, fresh_dir, function_name, killed_live_sleeper,
+                     mf_print, parse_csv, process_files, process_flags, profiled_env, run,
+                     read_struct, run_ok, sample_interval, site_rows, site_totals, table_threads, test,
+                     thread_files, thread_flags, tree_header_total, tree_lines, tree_text,
+                     write_struct)
 
 
 @test
@@ -406,32 +51,10 @@ def test_exact_counts_per_site():
     expect_eq(flags, [0, 0] + [1] * (len(files) - 2), "MF_THREAD_FINISHED flags of the thread files")
 
 
-def expect_exact_sites_with(extra_env, reach_main=False, program=None):
-    """Runs exact_sites (or a build of it with more sources): every site's counts exact, every
-    level of `descend` in its stacks (and main below them, if reach_main). Returns the run
-    and its CSV rows."""
-    r = run_ok([program or c_program("exact_sites")], extra_env=extra_env)
-    expect_eq(r.stdout, "exact_sites done\n", "program output")
-    rows = csv_rows(r.profile)
-    expect_sites(rows, EXACT_SITES)
-    for site, levels in EXACT_DESCEND.items():
-        for row in site_rows(rows, site):
-            names = [function_name(f) for f in row.stack]
-            expect_eq(names.count("descend"), levels, f"descend frames above {site}")
-            if reach_main:
-                expect("main" in names, f"{site}'s stack does not reach main: {row.stack}")
-    return r, rows
-
-
 @test
 def test_fp_unwinder_exact_on_frame_pointer_code():
     r, _ = expect_exact_sites_with({"MALLOC_FREQ_UNWIND": "fp"})
     expect_eq(r.stderr, "", "stderr")
-
-
-# tests/programs/hostile_frames.c: site -> (calls, bytes)
-HOSTILE_SITES = {"malloc_with_fp": (5 * 100 + 5 * 10, 550 * 40),
-                 "on_signal_stack": (50, 50 * 24), "on_coroutine": (70, 70 * 56)}
 
 
 @test
@@ -675,44 +298,6 @@ def test_nm_exports_only_alloc_api():
     expect(not missing, f"not exported: {missing}")
 
 
-def killed_live_sleeper(sample, while_alive=lambda profile: None):
-    """Runs live_sleeper, calls while_alive(profile) while it sleeps, kills it with SIGKILL and
-    checks that the headers' totals did not change. Returns the profile directory and those
-    totals."""
-    prog = c_program("live_sleeper")
-    outdir = fresh_dir()
-    p = subprocess.Popen([prog], stdout=subprocess.PIPE, env=profiled_env(outdir, sample),
-                         cwd=outdir)
-    try:
-        ready, _, _ = select.select([p.stdout], [], [], TIMEOUT)
-        expect(ready, f"live_sleeper said nothing in {TIMEOUT} s")
-        expect_eq(p.stdout.readline(), b"ready\n", "live_sleeper's first line")
-        profile = os.path.join(outdir, f"malloc_freq.{p.pid}")
-        while_alive(profile)
-        live_totals = thread_totals(profile)
-        os.kill(p.pid, signal.SIGKILL)
-        p.wait(timeout=TIMEOUT)
-        expect_eq(p.returncode, -signal.SIGKILL, "exit status")
-        expect_eq(thread_totals(profile), live_totals, "header totals after kill -9 vs alive")
-        return profile, live_totals
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-
-
-def fn_totals(profile):
-    """(calls, bytes) per allocation function over all thread files."""
-    files = [file_totals(f) for f in thread_files(profile)]
-    return [(sum(c[fn] for c, _ in files), sum(b[fn] for _, b in files)) for fn in range(16)]
-
-
-def thread_totals(profile):
-    """Each thread's total calls and bytes, in the order of their sequence numbers."""
-    files = sorted(thread_files(profile), key=lambda f: int(os.path.basename(f).split(".")[2]))
-    return [tuple(sum(counts) for counts in file_totals(f)) for f in files]
-
-
 @test
 def test_killed_process_loses_nothing():
     # Exact mode: every call is in the file the moment it is made.
@@ -759,15 +344,6 @@ def test_sampled_totals_exact_at_exit():
         expect_eq(per_fn[fn], EXACT_SITES[site][0], f"exact {MF_FN_NAMES[fn]} total at N=100000")
 
 
-def process_flags(profile):
-    """flags from the profile's process file (struct mf_process_header)."""
-    with open(process_files(profile)[0], "rb") as f:
-        return struct.unpack_from("<I", f.read(64), 48)[0]
-
-
-MF_PROCESS_TLS_DIRECT = 2
-
-
 @test
 def test_hot_path_with_the_programs_own_tls():
     # The entry points address their TLS at a fixed offset from %fs when the loader put it
@@ -781,7 +357,7 @@ def test_hot_path_with_the_programs_own_tls():
         exact, _ = expect_exact_sites_with({}, program=prog)
         sampled = run_ok([prog], sample="100000", extra_env={"MALLOC_FREQ_SEED": "3"})
         for r in (exact, sampled):
-            expect_eq(bool(process_flags(r.profile) & MF_PROCESS_TLS_DIRECT), direct,
+            expect_eq(bool(process_flags(r.profile) & F.PROCESS_TLS_DIRECT), direct,
                       f"direct TLS path with {tls_bytes} bytes of the program's own TLS")
         expect_eq(fn_totals(sampled.profile), fn_totals(exact.profile),
                   f"totals per function at N=100000 vs N=1, {tls_bytes} bytes of program TLS")
@@ -800,15 +376,6 @@ def test_thread_ids_reused():
     rows = csv_rows(r.profile)
     expect_sites(rows, {"site_short_thread": (10000, 240000)})
     expect_eq(csv_total(rows), exact_total_calls(r.profile), "CSV total vs headers' totals")
-
-
-def expect_one_line_error(args, what):
-    r = mf_print(args, check=False)
-    expect(r.returncode != 0, f"{what}: mf_print {' '.join(args)} exited 0")
-    lines = r.stderr.splitlines()
-    expect(len(lines) == 1 and lines[0].strip(),
-           f"{what}: expected one line on stderr, got {r.stderr!r}")
-    expect(r.returncode < 128, f"{what}: mf_print died of a signal (status {r.returncode})")
 
 
 @test
@@ -930,9 +497,6 @@ def test_depth_truncation():
     expect_eq(csv_total(rows), exact_total_calls(r.profile), "CSV total vs headers' totals")
 
 
-# tests/programs/sampled_sites.c: site -> (calls, bytes per call)
-SAMPLED_SITES = {"site_hot": (2000000, 16), "site_warm": (500000, 32),
-                 "site_mild": (100000, 64), "site_rare": (20000, 128)}
 _exact_sampled = {}
 
 
@@ -975,51 +539,6 @@ def test_sampled_estimates_within_4_se():
     expect_eq(exact_total_calls(r.profile), exact["total"], "exact total vs the N=1 run")
     expect_eq(tree_header_total(tree_text(r.profile)), exact["tree_total"],
               "tree header total vs the N=1 run")
-
-
-def sample_interval(profile):
-    """sample_interval from the profile's process file (struct mf_process_header)."""
-    with open(process_files(profile)[0], "rb") as f:
-        return struct.unpack_from("<Q", f.read(64), 56)[0]
-
-
-# struct mf_thread_header / mf_segment_header / mf_entry (c_core/mf_format.h)
-HDR_NSEGMENTS, HDR_SEGMENT_OFFSET = 344, 352
-SEGMENT_ENTRIES_OFFSET = 64
-# hash, depth, flags, frames, samples, calls, bytes, calls_sq, bytes_var
-ENTRY = struct.Struct("<QIIQQQQQd")
-ENTRY_LARGE = 2  # MF_ENTRY_LARGE: the stack's samples were all taken for their size
-ENTRY_SIZED = 4  # MF_ENTRY_SIZED: the entry's size class follows its frames (format 5)
-
-
-ENTRY_FIELDS = ("hash", "depth", "flags", "frames", "samples", "calls", "bytes", "calls_sq",
-                "bytes_var")
-
-
-def file_entries_full(profile):
-    """Every stack entry of the profile's thread files as a dict of its fields (ENTRY_FIELDS,
-    and large: its samples if they were all taken for their size, MF_ENTRY_LARGE, else 0)."""
-    out = []
-    for path in thread_files(profile):
-        with open(path, "rb") as f:
-            data = f.read()
-        for k in range(struct.unpack_from("<Q", data, HDR_NSEGMENTS)[0]):
-            off = struct.unpack_from("<Q", data, HDR_SEGMENT_OFFSET + 8 * k)[0]
-            cap = struct.unpack_from("<I", data, off)[0]
-            start = off + SEGMENT_ENTRIES_OFFSET
-            for e in ENTRY.iter_unpack(data[start:start + cap * ENTRY.size]):
-                if e[0]:
-                    d = dict(zip(ENTRY_FIELDS, e))
-                    d["large"] = d["samples"] if d["flags"] & ENTRY_LARGE else 0
-                    out.append(d)
-    return out
-
-
-def file_entries(profile):
-    """(calls, samples, calls_sq, (hash, depth, flags)) of every stack entry in the profile's
-    thread files."""
-    return [(d["calls"], d["samples"], d["calls_sq"], (d["hash"], d["depth"], d["flags"]))
-            for d in file_entries_full(profile)]
 
 
 @test
@@ -1091,8 +610,7 @@ def test_exact_stretch_is_counted_in_calls():
     (a few microseconds a sample, the old 5 ms time cap ended it near 1,250 calls), then
     the estimate for the rest is unbiased."""
     r = run_ok([c_program("deep_loop")], sample=None, extra_env={"MALLOC_FREQ_DEPTH": "512"})
-    with open(process_files(r.profile)[0], "rb") as f:
-        recorded = struct.unpack_from("<Q", f.read(344), 336)[0]  # exact_recorded
+    recorded = read_struct(process_files(r.profile)[0], F.process_header, "exact_recorded")
     expect_eq(recorded, 100000, "calls the exact stretch recorded (process file)")
     rows = csv_rows(r.profile)
     calls, nbytes, samples = site_totals(rows, "site_bottom")
@@ -1124,8 +642,7 @@ def test_many_stacks_exact():
     wrong = {k: c for k, c in counts.items() if c != k % 3 + 1}
     expect(not wrong, f"{len(wrong)} paths with a wrong count, e.g. {sorted(wrong.items())[:3]}")
     (path,) = thread_files(r.profile)
-    with open(path, "rb") as f:
-        segments = struct.unpack_from("<Q", f.read(HDR_NSEGMENTS + 8), HDR_NSEGMENTS)[0]
+    segments = read_struct(path, F.thread_header, "nsegments")
     expect_eq(segments, 9, "segments in the thread's table")
     keys = [e[3] for e in file_entries(r.profile)]
     expect_eq(len(keys) - len(set(keys)), 0, "stacks stored twice in the thread's table")
@@ -1141,130 +658,16 @@ def test_calls_without_a_sample_are_not_called_exact():
     # it cannot place. Made from an exact profile: the process file is set to the default
     # mode, and one thread header gets 30,000 more malloc calls than its stacks hold.
     r = run_ok([c_program("exact_sites")])
-    with open(process_files(r.profile)[0], "r+b") as f:
-        f.seek(56)  # sample_interval, exact_calls (struct mf_process_header)
-        f.write(struct.pack("<QQ", 0, 20000))
-        f.seek(76)  # cost_share_ppm
-        f.write(struct.pack("<I", 3000))
+    proc = process_files(r.profile)[0]
+    write_struct(proc, F.process_header, "sample_interval", 0)
+    write_struct(proc, F.process_header, "exact_calls", 20000)
+    write_struct(proc, F.process_header, "cost_share_ppm", 3000, "<I")
     path = thread_files(r.profile)[0]
     calls, _ = file_totals(path)
-    with open(path, "r+b") as f:
-        f.seek(THREAD_TOTALS_OFFSET)
-        f.write(struct.pack("<Q", calls[0] + 30000))
+    write_struct(path, F.thread_header, "totals_calls", calls[0] + 30000)
     text = tree_text(r.profile)
     expect("~ marks estimates" in text and "every count below is exact" not in text,
            f"sampling note: {text[:800]!r}")
     site = [e for e in tree_lines(text) if e.top and e.name == "site_malloc"]
     expect_eq([(e.calls, e.error) for e in site], [(1000, ">999%")],
               "site_malloc (calls, error): 30,000 calls unplaced against its 1,000")
-
-
-def cargo_command():
-    """scripts/cargo: `cargo` with Debian's packaged crates when they are installed, as the
-    Makefile runs it (its environment, MALLOC_FREQ_WERROR and RUSTFLAGS, is inherited)."""
-    return [os.path.join(REPO, "scripts", "cargo")]
-
-
-def quickstart_expectations(path):
-    """The table at the top of examples/quickstart.rs: `//!   FUNCTION  N calls  B bytes`,
-    the calls and bytes of the stacks that go through FUNCTION."""
-    expected = {}
-    with open(path) as f:
-        for line in f:
-            m = re.match(r"//!\s+(\S+)\s+(\d+) calls\s+(\d+) bytes", line)
-            if m:
-                expected[m.group(1)] = (int(m.group(2)), int(m.group(3)))
-    return expected
-
-
-def rust_quickstart():
-    source = os.path.join(REPO, "examples", "quickstart.rs")
-    expect(os.path.exists(source), f"{source} does not exist yet")
-    expected = quickstart_expectations(source)
-    expect(expected, f"no `//!   FUNCTION  N calls  B bytes` lines in {source}")
-    outdir = fresh_dir()
-    env = profiled_env(outdir)
-    del env["LD_PRELOAD"]  # the crate links the core itself
-    r = subprocess.run(cargo_command() + ["run", "--release", "--example", "quickstart"],
-                       cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
-    expect(r.returncode == 0, f"cargo run exited {r.returncode}: {r.stderr.strip()[-800:]}")
-    dirs = glob.glob(os.path.join(outdir, "malloc_freq.*"))
-    expect_eq(len(dirs), 1, "profile directories written by the quickstart")
-    rows = csv_rows(dirs[0])
-    bad = []
-    for fn, want in expected.items():
-        rs = [row for row in rows if fn in row.stack]
-        got = (sum(row.calls for row in rs), sum(row.bytes for row in rs))
-        if got != want:
-            bad.append(f"stacks through {fn}: expected {want[0]} calls {want[1]} bytes, "
-                       f"got {got[0]} calls {got[1]} bytes")
-    expect(not bad, "; ".join(bad))
-
-
-# ---- the runner ----------------------------------------------------------------------------
-
-def load_test_modules():
-    """tests/test_*.py hold further tests, one module per area (e.g. test_trust_files.py);
-    each does `import run_tests as rt` and marks its tests with @rt.test."""
-    sys.modules.setdefault("run_tests", sys.modules[__name__])
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    for path in sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                              "test_*.py"))):
-        __import__(os.path.splitext(os.path.basename(path))[0])
-
-
-def main():
-    load_test_modules()
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("-k", metavar="SUBSTRING", help="run only tests whose name contains it")
-    ap.add_argument("--rust-example", action="store_true",
-                    help="run only the Rust quickstart check")
-    ap.add_argument("--keep", action="store_true", help="keep the temporary output directories")
-    args = ap.parse_args()
-    # Started as a background job of a script (`cmd &`), the runner inherits SIGINT and
-    # SIGQUIT ignored, and so would every program it runs: the launcher, like a shell, keeps
-    # an ignored signal ignored, and the tests that signal it would wait forever.
-    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
-        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
-
-    if args.rust_example:
-        tests = [("test_rust_quickstart_exact_counts", rust_quickstart)]
-    else:
-        tests = [(t.__name__, t) for t in TESTS if not args.k or args.k in t.__name__]
-    for path in (LIB, MF_PRINT):
-        if not os.path.exists(path):
-            print(f"run_tests.py: {path} is missing; run `make` first", file=sys.stderr)
-            return 2
-    passed = failed = 0
-    kept = []  # the output directories of failed tests, to look at
-    for name, fn in tests:
-        first_dir = len(_run_dirs)
-        try:
-            fn()
-        except TestFailure as e:
-            failed += 1
-            print(f"FAIL {name}: {e}", flush=True)
-            kept += _run_dirs[first_dir:]
-            continue
-        except Exception as e:  # a bug in the test or an unexpected tool failure
-            failed += 1
-            print(f"FAIL {name}: {type(e).__name__}: {e}", flush=True)
-            kept += _run_dirs[first_dir:]
-            continue
-        passed += 1
-        print(f"PASS {name}", flush=True)
-        if args.keep:
-            kept += _run_dirs[first_dir:]
-        else:
-            for d in _run_dirs[first_dir:]:
-                shutil.rmtree(d, ignore_errors=True)
-    if kept:
-        print(f"output directories kept: {' '.join(kept)}")
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -3,8 +3,8 @@ import os
 import re
 import subprocess
 
-import run_tests as rt
-from run_tests import expect
+import harness as rt
+from harness import expect
 
 
 @rt.test

@@ -16,23 +16,25 @@ import struct
 import subprocess
 import time
 
-import run_tests as rt
+import harness as rt
 
-# struct mf_thread_header (c_core/mf_format.h)
-T_STAMP, T_PID, T_TID, T_SEQ, T_MAX_DEPTH = 16, 24, 28, 32, 60
-T_TOTALS, T_SEG_SIZE = 64, 608
-# the segment table and entry layout: run_tests.py's reader's
-T_NSEG, T_SEG_OFF, SEG_ENTRIES = rt.HDR_NSEGMENTS, rt.HDR_SEGMENT_OFFSET, rt.SEGMENT_ENTRIES_OFFSET
-ENTRY = rt.ENTRY  # hash, depth, flags, frames, samples, calls, bytes, calls_sq, bytes_var
-T_UNPROF_SAMPLES, T_UNPROF_CALLS = 320, 328
-T_HEADER_BYTES = 8192  # MF_THREAD_HEADER_BYTES
-MF_DEPTH_MAX = 512
-MF_FLUSH_CALLS = 4096
-MF_THREAD_FILE_MAX = 1610752000
-# struct mf_process_header, mf_module_record
-P_HEADER_SIZE = 12
-MODULE = struct.Struct("<IIQQQIIII32s")
-MF_MODULE_MAGIC = 0x444F4D46
+F = rt.F  # c_core/mf_format.h
+T_STAMP, T_PID, T_TID, T_SEQ, T_MAX_DEPTH = (F.thread_header.stamp, F.thread_header.pid,
+                                             F.thread_header.tid, F.thread_header.seq,
+                                             F.thread_header.max_depth)
+T_TOTALS, T_SEG_SIZE = F.thread_header.totals_calls, F.thread_header.segment_size
+T_NSEG, T_SEG_OFF, SEG_ENTRIES = (F.thread_header.nsegments, F.thread_header.segment_offset,
+                                  F.SEGMENT_ENTRIES_OFFSET)
+ENTRY = rt.ENTRY  # F.entry.fields
+T_UNPROF_SAMPLES, T_UNPROF_CALLS = (F.thread_header.unprofiled_samples,
+                                    F.thread_header.unprofiled_calls)
+T_HEADER_BYTES = F.THREAD_HEADER_BYTES
+MF_DEPTH_MAX = F.DEPTH_MAX
+MF_FLUSH_CALLS = F.FLUSH_CALLS
+MF_THREAD_FILE_MAX = F.THREAD_FILE_MAX
+P_HEADER_SIZE = F.process_header.header_size
+MODULE = struct.Struct(F.module_record.format)
+MF_MODULE_MAGIC = F.MODULE_MAGIC
 WORKER_CALLS = {k: (k + 1) * 100 for k in range(4)}
 
 
@@ -73,16 +75,7 @@ def write(path, data):
 
 def file_entries(data):
     """(offset of the entry, ENTRY tuple) of every published entry of a thread file."""
-    out = []
-    for k in range(struct.unpack_from("<Q", data, T_NSEG)[0]):
-        off = struct.unpack_from("<Q", data, T_SEG_OFF + 8 * k)[0]
-        cap = struct.unpack_from("<I", data, off)[0]
-        for i in range(cap):
-            at = off + SEG_ENTRIES + i * ENTRY.size
-            e = ENTRY.unpack_from(data, at)
-            if e[0]:
-                out.append((at, e))
-    return out
+    return [(d["at"], tuple(d[f] for f in F.entry.fields)) for d in rt.thread_file_stacks(data)]
 
 
 def site_entry(data, seg_frames_of):
@@ -92,17 +85,8 @@ def site_entry(data, seg_frames_of):
 
 
 def frames_of(data):
-    def get(at, e):
-        # the segment holding offset `at`
-        for k in range(struct.unpack_from("<Q", data, T_NSEG)[0]):
-            off = struct.unpack_from("<Q", data, T_SEG_OFF + 8 * k)[0]
-            size = struct.unpack_from("<Q", data, T_SEG_SIZE + 8 * k)[0]
-            if off <= at < off + size:
-                cap = struct.unpack_from("<I", data, off)[0]
-                base = off + SEG_ENTRIES + cap * ENTRY.size + 8 * e[3]
-                return list(struct.unpack_from(f"<{e[1]}Q", data, base))
-        raise rt.TestFailure("entry outside every segment")
-    return get
+    stacks = {d["at"]: d["stack"] for d in rt.thread_file_stacks(data)}
+    return lambda at, e: stacks[at]
 
 
 def append_segment(data, cap, fcap, entries, frames):
@@ -111,7 +95,10 @@ def append_segment(data, cap, fcap, entries, frames):
     off = (len(data) + 4095) & ~4095
     data.extend(b"\0" * (off - len(data)))
     seg = bytearray(SEG_ENTRIES + cap * ENTRY.size + fcap * 8)
-    struct.pack_into("<IIQQ", seg, 0, cap, fcap, len(frames), len(entries))
+    for field, fmt, value in (("capacity", "<I", cap), ("frame_capacity", "<I", fcap),
+                              ("frames_used", "<Q", len(frames)),
+                              ("entries_used", "<Q", len(entries))):
+        struct.pack_into(fmt, seg, getattr(F.segment_header, field), value)
     for i, (depth, first, samples, calls) in enumerate(entries):
         struct.pack_into(ENTRY.format, seg, SEG_ENTRIES + i * ENTRY.size, 0x1234567 + i, depth, 0,
                          first, samples, calls, calls * 40, calls, 0.0)
@@ -419,7 +406,7 @@ def test_validate_totals_never_wrap():
     path = moved(files[2], bad)
     others = sum(sum(rt.file_totals(f)[0]) for f in rt.thread_files(bad) if f != path)
     data = read(path)
-    own = list(struct.unpack_from("<16Q", data, T_TOTALS))
+    own = list(struct.unpack_from(f"<{F.FN_COUNT}Q", data, T_TOTALS))
     rest = sum(own) - own[0]
     huge = (1 << 64) + 10 - others - rest
     struct.pack_into("<Q", data, T_TOTALS, huge)
@@ -444,7 +431,7 @@ def test_validate_stacks_above_the_thread_total_are_refused():
     path = moved(files[1], bad)
     data = read(path)
     at, e, _ = site_entry(data, frames_of(data))
-    struct.pack_into("<QQQ", data, at + 24, e[4] * 100, e[5] * 100, e[6] * 100)
+    struct.pack_into("<QQQ", data, at + F.entry.samples, e[4] * 100, e[5] * 100, e[6] * 100)
     write(path, data)
     samples = sum(x[4] for _, x in file_entries(data)) + \
         struct.unpack_from("<Q", data, T_UNPROF_SAMPLES)[0]
@@ -467,10 +454,10 @@ def test_validate_stacks_ahead_of_the_totals_never_show_above_100_percent():
     path = moved(files[0], bad)
     data = read(path)
     at, e, _ = site_entry(data, frames_of(data))
-    struct.pack_into("<QQQ", data, at + 24, e[4] + 4000, e[5] + 4000, e[6] + 4000 * 40)
+    struct.pack_into("<QQQ", data, at + F.entry.samples, e[4] + 4000, e[5] + 4000, e[6] + 4000 * 40)
     # Format 5: the slow path adds a sample to the header's size histogram with its entry,
     # so the histogram's class of 40 bytes (22) runs ahead with the site.
-    c40 = 888 + 32 * 22  # struct mf_thread_header.sizes[22]: calls, bytes
+    c40 = F.thread_header.sizes + F.size_class.size * 22 + F.size_class.calls  # calls, bytes
     calls, nbytes = struct.unpack_from("<QQ", data, c40)
     struct.pack_into("<QQ", data, c40, calls + 4000, nbytes + 4000 * 40)
     write(path, data)
