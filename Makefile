@@ -9,10 +9,11 @@ OBJ     := $(BUILD)/obj
 WARN    := -Wall -Wextra -Werror
 CFLAGS  ?= -O2 -g
 # -MMD -MP: each object lists the headers it included (OBJ/....d), so a header change rebuilds
-# exactly the objects that use it.
-CFLAGS  += $(WARN) -std=gnu11 -fno-omit-frame-pointer -MMD -MP
-# The core's TLS must be initial-exec (DESIGN §1); everything not ours stays hidden (§10).
-# A 512-aligned TLS block lets the entry points reach it without the GOT (c_core/mf_core.h).
+# exactly the objects that use it. Added to a CFLAGS given on the command line too.
+override CFLAGS += $(WARN) -std=gnu11 -fno-omit-frame-pointer -MMD -MP
+# The core's TLS must be initial-exec (one instruction reaches it from the hot path), and
+# everything not ours stays hidden. A 512-aligned TLS block lets the entry points reach it
+# without the GOT (c_core/mf_core.h).
 CORE_CFLAGS := $(CFLAGS) -fPIC -fvisibility=hidden -ftls-model=initial-exec -D_GNU_SOURCE \
                -DMF_TLS_ALIGN=512
 

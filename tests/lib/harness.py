@@ -711,7 +711,7 @@ def git_env(repo):
 
 
 def small_repository():
-    """A repository of 40 commits over 6 files (the issue's "small repository"), made anew
+    """A small repository: 40 commits over 6 files, made anew
     for each test (a passing test's directories are removed)."""
     repo = os.path.join(fresh_dir(), "repo")
     os.makedirs(repo)
