@@ -113,6 +113,7 @@ $(BUILD)/mf_format.py: $(OBJ)/tests/lib/format_offsets.o
 UNIT_SRC := $(wildcard tests/unit/*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
 ALL_OBJ  += $(call obj,$(UNIT_SRC)) $(OBJ)/tests/lib/format_offsets.o
+.SECONDARY: $(call obj,$(UNIT_SRC))
 $(BUILD)/unit/%: $(OBJ)/tests/unit/%.o $(BUILD)/mf_print.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ -ldw -lelf -liberty -lz
@@ -155,7 +156,7 @@ test: deps-test
 	@echo "all tests passed"
 
 test-unit: $(UNIT_BIN)
-	@for t in $(UNIT_BIN); do $$t || exit 1; done
+	@failed=0; for t in $(UNIT_BIN); do $$t || failed=1; done; exit $$failed
 
 test-c: all
 	python3 tests/run_tests.py
