@@ -41,9 +41,9 @@ TIME_TARGET = 5.0  # seconds
 RSS_TARGET = 2.0  # times the thread files' size
 WRITE_PAUSE = 5.0  # seconds between deleting an output and timing dd's write of its size
 
-# c_core/mf_format.h's layout, from the one place the bench keeps it
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from run_bench import thread_file_stacks  # noqa: E402
+# The thread files' stacks, decoded by the tests' harness (offsets from c_core/mf_format.h)
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
+import harness  # noqa: E402
 
 
 def die(msg):
@@ -82,7 +82,7 @@ def thread_stacks(d):
         with open(os.path.join(d, name), "rb") as f:
             data = f.read()
         nbytes += len(data)
-        stacks.update(frames for frames, _e in thread_file_stacks(data))
+        stacks.update(tuple(e["stack"]) for e in harness.thread_file_stacks(data))
     return stacks, nbytes
 
 

@@ -74,39 +74,13 @@ QUICK = os.environ.get("BENCH_QUICK") == "1"
 SHRINK = 5 if QUICK else 1  # BENCH_QUICK: every size divided by this
 DEBIAN_CRATES = "/usr/share/cargo/registry"
 
-# Thread file layout (c_core/mf_format.h): offsets in struct mf_thread_header.
-HDR_TOTAL_CALLS, HDR_NSEGMENTS, HDR_SEG_OFFSET = 64, 344, 352
-PROC_SAMPLE_INTERVAL = 56  # struct mf_process_header: sample_interval, exact_calls, ...
-PROC_COST_SHARE = 76  # ... max_depth, cost_share_ppm
-PROC_FLAGS, PROC_TLS_DIRECT = 48, 2  # flags, MF_PROCESS_TLS_DIRECT
-SEG_ENTRIES_OFFSET = 64  # entries start this far into a segment (MF_SEGMENT_ENTRIES_OFFSET)
-# hash, depth, flags, frames, samples, calls, bytes, calls_sq, bytes_var
-ENTRY = struct.Struct("<QIIQQQQQd")
-NODE = struct.Struct("<QII")  # struct mf_frame_node: pc, parent, depth
-
-
-def thread_file_stacks(data):
-    """(frames innermost first as a tuple, ENTRY tuple) of every entry of a thread file: its
-    node chain (format 6, c_core/mf_format.h)."""
-    segs = []
-    for k in range(struct.unpack_from("<Q", data, HDR_NSEGMENTS)[0]):
-        off = struct.unpack_from("<Q", data, HDR_SEG_OFFSET + 8 * k)[0]
-        segs.append((off, struct.unpack_from("<I", data, off)[0]))
-    for off, cap in segs:
-        start = off + SEG_ENTRIES_OFFSET
-        for e in ENTRY.iter_unpack(data[start:start + cap * ENTRY.size]):
-            if not e[0]:
-                continue
-            ref, frames = e[3] & 0xFFFFFFFF, []
-            while ref:
-                noff, ncap = segs[(ref - 1) >> 24]
-                pc, ref, _ = NODE.unpack_from(data, noff + SEG_ENTRIES_OFFSET + ncap * ENTRY.size +
-                                              ((ref - 1) & 0xFFFFFF) * NODE.size)
-                frames.append(pc)
-            yield tuple(frames), e
-# Format 5 keys entries by size class too (MF_ENTRY_SIZED = 4 in flags: the class is the word
-# after the entry's depth frames): a stack sampled at k classes has k entries, so the readers
-# here tell stacks apart by their frames alone.
+# The profile's files are read with the tests' harness (the offsets it has from
+# c_core/mf_format.h, its one decoder of a thread file's stacks). Since format 5 a stack
+# sampled at k size classes has k entries, so the readers here tell stacks apart by their
+# frames alone.
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
+import harness  # noqa: E402
+F = harness.F
 
 
 def die(msg):
@@ -363,17 +337,19 @@ def read_profile(top):
                 data = f.read()
             nbytes += len(data)
             if name.startswith("process."):
-                modes.add(struct.unpack_from("<QQ", data, PROC_SAMPLE_INTERVAL)
-                          + struct.unpack_from("<I", data, PROC_COST_SHARE))
+                h = F.process_header
+                modes.add(tuple(struct.unpack_from(fmt, data, getattr(h, field))[0]
+                                for field, fmt in (("sample_interval", "<Q"), ("exact_calls", "<Q"),
+                                                   ("cost_share_ppm", "<I"))))
                 images += 1
-                direct += bool(struct.unpack_from("<I", data, PROC_FLAGS)[0] & PROC_TLS_DIRECT)
+                direct += bool(struct.unpack_from("<I", data, h.flags)[0] & F.PROCESS_TLS_DIRECT)
             if not name.startswith("thread."):
                 continue
             uniq = seen.setdefault(name.split(".")[1], set())
-            calls += sum(struct.unpack_from("<16Q", data, HDR_TOTAL_CALLS))
-            for frames, e in thread_file_stacks(data):
-                samples += e[4]
-                uniq.add(frames)
+            calls += sum(struct.unpack_from(f"<{F.FN_COUNT}Q", data, F.thread_header.totals_calls))
+            for e in harness.thread_file_stacks(data):
+                samples += e["samples"]
+                uniq.add(tuple(e["stack"]))
         stacks += sum(len(s) for s in seen.values())
     return {"calls": calls, "samples": samples, "stacks": stacks, "bytes": nbytes, "modes": modes,
             "images": images, "direct": direct}

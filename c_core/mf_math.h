@@ -1,6 +1,6 @@
 /* The geometric draw's logarithms without libm: linking libm cost every profiled process a
  * library load (~130 us of a /bin/true's ~900 us here). Exact to ~1e-15 relative, far below
- * what could bias the draw (tests/test_trust_core.py, test_geometric_draw_unbiased). */
+ * what could bias the draw (tests/core/test_trust_core.py, test_geometric_draw_unbiased). */
 #ifndef MF_MATH_H
 #define MF_MATH_H
 

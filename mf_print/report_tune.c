@@ -9,7 +9,7 @@
  *       sites; the class where most bytes go
  *
  * --tune-header FILE writes the classes with calls as a C header: #defines and a table
- * (README "Tuning an allocator" documents it; tests/test_sites.py compiles one). */
+ * (README "Tuning an allocator" documents it; tests/viewer/test_sites.py compiles one). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -2,7 +2,9 @@
 # scripts/ensure_deps.sh build|demo|test|ci
 #
 # Makes sure the Debian packages that one make target needs are there: installs the missing
-# ones with apt-get when run as root, otherwise prints the exact apt-get line and fails.
+# ones with apt-get when run as root, otherwise prints the exact apt-get line; for build and
+# demo it then fails, for test and ci it goes on (the tests that need a missing package
+# skip themselves, saying so) and runs npm ci for the HTML tests.
 # Silent when nothing is missing. Each target installs what it needs and nothing more:
 #   build  `make`: the preload library and mf_print (a C compiler, libdw, libiberty, zlib)
 #   demo   `make demo`: build, plus what the README's demo output needs (libunwind for the
@@ -64,7 +66,7 @@ test_() {
     command -v setpriv >/dev/null 2>&1 || need util-linux
     command -v make >/dev/null 2>&1 || need make
     command -v groff >/dev/null 2>&1 || need groff-base
-    # `go tool pprof` reads the pprof files mf_print writes (tests/test_mf_print_pprof.py).
+    # `go tool pprof` reads the pprof files mf_print writes (tests/viewer/test_mf_print_pprof.py).
     command -v go >/dev/null 2>&1 || need golang-go
     # The HTML report's tests: Debian's chromium, driven from node (npm ci in tests/html).
     command -v chromium >/dev/null 2>&1 || need chromium
@@ -98,6 +100,36 @@ case $target in test|ci)
 esac
 
 is_root_with_apt() { [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; }
+
+# The tests' node modules (tests/html/package-lock.json: playwright-core, which drives Debian's
+# chromium), fetched here once rather than by the tests. Without them the HTML tests say
+# they are skipped, and why.
+node_modules() {
+    html=$(dirname "$0")/../tests/html
+    command -v npm >/dev/null 2>&1 || return 0 # the package line above names npm
+    node -e 'const want = require(process.argv[1] + "/package-lock.json")
+            .packages["node_modules/playwright-core"].version;
+        let have; try { have = require(process.argv[1] + "/node_modules/playwright-core/package.json").version; } catch (e) {}
+        process.exit(have === want ? 0 : 1)' "$(cd "$html" && pwd)" 2>/dev/null && return 0
+    # An unreachable registry fails in seconds, not after npm's minute of retries.
+    if ! log=$(cd "$html" && npm ci --no-audit --no-fund --prefer-offline \
+            --fetch-retry-mintimeout=1000 --fetch-retry-maxtimeout=5000 2>&1); then
+        why=$(printf '%s\n' "$log" | grep -m1 -oE 'code [A-Z0-9_]+' | cut -c6-)
+        echo "malloc_freq: npm ci in tests/html failed (${why:-npm failed} from" \
+            "$(npm config get registry)): no playwright-core, so the HTML report's tests" \
+            "will be skipped" >&2
+    fi
+}
+
+# A test package apt-get could not install does not stop `make test`: one line names what is
+# missing, and the tests that need it say they are skipped.
+not_installed() {
+    case $target in
+        test|ci) echo "malloc_freq: $1; the tests that need these will be skipped" >&2 ;;
+        *) echo "malloc_freq: $1" >&2; exit 1 ;;
+    esac
+}
+
 if [ -n "$missing$optional" ] && is_root_with_apt; then
     echo "malloc_freq: installing$missing$optional" >&2
     log=$(mktemp)
@@ -105,17 +137,20 @@ if [ -n "$missing$optional" ] && is_root_with_apt; then
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
             $missing $optional >>"$log" 2>&1; then
         rm -f "$log"
-        exit 0
+        missing="" optional=""
+    else
+        # apt's first error says why: the archive could not be reached, a package unknown...
+        why=$(grep -m1 -E '^(E|Err|W):' "$log" | cut -c1-160)
+        rm -f "$log"
+        not_installed "apt-get could not install$missing$optional (${why:-apt-get failed})"
+        missing="" optional=""
     fi
-    cat "$log" >&2
-    rm -f "$log"
-    echo "malloc_freq: apt-get failed (above) installing$missing$optional" >&2
-    exit 1
 fi
 if [ -n "$optional" ]; then
     echo "malloc_freq: note: without crates.io, the Rust crate needs: sudo apt-get install$optional" >&2
 fi
 if [ -n "$missing" ]; then
-    echo "malloc_freq: missing packages ($target); run: sudo apt-get install$missing" >&2
-    exit 1
+    not_installed "missing packages ($target): sudo apt-get install$missing"
 fi
+case $target in test|ci) node_modules ;; esac
+exit 0

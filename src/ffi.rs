@@ -4,7 +4,7 @@
 use std::os::raw::c_char;
 
 /// `enum mf_fn` in `c_core/mf_format.h`: the allocation function a call is counted under.
-/// `tests/profile.rs` checks these against the header and against the per-thread totals.
+/// `tests/rust/profile.rs` checks these against the header and against the per-thread totals.
 pub(crate) const MF_FN_RUST_ALLOC: u32 = 8;
 /// `MF_FN_RUST_ALLOC_ZEROED` in `enum mf_fn`.
 pub(crate) const MF_FN_RUST_ALLOC_ZEROED: u32 = 9;

@@ -16,13 +16,13 @@ readers="thread pprof live"
 rm -rf "$out" && mkdir -p "$out/runs"
 for r in $readers; do mkdir -p "$out/seeds/$r" "$out/corpus/$r"; done
 cd "$top" # report_html.c's .incbin names its page from here
-clang -O1 -g -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE -I"$top/c_core" -I"$top/mf_print" \
-    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o "$out/fuzz_reader" \
-    "$top/tests/fuzz/fuzz_reader.c" $(ls "$top"/mf_print/*.c | grep -v '/main\.c$') \
-    -ldw -lelf -liberty -lz
-# The sizes of the live file's parts, as the writer lays them out.
-printf '#include <stdio.h>\n#include "mf_format.h"\nint main(void) { printf("%%zu %%zu %%zu\\n", sizeof(struct mf_live_header), sizeof(struct mf_live_record), sizeof(struct mf_live_stats)); return 0; }\n' |
-    gcc -x c -D_GNU_SOURCE -I"$top/c_core" -o "$out/live_sizes" -
+# mf_print's objects but main's, built by the Makefile's rules with clang's instrumentation.
+sanitize="-fsanitize=address,undefined -fno-sanitize-recover=all"
+make -s --no-print-directory BUILD="$out/lib" CC=clang \
+    CFLAGS="-O1 -g -fsanitize=fuzzer-no-link $sanitize" "$out/lib/mf_print.a"
+clang -O1 -g -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE $(make -s --no-print-directory mf_print-include) \
+    -fsanitize=fuzzer $sanitize -o "$out/fuzz_reader" \
+    "$top/tests/fuzz/fuzz_reader.c" "$out/lib/mf_print.a" -ldw -lelf -liberty -lz
 cd "$out"
 
 # Profiles: each program at two sampling intervals; live_heap's with its live heap, each
@@ -56,10 +56,12 @@ for dir in runs/*/malloc_freq.*; do
         "$top/build/mf_print" --live --save "runs/saved.$n.live.pb.gz" "$dir" >/dev/null
     fi
 done
-python3 - "$out/runs" "$out/seeds" $("$out/live_sizes") <<'PY'
+python3 - "$out/runs" "$out/seeds" "$top/tests/lib" <<'PY'
 import glob, gzip, os, struct, sys
 runs, seeds = sys.argv[1:3]
-live_header, live_record, live_stats = map(int, sys.argv[3:6])
+sys.path.insert(0, sys.argv[3])
+from harness import F  # c_core/mf_format.h
+live_header, live_record, live_stats = F.live_header.size, F.live_record.size, F.live_stats.size
 count = {}
 
 def seed(reader, data):
@@ -72,16 +74,19 @@ def compact_live(data, records=1024, stats=64):
     """The live file as the reader takes it, its tables cut to the records alive and the
     statistics used (a table's order is the writer's hashing, which the reader does not
     need), so that it fits the fuzzer's inputs."""
-    cap, scap, roff, soff = struct.unpack_from("<IIQQ", data, 32)
+    h = F.live_header
+    (cap, scap), (roff, soff) = (struct.unpack_from("<II", data, h.capacity),
+                                 struct.unpack_from("<QQ", data, h.records_offset))
     live = [data[roff + i * live_record:roff + (i + 1) * live_record] for i in range(cap)]
-    live = [r for r in live if struct.unpack_from("<I", r)[0] == 2][:records]
+    live = [r for r in live if struct.unpack_from("<I", r, F.live_record.state)[0]
+            == F.LIVE_RECORD_LIVE][:records]
     used = [data[soff + i * live_stats:soff + (i + 1) * live_stats] for i in range(scap)]
     used = [s for s in used if struct.unpack_from("<Q", s)[0]][:stats]
     pow2 = lambda k: 1 << max(k - 1, 0).bit_length()
     ncap, nscap = pow2(len(live)), pow2(len(used))
     head = bytearray(data[:live_header])
-    struct.pack_into("<IIQQ", head, 32, ncap, nscap, live_header,
-                     live_header + ncap * live_record)
+    struct.pack_into("<II", head, h.capacity, ncap, nscap)
+    struct.pack_into("<QQ", head, h.records_offset, live_header, live_header + ncap * live_record)
     return (bytes(head) + b"".join(live) + bytes((ncap - len(live)) * live_record) +
             b"".join(used) + bytes((nscap - len(used)) * live_stats))
 

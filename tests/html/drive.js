@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Drives an mf_print --format html page in Debian's chromium (headless, fresh profile, no
-// network) through playwright-core, for tests/test_mf_print_html.py and for the README's
+// network) through playwright-core, for tests/viewer/test_mf_print_html.py and for the README's
 // screenshot. Real input events: the mouse moves and clicks on the canvas, the keyboard
 // types into the search box.
 //

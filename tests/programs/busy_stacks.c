@@ -1,5 +1,5 @@
 /* Threads that allocate without a pause until the process is killed: a running program for
- * mf_print to read again and again (tests/test_live_reads.py).
+ * mf_print to read again and again (tests/viewer/test_live_reads.py).
  *   busy_stacks HAMMERS GROW
  * HAMMERS threads each go round 256 distinct stacks (path k through 8 levels of left() or
  * right(), bit i of k choosing at level i + 1, down to site_leaf()) forever, path k at size

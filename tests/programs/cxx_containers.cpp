@@ -3,7 +3,7 @@
  * std::thread whose function fills a map. mf_print folds the library's frames into the
  * functions below, which are the sites ("fill_vector via std::vector<…>::push_back"), and
  * cuts the thread's start (libstdc++'s execute_native_thread_routine, std::thread's
- * invoker). tests/test_fold.py (CXX_CONTAINER_SITES) repeats the function names. */
+ * invoker). tests/viewer/test_fold.py (CXX_CONTAINER_SITES) repeats the function names. */
 #include <map>
 #include <memory>
 #include <string>

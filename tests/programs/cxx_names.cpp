@@ -1,7 +1,7 @@
 /* C++ function names that every mf_print format must carry intact: a class template whose
  * arguments hold ',', ' ' and '<>', an operator(), a lambda, a literal operator (its name
  * holds '"' and a space) and an overloaded comma operator. Each is an allocation site with a
- * known number of calls of a known size; tests/test_mf_print_formats.py (CXX_NAMES) repeats
+ * known number of calls of a known size; tests/viewer/test_mf_print_formats.py (CXX_NAMES) repeats
  * the names as the demangler writes them and the numbers. */
 #include <cstddef>
 #include <cstdlib>

@@ -1,5 +1,5 @@
 // Known new/delete/new[] sites and thrown+caught exceptions, for
-// test_cxx_new_delete_exceptions. Expected numbers are in tests/run_tests.py (CXX_SITES).
+// test_cxx_new_delete_exceptions. Expected numbers are in tests/core/test_recorder.py (CXX_SITES).
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>

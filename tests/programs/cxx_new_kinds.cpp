@@ -1,5 +1,5 @@
 // Every form of the global operator new, a known number of times each, for
-// tests/test_trust_preload.py (NEW_SITES there has the numbers).
+// tests/preload/test_trust_preload.py (NEW_SITES there has the numbers).
 //   cxx_new_kinds SCALE   runs each site SCALE times its count (0: none, to see what the
 //                         C++ runtime allocates by itself); prints how many pointers
 //                         were not aligned as asked (0)

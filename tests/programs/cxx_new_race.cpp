@@ -1,7 +1,7 @@
 // Eight threads make their first call of every form of operator new at the same moment
 // (a barrier), then RACE_ROUNDS more of each: the forms' first calls, which decide where a
 // form counts (lib_preload/mf_next.c), race each other and the other threads' calls. For
-// tests/test_trust_preload.py: every call counted exactly once, per site.
+// tests/preload/test_trust_preload.py: every call counted exactly once, per site.
 //   cxx_new_race SCALE   (0: the threads start and allocate nothing)
 #include <cstdio>
 #include <cstdlib>

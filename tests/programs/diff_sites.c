@@ -1,4 +1,4 @@
-/* Known allocation counts for comparing two runs (tests/test_mf_print_pprof.py):
+/* Known allocation counts for comparing two runs (tests/viewer/test_mf_print_pprof.py):
  *
  *   diff_sites N
  *

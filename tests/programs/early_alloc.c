@@ -1,6 +1,6 @@
 /* Uses blocks that a library's constructor allocated before the preload library's
  * constructor ran (early_alloc_lib.c): checks their contents, grows and frees them, then
- * allocates a known number of blocks at site_main (MAIN_CALLS, tests/test_trust_preload.py).
+ * allocates a known number of blocks at site_main (MAIN_CALLS, tests/preload/test_trust_preload.py).
  * Prints whether glibc's own heap was ever used: with jemalloc or tcmalloc preloaded after
  * the profiler, every call must reach them, from the very first one. */
 #include <malloc.h>

@@ -2,7 +2,7 @@
  * test_depth_truncation. Every allocation function is used; sites sit at different stack
  * depths; four threads do known work; one more thread is still alive (blocked in pause())
  * when main returns. No stdio: the only allocations besides the sites are libc's own.
- * The expected numbers are repeated in tests/run_tests.py (EXACT_SITES). */
+ * The expected numbers are repeated in tests/lib/harness.py (EXACT_SITES). */
 #define _GNU_SOURCE
 #include <malloc.h>
 #include <pthread.h>

@@ -3,7 +3,7 @@
  * frame pointer (one that wraps the address space when a frame record is added to it, a
  * misaligned one, a low one, and an address in an unmapped gap), from a signal handler on an
  * alternate stack, and from a coroutine on a stack in the heap. The profiled program must
- * count each call exactly and never crash. Expected counts are in tests/run_tests.py
+ * count each call exactly and never crash. Expected counts are in tests/lib/harness.py
  * (HOSTILE_SITES). */
 #define _GNU_SOURCE
 #include <signal.h>

@@ -1,5 +1,5 @@
 /* Allocation sites whose names a person may share in a profile: the test
- * (tests/test_hostile_names.py, HOSTILE_NAMES) builds this without debug information, so
+ * (tests/viewer/test_hostile_names.py, HOSTILE_NAMES) builds this without debug information, so
  * that mf_print takes function names from the symbol table, and renames hostile_1 ...
  * hostile_16 with objcopy to names holding terminal escapes (ESC[2J, OSC 52, OSC 8), BEL,
  * CR, LF, U+2028/9, bytes that are not UTF-8, a leading = + - @ TAB or CR, quotes, commas

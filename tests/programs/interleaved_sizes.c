@@ -1,7 +1,7 @@
 /* One allocation per call from three sites in turn, each call a different size than the one
  * before, so that no two consecutive calls share both stack and size class: the recorder's
  * shortcut for "the same frames as the last call" must keep each (stack, size) apart
- * (tests/test_sites.py). 12,000 calls in two stretches:
+ * (tests/viewer/test_sites.py). 12,000 calls in two stretches:
  *   interleaved: call i from site i % 3 with size i % 4 of {24, 200, 3000, 100000}: each
  *       of the 12 pairs 500 times in a period of 12 calls (100,000 bytes is at or above
  *       MALLOC_FREQ_LARGE's default, recorded as a large call);

@@ -2,7 +2,7 @@
  * one every 500,000 small calls; site_small_a makes 3,000,000 calls of 32 bytes and
  * site_small_b 2,000,000 of 100 bytes. Sampled by calls alone, site_huge is not seen at all;
  * recorded for their size (MALLOC_FREQ_LARGE), its calls and bytes are exact. No stdio.
- * For tests/test_sizes.py and bench/run_bench.py. Usage: large_site [SCALE [HUGE_MIB]]
+ * For tests/core/test_sizes.py and bench/run_bench.py. Usage: large_site [SCALE [HUGE_MIB]]
  * (SCALE times as many small calls, default 1; site_huge's calls of HUGE_MIB MiB, default 8:
  * one that fails still counts). */
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* Known live sets, temporaries and leaks, for tests/test_live.py.
+/* Known live sets, temporaries and leaks, for tests/core/test_live.py.
  *
  *   live_heap sets   site_keep_small 2,000 x 100 bytes and site_keep_big 300 x 5,000 bytes
  *                    alive; says "ready" on stdout and waits for a line on stdin; frees

@@ -1,5 +1,5 @@
 /* Allocation sites whose names no compiler writes but a symbol table can hold: the test
- * (tests/test_mf_print_formats.py, ODD_NAMES) builds this without debug information, so
+ * (tests/viewer/test_mf_print_formats.py, ODD_NAMES) builds this without debug information, so
  * that mf_print takes function names from the symbol table, and renames odd_1 ... odd_8
  * with objcopy to names holding ';', a newline, a tab and an escape, '"' and ',', '%',
  * bytes that are not UTF-8, a trailing " 12", a backslash and a non-ASCII letter. Site

@@ -2,7 +2,7 @@
  * consecutive calls' stacks lie at the same addresses and differ in one word only: the
  * return address into via_a or via_b, four frames above the allocation. The recorder may
  * take a call's stack from the last one's when every word the last walk read is unchanged
- * (tests/test_sites.py): that word must tell them apart.
+ * (tests/viewer/test_sites.py): that word must tell them apart.
  *   alternating: via_a, via_b, via_a, ... 4,000 calls (2,000 each);
  *   then via_a alone: 1,000 calls.
  * So leaf via via_a: 3,000 calls, via via_b: 2,000. No stdio. */

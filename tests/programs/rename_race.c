@@ -1,4 +1,4 @@
-/* Preloaded into mf_print by tests/test_hostile_names.py: the moment before mf_print's first
+/* Preloaded into mf_print by tests/viewer/test_hostile_names.py: the moment before mf_print's first
  * rename of a file it wrote (rename, renameat or renameat2), MF_RACE_PATH is replaced by
  * MF_RACE_KIND ("fifo" or "symlink", to MF_RACE_TARGET): the race of a file changed between
  * the check of what FILE is and the rename, made certain rather than waited for. */

@@ -1,4 +1,4 @@
-/* A short run with known counts, for tests/test_short_runs.py: N allocation calls (argv[1],
+/* A short run with known counts, for tests/core/test_short_runs.py: N allocation calls (argv[1],
  * a multiple of 50) from five sites, each reached through a call chain 30 frames deep, in
  * an interleaved order that repeats every 50 calls: site_a 20, site_b 15, site_c 10,
  * site_d 4, site_e 1 (40 %, 30 %, 20 %, 8 %, 2 %). Prints the calls made. */

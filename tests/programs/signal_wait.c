@@ -1,4 +1,4 @@
-/* Signals under the launcher (tests/test_launcher.py). Allocates a little, then:
+/* Signals under the launcher (tests/launcher/test_launcher.py). Allocates a little, then:
  *   signal_wait catch      on SIGINT, SIGTERM, SIGHUP or SIGQUIT prints "caught SIGxxx" and
  *                          exits 64+signal
  *   signal_wait default    waits with the default dispositions: a signal ends it

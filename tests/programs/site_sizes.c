@@ -1,5 +1,5 @@
 /* Sites of known depth and sizes, for mf_print --by site and --sizes --tune
- * (tests/test_sites.py). 9,000 calls of 32 bytes and 1,000 of 4,096 (90 % and 10 %):
+ * (tests/viewer/test_sites.py). 9,000 calls of 32 bytes and 1,000 of 4,096 (90 % and 10 %):
  *   far_leaf <- mid1 <- mid2 <- mid3 <- top_a or top_b <- main: 3,000 calls of 32 bytes
  *       from each top: one site 4 frames deep (the callers differ at the 5th frame)
  *   near_leaf <- near_a <- main: 1,500 of 32 bytes and 500 of 4,096

@@ -3,7 +3,7 @@
  * calloc and realloc; site_bulk makes 600,000 calls of 24 bytes and 400,000 of 1,000 bytes
  * in a second thread (so that the default mode samples, and counts pending in two threads
  * reach the files). The test computes every class from the list below. No stdio.
- * For tests/test_sizes.py. */
+ * For tests/core/test_sizes.py. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -15,7 +15,7 @@ __attribute__((noipa)) void release(void *p)
     free(p);
 }
 
-/* size, count: keep in step with SPREAD in tests/test_sizes.py */
+/* size, count: keep in step with SPREAD in tests/core/test_sizes.py */
 static const unsigned long spread[][2] = {
     {0, 3},      {1, 5},       {2, 7},       {3, 11},      {4, 13},     {5, 2},
     {7, 3},      {8, 17},      {12, 4},      {15, 6},      {16, 19},    {20, 8},

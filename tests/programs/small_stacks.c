@@ -4,7 +4,7 @@
  * stack left, in a 64 KiB thread) and the slow path (the deepest byte written below the
  * caller's frame by a malloc that takes a sample of a new stack, found by painting the
  * stack below it). Prints "ok", then "tls_left N" and "slow_path_bytes N".
- * For test_small_stacks_run (tests/test_trust_core.py). */
+ * For test_small_stacks_run (tests/core/test_trust_core.py). */
 #define _GNU_SOURCE
 #include <limits.h>
 #include <pthread.h>

@@ -1,5 +1,5 @@
 /* A deferred pthread_cancel pending while a thread holds a mutex and allocates, for
- * tests/test_trust_unwind.py. malloc is no cancellation point: the thread must make every
+ * tests/core/test_trust_unwind.py. malloc is no cancellation point: the thread must make every
  * call, unlock, and only then be cancelled, at its pthread_testcancel(). Under the profiler
  * each call is a sample whose unwind goes through frames libunwind checks memory for (and
  * new stacks, and the thread's first unwind); a system call libunwind makes there must not

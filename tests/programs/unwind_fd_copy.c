@@ -1,4 +1,4 @@
-/* A daemon's way with descriptors, for tests/test_trust_unwind.py: allocate through frames
+/* A daemon's way with descriptors, for tests/core/test_trust_unwind.py: allocate through frames
  * libunwind must check memory for, list /proc/self/fd, close every descriptor from 3 up
  * (close_range), then copy argv[1] to argv[2] through the descriptors that come back (3 and
  * 4), allocating the same way between reads and writes. The output file must be a

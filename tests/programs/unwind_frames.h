@@ -1,5 +1,5 @@
 /* Allocation calls that make libunwind check memory before it reads it (its `validate`
- * path), for tests/test_trust_unwind.py (x86-64). libunwind checks an address when it
+ * path), for tests/core/test_trust_unwind.py (x86-64). libunwind checks an address when it
  * unwinds through a frame it has no CFI for: it guesses a frame-pointer frame and reads
  * the frame record at %rbp, asking first whether each page is readable. nocfi_malloc has
  * no CFI and calls malloc with %rbp = `fake`; unwind_frames_churn passes frame records on

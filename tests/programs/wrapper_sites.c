@@ -3,7 +3,7 @@
  * wrappers into their callers, so the sites are parse_args, build_table and read_lines, each
  * "via xmalloc" (format_name "via xstrdup"). Also a user wrapper of its own name (arena_get)
  * for --fold, and a frame to --hide (helper_layer). The numbers are repeated in
- * tests/test_fold.py (WRAPPER_SITES). */
+ * tests/viewer/test_fold.py (WRAPPER_SITES). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdlib.h>

@@ -13,8 +13,12 @@ check() { # name, condition-command...
     if "$@"; then echo "PASS $name"; pass=$((pass + 1)); else echo "FAIL $name"; fail=$((fail + 1)); fi
 }
 
-gcc $cflags -fsanitize=address,undefined -fno-sanitize-recover=all -o "$out/mf_print_asan" \
-    "$top"/mf_print/*.c -ldw -lelf -liberty -lz
+# mf_print, built by the Makefile's rules into a build directory of its own.
+mf_print_with() { # build name, flags
+    make -s --no-print-directory -C "$top" BUILD="$out/$1" CFLAGS="-O1 -g $2" "$out/$1/mf_print"
+    cp "$out/$1/mf_print" "$out/mf_print_$1"
+}
+mf_print_with asan "-fsanitize=address,undefined -fno-sanitize-recover=all"
 
 # mf_print is a one-shot tool that leaves its memory to exit: LeakSanitizer is off for it alone.
 export ASAN_OPTIONS=detect_leaks=0
@@ -36,10 +40,10 @@ print(len(stacks))' "$2" "$3"
 }
 
 # One allocation function's exact calls over the thread headers of profile $1 (the reader
-# of tests/run_tests.py).
+# of tests/lib/harness.py).
 fn_total() {
-    python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import run_tests
-print(run_tests.exact_calls_per_fn(sys.argv[2])[int(sys.argv[3])])' "$top/tests" "$1" "$2"
+    python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import harness
+print(harness.exact_calls_per_fn(sys.argv[2])[int(sys.argv[3])])' "$top/tests/lib" "$1" "$2"
 }
 
 for san in thread address undefined; do
@@ -104,7 +108,7 @@ check "mf_print_names_the_truncated_file" grep -q "$(basename "${files[0]}")" "$
 # A thread file above 32 MiB (mf_print/profile_read.c's MF_READ_SPLIT_MIN): two threads read
 # it, two fill its paths (call_tree.c), the tree counts its distinct stacks on a second thread
 # and two walk the CSV's nodes (report_csv.c); 100,000 one-call stacks.
-gcc $cflags -fsanitize=thread -o "$out/mf_print_tsan" "$top"/mf_print/*.c -ldw -lelf -liberty -lz
+mf_print_with tsan -fsanitize=thread
 gcc -O1 -g -fno-omit-frame-pointer -o "$out/html_100k_stacks" "$top/tests/programs/html_100k_stacks.c"
 big=$out/big && mkdir -p "$big"
 MALLOC_FREQ_SAMPLE=1 MALLOC_FREQ_DIR=$big LD_PRELOAD=$top/build/libmalloc_freq.so "$out/html_100k_stacks" >/dev/null

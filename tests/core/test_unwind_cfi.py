@@ -9,9 +9,8 @@ import os
 import shutil
 import subprocess
 
-import run_tests as rt
-from run_tests import expect, expect_eq
-from test_short_runs import _git_env, _short_runs, _small_repository
+import harness as rt
+from harness import expect, expect_eq
 
 
 def _stacks(profile):
@@ -43,14 +42,14 @@ def _same_stacks_both_ways(argv, what, extra_env=None, stdout=None):
 def test_rule_walk_gives_libunwinds_stacks():
     # With frame pointers, without (-O2: rbp saved and reused), and a program built by
     # someone else with neither (git, through libc and libz).
-    _same_stacks_both_ways([_short_runs(), "20000"], "short_runs")
-    _same_stacks_both_ways([_short_runs(("-O2", "-fomit-frame-pointer")), "20000"],
+    _same_stacks_both_ways([rt.short_runs_program(), "20000"], "short_runs")
+    _same_stacks_both_ways([rt.short_runs_program(("-O2", "-fomit-frame-pointer")), "20000"],
                            "short_runs -O2 -fomit-frame-pointer")
     git = shutil.which("git")
     if git:
-        repo = _small_repository()
+        repo = rt.small_repository()
         _same_stacks_both_ways([git, "-C", repo, "--no-pager", "log", "-p"], "git log -p",
-                               _git_env(repo))
+                               rt.git_env(repo))
 
 
 @rt.test

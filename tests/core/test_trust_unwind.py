@@ -12,7 +12,7 @@ import glob
 import os
 import subprocess
 
-import run_tests as rt
+import harness as rt
 
 HANG_TIMEOUT = 60  # seconds: the programs take well under one
 

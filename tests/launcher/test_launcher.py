@@ -21,78 +21,15 @@ import resource
 import select
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import time
 
-import run_tests as rt
+import harness as rt
+from harness import (LAUNCHER, MAKE_PROJECT, clean_env, launch, launch_ok, process_dirs,
+                     process_images, python_script)
 
-LAUNCHER = os.environ.get("MF_TEST_LAUNCHER",  # another build, to show a test fails without a fix
-                          os.path.join(rt.BUILD, "malloc_freq"))
-MAKE_PROJECT = os.path.join(rt.REPO, "tests", "make_project")
 MAN = os.path.join(rt.REPO, "man")
-
-
-def clean_env(extra=None, drop=()):
-    """The runner's environment without the profiler's variables (and PYTHONMALLOC, which
-    the Python tests set themselves), plus `extra`."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("LD_PRELOAD", "PYTHONMALLOC") + tuple(drop)
-           and not k.startswith("MALLOC_FREQ_")}
-    env.update(extra or {})
-    return env
-
-
-class Launched:
-    def __init__(self, p, out, err, cwd):
-        self.rc, self.stdout, self.stderr, self.cwd = p.returncode, out, err, cwd
-
-    @property
-    def run_dir(self):
-        """The one run directory the launcher made in its working directory."""
-        dirs = [d for d in glob.glob(os.path.join(self.cwd, "malloc_freq.*")) if os.path.isdir(d)]
-        rt.expect_eq(len(dirs), 1, f"run directories in {self.cwd} ({dirs})")
-        return dirs[0]
-
-
-def launch(args, cwd=None, extra_env=None, env=None, stdin=b"", launcher=LAUNCHER):
-    cwd = cwd or rt.fresh_dir()
-    p = subprocess.Popen([launcher] + args, cwd=cwd, env=env or clean_env(extra_env),
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        out, err = p.communicate(stdin, timeout=rt.TIMEOUT)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.communicate()
-        raise rt.TestFailure(f"malloc_freq {' '.join(args)} timed out after {rt.TIMEOUT} s")
-    return Launched(p, out.decode(errors="replace"), err.decode(errors="replace"), cwd)
-
-
-def launch_ok(args, rc=0, **kw):
-    r = launch(args, **kw)
-    rt.expect(r.rc == rc, f"malloc_freq {' '.join(args)} exited {r.rc}, expected {rc}; "
-                          f"stderr: {r.stderr.strip()[-800:]!r}")
-    return r
-
-
-def process_dirs(run_dir):
-    """The run's malloc_freq.<pid> directories."""
-    return sorted(d for d in glob.glob(os.path.join(run_dir, "malloc_freq.*"))
-                  if re.fullmatch(r"malloc_freq\.\d+", os.path.basename(d)))
-
-
-def process_images(profile):
-    """(pid, ppid, exe) of each process image that wrote into a malloc_freq.<pid> directory
-    (struct mf_process_header: pid at 24, ppid at 28, exe[256] at 80)."""
-    out = []
-    for path in rt.process_files(profile):
-        with open(path, "rb") as f:
-            data = f.read(80 + 256)
-        rt.expect(data[:8] == b"MFREQPRC", f"{path} has no process magic")
-        pid, ppid = struct.unpack_from("<II", data, 24)
-        out.append((pid, ppid, data[80:].split(b"\0")[0].decode()))
-    return out
 
 
 def run_images(run_dir):
@@ -679,11 +616,10 @@ def test_launcher_make_j2_in_one_run_dir():
     rt.expect(total > 10000, f"{total} calls in all: cc1 alone makes thousands")
     # mf_print RUN_DIR --by program: cc1, as and ld each on their own, with their exact calls
     # (the files' totals per executable), and the sum is the run's.
-    import test_mf_print_programs as tp
-    want = tp.calls_by_program(process_dirs(r.run_dir))
+    want = rt.calls_by_program(process_dirs(r.run_dir))
     by = rt.mf_print([r.run_dir, "--by", "program"])
     rt.expect_eq(by.stderr, "", "mf_print --by program's stderr")
-    table = tp.by_program_table(by.stdout)
+    table = rt.by_program_table(by.stdout)
     rt.expect_eq({k: v[0] for k, v in table.items()}, want, "calls per program")
     names = {("as" if k.endswith("-as") else "ld" if re.fullmatch(r"(.*-)?ld(\.\w+)?", k) else k): v
              for k, v in table.items()}
@@ -791,14 +727,6 @@ PY_OBJECTS = """import os
 objects = [(i, str(i), [i]) for i in range(300000)]
 print(os.environ.get("PYTHONMALLOC"), len(objects))
 """
-
-
-def python_script(cwd, text, shebang=None):
-    path = os.path.join(cwd, "script.py")
-    with open(path, "w") as f:
-        f.write((f"#!{shebang}\n" if shebang else "") + text)
-    os.chmod(path, 0o755)
-    return path
 
 
 def python_line(run_dir):

@@ -5,8 +5,9 @@ with a fixed seed; the tests read what the page drew (window.mfFlame, the page's
 its drawn rectangles) and what it says (tooltip, zoom line, search share, header), and look
 at the pixels of a screenshot, kept in build/html/.
 
-Needs /usr/bin/chromium (MF_CHROMIUM to use another), node and npm; runs `npm ci` in
-tests/html the first time (playwright-core, pinned in tests/html/package-lock.json)."""
+Needs /usr/bin/chromium (MF_CHROMIUM to use another), node, and playwright-core (pinned in
+tests/html/package-lock.json), which `make deps-test` installs with npm ci; without them the
+tests say they are skipped, and why."""
 import csv
 import io
 import json
@@ -19,8 +20,8 @@ import tempfile
 import time
 import zlib
 
-import run_tests as rt
-from run_tests import expect, expect_eq
+import harness as rt
+from harness import expect, expect_eq
 
 HTML_TESTS = os.path.join(rt.REPO, "tests", "html")
 SHOTS = os.path.join(rt.BUILD, "html")  # screenshots the tests looked at, kept
@@ -34,14 +35,15 @@ _ready = []
 
 
 def browser_ready():
-    """node, chromium and playwright-core are there (npm ci from the lock file if not)."""
+    """node, chromium and playwright-core are there; `make deps-test` (scripts/ensure_deps.sh
+    test) installs them, npm ci from the lock file included. Skips the test if not."""
     if _ready:
         return
     for tool, what in (("node", "nodejs"), ("npm", "npm")):
-        expect(shutil.which(tool), f"{tool} is missing: apt-get install {what} "
-                                   "(scripts/ensure_deps.sh test)")
-    expect(os.access(CHROMIUM, os.X_OK), f"{CHROMIUM} is missing: apt-get install chromium "
-                                         "(scripts/ensure_deps.sh test)")
+        rt.need(shutil.which(tool), f"{tool} is missing: apt-get install {what} "
+                                    "(make deps-test)")
+    rt.need(os.access(CHROMIUM, os.X_OK), f"{CHROMIUM} is missing: apt-get install chromium "
+                                          "(make deps-test)")
     pw = os.path.join(HTML_TESTS, "node_modules", "playwright-core", "package.json")
     with open(os.path.join(HTML_TESTS, "package-lock.json")) as f:
         want = json.load(f)["packages"]["node_modules/playwright-core"]["version"]
@@ -49,11 +51,8 @@ def browser_ready():
     if os.path.exists(pw):
         with open(pw) as f:
             have = json.load(f)["version"]
-    if have != want:
-        print(f"  npm ci in tests/html (playwright-core {want})", flush=True)
-        r = subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=HTML_TESTS,
-                           capture_output=True, text=True, timeout=rt.TIMEOUT)
-        expect(r.returncode == 0, f"npm ci in tests/html failed: {r.stderr.strip()[-600:]}")
+    rt.need(have == want, f"playwright-core {want} is not in tests/html/node_modules "
+                          f"({have or 'none'}): `make deps-test` runs npm ci there")
     _ready.append(True)
 
 

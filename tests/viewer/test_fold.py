@@ -11,8 +11,7 @@ import shutil
 import subprocess
 import sys
 
-import run_tests as rt
-import test_launcher as tl
+import harness as rt
 
 WRAPPER_SITES = rt.WRAPPER_SITES
 # What the tree must not show unless --full-stacks: the frames outside main and the thread's
@@ -159,8 +158,8 @@ def test_cxx_containers_sites_are_the_programs_functions():
 
 
 def launcher_run(args, cwd):
-    r = tl.launch_ok(["-q", "-s", "1", "--"] + args, cwd=cwd)
-    return r, tl.process_dirs(r.run_dir)
+    r = rt.launch_ok(["-q", "-s", "1", "--"] + args, cwd=cwd)
+    return r, rt.process_dirs(r.run_dir)
 
 
 @rt.test
@@ -170,9 +169,9 @@ def test_cc1_top_site_is_not_a_wrapper():
     went through them before folding), and no start-up frame is shown."""
     cwd = rt.fresh_dir()
     project = os.path.join(cwd, "project")
-    shutil.copytree(tl.MAKE_PROJECT, project)
+    shutil.copytree(rt.MAKE_PROJECT, project)
     r, dirs = launcher_run(["make", "-j2"], project)
-    cc1 = [d for d in dirs if any(os.path.basename(exe) == "cc1" for _, _, exe in tl.process_images(d))]
+    cc1 = [d for d in dirs if any(os.path.basename(exe) == "cc1" for _, _, exe in rt.process_images(d))]
     rt.expect_eq(len(cc1), 3, "cc1 processes")
     text = tree(cc1, "--threshold", "0")
     sites = top_sites(text)
@@ -200,7 +199,7 @@ def test_python_top_site_does_real_work():
     function that makes objects (PyList_New, PyUnicode_New, dict resizing, ...), not
     PyObject_Malloc, a PyMem_ helper or the GC allocator, which fold into it."""
     cwd = rt.fresh_dir()
-    script = tl.python_script(cwd, PY_WORK)
+    script = rt.python_script(cwd, PY_WORK)
     r, dirs = launcher_run([sys.executable, script], cwd)
     rt.expect_eq(r.stdout, "20000\n", "the script's output")
     text = tree(dirs, "--threshold", "0")

@@ -18,7 +18,7 @@ import os
 import shutil
 import subprocess
 
-import run_tests as rt
+import harness as rt
 
 NEXT_ALLOCATORS = {
     "jemalloc": "libjemalloc.so.2",

@@ -21,9 +21,8 @@ import struct
 import subprocess
 import zlib
 
-import run_tests as rt
-import test_mf_print_pprof as pp
-from run_tests import expect, expect_eq
+import harness as rt
+from harness import expect, expect_eq
 
 # hostile_K (tests/programs/hostile_names.c): 2K calls of 8K bytes, K alive at exit.
 HOSTILE_NAMES = {
@@ -155,7 +154,7 @@ def pprof_strings(what, data):
         raw = gzip.decompress(data)
     except OSError as e:
         raise rt.TestFailure(f"{what}: not gzip: {e}")
-    return {v for num, _, v in pp.pb_fields(raw) if num == 6}
+    return {v for num, _, v in rt.pb_fields(raw) if num == 6}
 
 
 def check_html(what, data):
@@ -280,7 +279,7 @@ def test_hostile_names_in_base_and_live_tables():
 
 def pb_profile(strings, samples, locations, functions, comments=(), mappings=()):
     """A profile.proto of the sample types mf_print writes, from parts given as field lists."""
-    f = lambda num, v: pp._field(num, v)
+    f = lambda num, v: rt.pb_field(num, v)
     index = {s: i for i, s in enumerate(strings)}
     out = b""
     for t, u in ((b"calls", b"count"), (b"bytes", b"bytes"), (b"samples", b"count")):
@@ -295,11 +294,11 @@ def pb_profile(strings, samples, locations, functions, comments=(), mappings=())
 
 
 def packed(values):
-    return b"".join(pp._varint(v) for v in values)
+    return b"".join(rt.pb_varint(v) for v in values)
 
 
 def sample(locs, calls, nbytes, samples):
-    f = lambda num, v: pp._field(num, v)
+    f = lambda num, v: rt.pb_field(num, v)
     return f(1, packed(locs)) + f(2, packed([calls, nbytes, samples]))
 
 
@@ -308,12 +307,12 @@ BASE_STRINGS = [b"", b"calls", b"count", b"bytes", b"samples", b"f", b"g.c",
 
 
 def function(fid, name=5, file=6):
-    f = lambda num, v: pp._field(num, v)
+    f = lambda num, v: rt.pb_field(num, v)
     return f(1, fid) + f(2, name) + f(4, file)
 
 
 def location(lid, fids):
-    f = lambda num, v: pp._field(num, v)
+    f = lambda num, v: rt.pb_field(num, v)
     return f(1, lid) + b"".join(f(4, f(1, fid) + f(2, 1)) for fid in fids)
 
 
@@ -482,17 +481,12 @@ def test_json_infinite_variance_is_null():
     inf = struct.pack("<d", float("inf"))
     for path in rt.thread_files(r.profile):
         data = bytearray(open(path, "rb").read())
-        for k in range(struct.unpack_from("<Q", data, rt.HDR_NSEGMENTS)[0]):
-            off = struct.unpack_from("<Q", data, rt.HDR_SEGMENT_OFFSET + 8 * k)[0]
-            cap = struct.unpack_from("<I", data, off)[0]
-            for i in range(cap):
-                at = off + rt.SEGMENT_ENTRIES_OFFSET + i * rt.ENTRY.size
-                if struct.unpack_from("<Q", data, at)[0]:
-                    data[at + rt.ENTRY.size - 8:at + rt.ENTRY.size] = inf
-        for c in range(194):  # the size histogram's classes: calls, bytes, calls_var, bytes_var
-            at = 888 + 32 * c
-            if struct.unpack_from("<Q", data, at)[0]:
-                data[at + 24:at + 32] = inf
+        for e in rt.thread_file_stacks(data):
+            data[e["at"] + rt.F.entry.bytes_var:e["at"] + rt.F.entry.bytes_var + 8] = inf
+        for c in range(rt.F.SIZE_CLASSES):  # the size histogram's classes
+            at = rt.F.thread_header.sizes + rt.F.size_class.size * c
+            if struct.unpack_from("<Q", data, at + rt.F.size_class.calls)[0]:
+                data[at + rt.F.size_class.bytes_var:at + rt.F.size_class.bytes_var + 8] = inf
         with open(path, "wb") as f:
             f.write(data)
     got = strict_json("--format json", rt.mf_print(["--format", "json", r.profile]).stdout)

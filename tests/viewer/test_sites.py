@@ -11,8 +11,8 @@ import select
 import struct
 import subprocess
 
-import run_tests as rt
-from run_tests import expect, expect_eq
+import harness as rt
+from harness import expect, expect_eq
 
 OUR_SITES = ("far_leaf", "near_leaf", "big_site")
 
@@ -339,51 +339,32 @@ def test_entries_keep_their_size_class():
     histogram counts for it (beyond a sample in flight), or a class word is out of range."""
     r = run_site_sizes()
     entries = rt.file_entries_full(r.profile)
-    expect(all(e["flags"] & rt.ENTRY_SIZED for e in entries), "an entry without MF_ENTRY_SIZED")
+    expect(all(e["flags"] & rt.F.ENTRY_SIZED for e in entries), "an entry without MF_ENTRY_SIZED")
     (path,) = rt.thread_files(r.profile)
     with open(path, "rb") as f:
         data = bytearray(f.read())
     classes = {}
     for e in entries:
-        at, _ = sized_entry_of(data, e)
-        c = struct.unpack_from("<I", data, at)[0]
-        classes.setdefault(c, []).append(e["calls"])
+        classes.setdefault(e["size_class"], []).append(e["calls"])
     expect(500 in classes.get(rt_size_class(4096), []) and 1500 in classes.get(rt_size_class(32), []),
            f"entries by class: {classes}")
     # The header's histogram short of what the entries of a class hold: the file is skipped.
     small = bytearray(data)
     c32 = rt_size_class(32)
-    struct.pack_into("<Q", small, HDR_SIZES + 32 * c32, 0)
+    struct.pack_into("<Q", small, rt.F.thread_header.sizes + rt.F.size_class.size * c32
+                     + rt.F.size_class.calls, 0)
     with open(path, "wb") as f:
         f.write(small)
     p = rt.mf_print(["--format", "csv", r.profile], check=False)
     expect(re.search(r"its stacks hold [0-9,]+ calls of sizes 32 and up, more than the 0 its "
                      r"size histogram counts", p.stderr) and p.stderr.count("\n") == 1,
            f"mf_print on a histogram without the 32-byte calls: {p.stderr!r}")
-    at, _ = sized_entry_of(data, entries[0])
-    struct.pack_into("<I", data, at, 500)
+    struct.pack_into("<I", data, entries[0]["class_at"], 500)
     with open(path, "wb") as f:
         f.write(data)
     p = rt.mf_print(["--format", "csv", r.profile], check=False)
     expect("bad size class 500" in p.stderr and p.stderr.count("\n") == 1,
            f"mf_print on a class word of 500: {p.stderr!r}")
-
-
-HDR_SIZES = 888  # struct mf_thread_header.sizes[194]: calls, bytes, calls_var, bytes_var each
-
-
-def sized_entry_of(data, want):
-    """The file offset of entry want's size class (struct mf_entry.size_class), and the
-    entry."""
-    for k in range(struct.unpack_from("<Q", data, rt.HDR_NSEGMENTS)[0]):
-        off = struct.unpack_from("<Q", data, rt.HDR_SEGMENT_OFFSET + 8 * k)[0]
-        cap = struct.unpack_from("<I", data, off)[0]
-        start = off + rt.SEGMENT_ENTRIES_OFFSET
-        for i in range(cap):
-            e = rt.ENTRY.unpack_from(data, start + i * rt.ENTRY.size)
-            if e[0] == want["hash"] and e[3] == want["node_class"]:
-                return start + i * rt.ENTRY.size + 20, e
-    raise rt.TestFailure("entry not found")
 
 
 def rt_size_class(size):

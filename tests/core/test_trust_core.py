@@ -8,11 +8,10 @@ import io
 import os
 import re
 import shutil
-import struct
 import subprocess
 
-import run_tests as rt
-from run_tests import expect, expect_eq
+import harness as rt
+from harness import expect, expect_eq
 
 
 def same_as_without(argv, sample="1", extra_env=None, **kw):
@@ -167,9 +166,6 @@ def test_setuid_after_start_up_warns_only_of_what_is_lost():
                                                  "site_after": (200, 9600)})
 
 
-PROCESS_LARGE_BYTES = 344  # struct mf_process_header.large_bytes
-
-
 @rt.test
 def test_large_takes_the_whole_range_it_states():
     # MALLOC_FREQ_LARGE=2^64-1 is in "0..18446744073709551615" (before: refused as not in it).
@@ -181,8 +177,7 @@ def test_large_takes_the_whole_range_it_states():
                                    "(65536)\n")):
         r = rt.run_ok([prog], extra_env={"MALLOC_FREQ_LARGE": value})
         expect_eq(r.stderr, warning, f"MALLOC_FREQ_LARGE={value}: stderr")
-        with open(rt.process_files(r.profile)[0], "rb") as f:
-            got = struct.unpack_from("<Q", f.read(PROCESS_LARGE_BYTES + 8), PROCESS_LARGE_BYTES)[0]
+        got = rt.read_struct(rt.process_files(r.profile)[0], rt.F.process_header, "large_bytes")
         expect_eq(got, large, f"MALLOC_FREQ_LARGE={value}: large_bytes in the process file")
         rt.expect_sites(rt.csv_rows(r.profile), rt.EXACT_SITES)
 

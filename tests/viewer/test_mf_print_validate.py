@@ -16,23 +16,25 @@ import struct
 import subprocess
 import time
 
-import run_tests as rt
+import harness as rt
 
-# struct mf_thread_header (c_core/mf_format.h)
-T_STAMP, T_PID, T_TID, T_SEQ, T_MAX_DEPTH = 16, 24, 28, 32, 60
-T_TOTALS, T_SEG_SIZE = 64, 608
-# the segment table and entry layout: run_tests.py's reader's
-T_NSEG, T_SEG_OFF, SEG_ENTRIES = rt.HDR_NSEGMENTS, rt.HDR_SEGMENT_OFFSET, rt.SEGMENT_ENTRIES_OFFSET
-ENTRY = rt.ENTRY  # hash, depth, flags, frames, samples, calls, bytes, calls_sq, bytes_var
-T_UNPROF_SAMPLES, T_UNPROF_CALLS = 320, 328
-T_HEADER_BYTES = 8192  # MF_THREAD_HEADER_BYTES
-MF_DEPTH_MAX = 512
-MF_FLUSH_CALLS = 4096
-MF_THREAD_FILE_MAX = 1073881088
-# struct mf_process_header, mf_module_record
-P_HEADER_SIZE = 12
-MODULE = struct.Struct("<IIQQQIIII32s")
-MF_MODULE_MAGIC = 0x444F4D46
+F = rt.F  # c_core/mf_format.h
+T_STAMP, T_PID, T_TID, T_SEQ, T_MAX_DEPTH = (F.thread_header.stamp, F.thread_header.pid,
+                                             F.thread_header.tid, F.thread_header.seq,
+                                             F.thread_header.max_depth)
+T_TOTALS, T_SEG_SIZE = F.thread_header.totals_calls, F.thread_header.segment_size
+T_NSEG, T_SEG_OFF, SEG_ENTRIES = (F.thread_header.nsegments, F.thread_header.segment_offset,
+                                  F.SEGMENT_ENTRIES_OFFSET)
+ENTRY = rt.ENTRY  # F.entry.fields
+T_UNPROF_SAMPLES, T_UNPROF_CALLS = (F.thread_header.unprofiled_samples,
+                                    F.thread_header.unprofiled_calls)
+T_HEADER_BYTES = F.THREAD_HEADER_BYTES
+MF_DEPTH_MAX = F.DEPTH_MAX
+MF_FLUSH_CALLS = F.FLUSH_CALLS
+MF_THREAD_FILE_MAX = F.THREAD_FILE_MAX
+P_HEADER_SIZE = F.process_header.header_size
+MODULE = struct.Struct(F.module_record.format)
+MF_MODULE_MAGIC = F.MODULE_MAGIC
 WORKER_CALLS = {k: (k + 1) * 100 for k in range(4)}
 
 
@@ -72,23 +74,15 @@ def write(path, data):
 
 
 def file_entries(data):
-    """(offset of the entry, ENTRY tuple) of every published entry of a thread file."""
-    out = []
-    for k in range(struct.unpack_from("<Q", data, T_NSEG)[0]):
-        off = struct.unpack_from("<Q", data, T_SEG_OFF + 8 * k)[0]
-        cap = struct.unpack_from("<I", data, off)[0]
-        for i in range(cap):
-            at = off + SEG_ENTRIES + i * ENTRY.size
-            e = ENTRY.unpack_from(data, at)
-            if e[0]:
-                out.append((at, e))
-    return out
+    """(offset of the entry, its fields as a dict) of every published entry of a thread
+    file."""
+    return [(d["at"], d) for d in rt.thread_file_stacks(data)]
 
 
 def site_entry(data):
     """The entry with the most calls (the worker's site) and its frames."""
-    at, e = max(file_entries(data), key=lambda x: x[1][5])
-    return at, e, rt.entry_frames(data, e)
+    at, e = max(file_entries(data), key=lambda x: x[1]["calls"])
+    return at, e, e["stack"]
 
 
 def append_segment(data, cap, ncap, stacks):
@@ -190,8 +184,7 @@ def chained_file(path, depth=512, entries=2048):
 
 def node_at(data, i):
     """The file offset of segment 0's node i."""
-    off, cap, _ = rt.thread_segments(data)[0]
-    return off + SEG_ENTRIES + cap * ENTRY.size + i * rt.NODE.size
+    return rt.node_offset(data, rt.node_ref(0, i))
 
 
 @rt.test
@@ -217,14 +210,16 @@ def test_validate_follows_node_chains_once_and_refuses_broken_ones():
     # node 5 (depth 6) calls node 7: its caller after it, a loop through 6 and 7
     # node 5 of depth 9: its caller is of depth 5
     # the first entry's node in segment 3, which the file does not have
-    (off0, _, _), = rt.thread_segments(data)
+    (off0, _), = rt.thread_segments(data)
     first_entry = off0 + SEG_ENTRIES
     breaks = {
-        "loop": (lambda d: struct.pack_into("<I", d, node_at(d, 5) + 8, rt.node_ref(0, 7)),
+        "loop": (lambda d: struct.pack_into("<I", d, node_at(d, 5) + F.frame_node.parent,
+                                                  rt.node_ref(0, 7)),
                  "segment 0 entry 0: bad node"),
-        "depth": (lambda d: struct.pack_into("<I", d, node_at(d, 5) + 12, 9),
+        "depth": (lambda d: struct.pack_into("<I", d, node_at(d, 5) + F.frame_node.depth, 9),
                   "segment 0 entry 0: bad node"),
-        "outside": (lambda d: struct.pack_into("<I", d, first_entry + 16, rt.node_ref(3, 0)),
+        "outside": (lambda d: struct.pack_into("<I", d, first_entry + F.entry.node,
+                                               rt.node_ref(3, 0)),
                     "segment 0 entry 0: bad node"),
     }
     for kind, (damage, why) in breaks.items():
@@ -434,7 +429,7 @@ def test_validate_totals_never_wrap():
     path = moved(files[2], bad)
     others = sum(sum(rt.file_totals(f)[0]) for f in rt.thread_files(bad) if f != path)
     data = read(path)
-    own = list(struct.unpack_from("<16Q", data, T_TOTALS))
+    own = list(struct.unpack_from(f"<{F.FN_COUNT}Q", data, T_TOTALS))
     rest = sum(own) - own[0]
     huge = (1 << 64) + 10 - others - rest
     struct.pack_into("<Q", data, T_TOTALS, huge)
@@ -459,9 +454,10 @@ def test_validate_stacks_above_the_thread_total_are_refused():
     path = moved(files[1], bad)
     data = read(path)
     at, e, _ = site_entry(data)
-    struct.pack_into("<QQQ", data, at + 24, e[4] * 100, e[5] * 100, e[6] * 100)
+    struct.pack_into("<QQQ", data, at + F.entry.samples, e["samples"] * 100, e["calls"] * 100,
+                     e["bytes"] * 100)
     write(path, data)
-    samples = sum(x[4] for _, x in file_entries(data)) + \
+    samples = sum(x["samples"] for _, x in file_entries(data)) + \
         struct.unpack_from("<Q", data, T_UNPROF_SAMPLES)[0]
     total = sum(rt.file_totals(path)[0])
     out = run_print(["--dir", bad, "--format", "csv"])
@@ -482,10 +478,11 @@ def test_validate_stacks_ahead_of_the_totals_never_show_above_100_percent():
     path = moved(files[0], bad)
     data = read(path)
     at, e, _ = site_entry(data)
-    struct.pack_into("<QQQ", data, at + 24, e[4] + 4000, e[5] + 4000, e[6] + 4000 * 40)
+    struct.pack_into("<QQQ", data, at + F.entry.samples, e["samples"] + 4000, e["calls"] + 4000,
+                     e["bytes"] + 4000 * 40)
     # Format 5: the slow path adds a sample to the header's size histogram with its entry,
     # so the histogram's class of 40 bytes (22) runs ahead with the site.
-    c40 = 888 + 32 * 22  # struct mf_thread_header.sizes[22]: calls, bytes
+    c40 = F.thread_header.sizes + F.size_class.size * 22 + F.size_class.calls  # calls, bytes
     calls, nbytes = struct.unpack_from("<QQ", data, c40)
     struct.pack_into("<QQ", data, c40, calls + 4000, nbytes + 4000 * 40)
     write(path, data)

@@ -11,8 +11,8 @@ import select
 import subprocess
 import tempfile
 
-import run_tests as rt
-from run_tests import expect, expect_eq
+import harness as rt
+from harness import expect, expect_eq
 
 READS = 30  # per mode: tree, CSV and (with a live heap) --live in turn
 # The program's busy threads are the load: at least one per core, so the reader competes

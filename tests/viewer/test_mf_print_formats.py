@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import unicodedata
 
-import run_tests as rt
+import harness as rt
 
 
 def mf_print_text(profile, *args):

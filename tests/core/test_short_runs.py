@@ -4,14 +4,12 @@ is exact and the header says so; a longer one is exact for its first 100,000 cal
 sampled, and says that. Real programs: tests/programs/short_runs.c (five sites 30 frames
 deep, known counts) and `git log -p` on a small repository made here, against its exact
 profile (MALLOC_FREQ_SAMPLE=1). That the rule walk which makes exact capture cheap gives
-libunwind's stacks is tests/test_unwind_cfi.py's."""
+libunwind's stacks is tests/core/test_unwind_cfi.py's."""
 import math
-import os
 import shutil
-import subprocess
 
-import run_tests as rt
-from run_tests import expect, expect_eq
+import harness as rt
+from harness import expect, expect_eq
 
 # short_runs.c: site -> (calls per 50, bytes per call)
 SHORT_SITES = {"site_a": (20, 24), "site_b": (15, 40), "site_c": (10, 72), "site_d": (4, 136),
@@ -26,23 +24,9 @@ def _sampling_line(profile):
     raise rt.TestFailure(f"no sampling line in mf_print's report of {profile}")
 
 
-def _short_runs(flags=()):
-    name = "short_runs" + "".join(f.replace("-", "_") for f in flags)
-    if not flags:
-        return rt.build("short_runs", ["short_runs.c"])
-    out = os.path.join(rt.OUT, name)
-    if not os.path.exists(out):
-        os.makedirs(rt.OUT, exist_ok=True)
-        cmd = ["gcc", "-g", "-Wall", "-Wextra", "-Werror"] + list(flags) + [
-            "-o", out, os.path.join(rt.PROGRAMS, "short_runs.c")]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        expect(r.returncode == 0, f"cannot compile {name}: {r.stderr.strip()}")
-    return out
-
-
 @rt.test
 def test_short_runs_of_up_to_100000_calls_are_exact_in_the_default_mode():
-    prog = _short_runs()
+    prog = rt.short_runs_program()
     for n in (10_000, 100_000):
         r = rt.run_ok([prog, str(n)], sample=None)
         expect_eq(r.stdout, f"{n} calls\n", "short_runs' output")
@@ -57,7 +41,7 @@ def test_short_runs_of_up_to_100000_calls_are_exact_in_the_default_mode():
 
 @rt.test
 def test_a_run_past_the_stretch_is_exact_for_100000_calls_then_estimated():
-    prog = _short_runs()
+    prog = rt.short_runs_program()
     n = 300_000
     r = rt.run_ok([prog, str(n)], sample=None, extra_env={"MALLOC_FREQ_SEED": "7"})
     expect_eq(_sampling_line(r.profile), f"first {STRETCH:,} calls exact, then adaptive (samples "
@@ -81,47 +65,16 @@ def test_a_run_past_the_stretch_is_exact_for_100000_calls_then_estimated():
                f"4 standard errors {4 * se:.0f} (weight {weight:.0f})")
 
 
-def _git_env(repo):
-    home = os.path.dirname(repo)
-    return {"HOME": home, "GIT_CONFIG_NOSYSTEM": "1", "GIT_PAGER": "cat", "LC_ALL": "C",
-            "GIT_AUTHOR_DATE": "2026-01-01T00:00:00", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00"}
-
-
-def _small_repository():
-    """A repository of 40 commits over 6 files (the issue's "small repository"), made anew
-    for each test (a passing test's directories are removed)."""
-    repo = os.path.join(rt.fresh_dir(), "repo")
-    os.makedirs(repo)
-    env = dict(os.environ, **_git_env(repo))
-
-    def git(*args):
-        subprocess.run(["git", "-C", repo] + list(args), check=True, env=env,
-                       capture_output=True)
-
-    git("init", "-q")
-    git("config", "user.name", "Short Run")
-    git("config", "user.email", "short@run.invalid")
-    for c in range(40):
-        for f in range(6):
-            if (c + f) % 3 == 0:
-                with open(os.path.join(repo, f"file{f}.txt"), "a") as fh:
-                    fh.writelines(f"commit {c} file {f} line {i}: {'x' * (c % 7 + i)}\n"
-                                  for i in range(12))
-        git("add", "-A")
-        git("commit", "-q", "-m", f"change {c}\n\nthe body of change {c}")
-    return repo
-
-
 @rt.test
 def test_git_log_on_a_small_repository_matches_its_exact_profile():
     git = shutil.which("git")
     if not git:
         print("  git not found: skipped")
         return
-    repo = _small_repository()
+    repo = rt.small_repository()
     argv = [git, "-C", repo, "--no-pager", "log", "-p"]
-    exact = rt.run_ok(argv, extra_env=_git_env(repo))
-    default = rt.run_ok(argv, sample=None, extra_env=_git_env(repo))
+    exact = rt.run_ok(argv, extra_env=rt.git_env(repo))
+    default = rt.run_ok(argv, sample=None, extra_env=rt.git_env(repo))
     expect_eq(default.stdout, exact.stdout, "git log -p's output, default mode and N=1")
     want, got = {}, {}
     for rows, into in ((rt.csv_rows(exact.profile), want), (rt.csv_rows(default.profile), got)):

@@ -12,8 +12,8 @@ import shutil
 import struct
 import subprocess
 
-import run_tests as rt
-from run_tests import expect, expect_eq
+import harness as rt
+from harness import expect, expect_eq
 
 SETS = {"site_keep_small": 100, "site_keep_big": 5000}  # site -> block size
 SETS_N = {"site_keep_small": 2000, "site_keep_big": 300}
@@ -211,7 +211,7 @@ def test_live_off_by_default():
 def test_live_pprof_inuse_for_go_tool_pprof():
     """--live --format pprof: inuse_objects/inuse_space (and alloc_*) as a Go heap profile."""
     go = shutil.which("go")
-    expect(go, "no `go` on PATH: `scripts/ensure_deps.sh test` installs Debian's golang-go")
+    rt.need(go, "no `go` on PATH: `make deps-test` installs Debian's golang-go")
     r = rt.run_ok([rt.c_program("live_heap"), "leaks"], sample=None,
                   extra_env={"MALLOC_FREQ_LIVE": "all"})
     out = os.path.join(r.outdir, "live.pb.gz")
@@ -293,16 +293,14 @@ def test_live_damaged_files_are_named_and_survived():
     noisy = rt.fresh_dir()
     shutil.copytree(r.profile, os.path.join(noisy, "p"))
     path = os.path.join(noisy, "p", live[0])
+    cap, scap, roff, soff = live_geometry(path)
     with open(path, "r+b") as f:
-        head = f.read(64)
-        cap, scap = struct.unpack_from("<II", head, 32)
-        roff, soff = struct.unpack_from("<QQ", head, 40)
         for i in range(0, cap, 7):  # live records with random fields
-            f.seek(roff + 64 * i)
-            f.write(struct.pack("<II", 2, 0) + os.urandom(56))
+            f.seek(roff + RECORD.size * i)
+            f.write(struct.pack("<II", F.LIVE_RECORD_LIVE, 0) + os.urandom(RECORD.size - 8))
         for i in range(0, scap, 3):  # statistics with random keys and counts
-            f.seek(soff + 768 * i)
-            f.write(os.urandom(768))
+            f.seek(soff + F.live_stats.size * i)
+            f.write(os.urandom(F.live_stats.size))
     for fmt in ("tree", "csv"):
         p = rt.mf_print(["--live", "--format", fmt, os.path.join(noisy, "p")], check=False)
         expect(p.returncode == 0, f"garbage tables, {fmt}: rc {p.returncode}, {p.stderr[-300:]!r}")
@@ -380,22 +378,25 @@ def live_copy(r):
     return d, os.path.join(d, live[0])
 
 
+F = rt.F  # c_core/mf_format.h
+RECORD = struct.Struct(F.live_record.format)  # F.live_record.fields
+
+
 def live_geometry(path):
-    with open(path, "rb") as f:
-        head = f.read(64)
-    cap, scap = struct.unpack_from("<II", head, 32)
-    roff, soff = struct.unpack_from("<QQ", head, 40)
-    return cap, scap, roff, soff
+    h = F.live_header
+    return tuple(rt.read_struct(path, h, field, fmt) for field, fmt in (
+        ("capacity", "<I"), ("stats_capacity", "<I"), ("records_offset", "<Q"),
+        ("stats_offset", "<Q")))
 
 
 def live_records(path):
-    """(slot, fields) of each live record: state, addr, size, weight, stack, thread, ..."""
+    """(slot, fields) of each live record: state, reserved, addr, size, weight, stack, ..."""
     cap, _, roff, _ = live_geometry(path)
     with open(path, "rb") as f:
         f.seek(roff)
-        table = f.read(64 * cap)
-    return [(i, struct.unpack_from("<IIQQQQQQQ", table, 64 * i)) for i in range(cap)
-            if struct.unpack_from("<I", table, 64 * i)[0] == 2]
+        table = f.read(RECORD.size * cap)
+    return [(i, r) for i, r in enumerate(RECORD.iter_unpack(table))
+            if r[0] == F.LIVE_RECORD_LIVE]
 
 
 @rt.test
@@ -424,11 +425,11 @@ def test_live_hostile_files_are_bounded_and_checked():
     free_slots = [i for i in range(cap) if i not in used]
     with open(path, "r+b") as f:
         i, x = leak[0]
-        f.seek(roff + 64 * i)
-        f.write(struct.pack("<IIQQQQQQQ", *(x[:4] + (4000,) + x[5:])))  # weight 4,000 in "all"
+        f.seek(roff + RECORD.size * i)
+        f.write(RECORD.pack(*(x[:4] + (4000,) + x[5:])))  # weight 4,000 in "all"
         for k in range(600):  # copies of another record of site_leak
-            f.seek(roff + 64 * free_slots[k])
-            f.write(struct.pack("<IIQQQQQQQ", *leak[1 + k][1]))
+            f.seek(roff + RECORD.size * free_slots[k])
+            f.write(RECORD.pack(*leak[1 + k][1]))
     p = rt.mf_print(["--live", "--format", "csv", d], check=False)
     rows = list(csv.DictReader(io.StringIO(p.stdout)))
     alive = sum(int(x["alive"]) for x in rows
@@ -444,8 +445,8 @@ def test_live_hostile_files_are_bounded_and_checked():
     leak = [(i, x) for i, x in live_records(path) if x[3] == 48]
     with open(path, "r+b") as f:
         for i, x in leak[:2]:  # 2 x 2^63 bytes (together they would wrap the sum)
-            f.seek(roff + 64 * i)
-            f.write(struct.pack("<IIQQQQQQQ", *(x[:3] + (1 << 63,) + x[4:])))
+            f.seek(roff + RECORD.size * i)
+            f.write(RECORD.pack(*(x[:3] + (1 << 63,) + x[4:])))
     p = rt.mf_print(["--live", "--format", "csv", d], check=False)
     rows = [x for x in csv.DictReader(io.StringIO(p.stdout))
             if rt.function_name(rt.csv_frames(x["stack"])[0]) == "site_leak"]
@@ -455,9 +456,7 @@ def test_live_hostile_files_are_bounded_and_checked():
            f"the line for the records of impossible sizes: {p.stderr!r}")
 
     d, path = live_copy(r)
-    with open(path, "r+b") as f:
-        f.seek(40)
-        f.write(struct.pack("<Q", 4100))
+    rt.write_struct(path, F.live_header, "records_offset", 4100)
     p = rt.mf_print(["--live", d], check=False)
     expect(p.returncode == 1 and "misaligned tables (skipped)" in p.stderr,
            f"misaligned records: rc {p.returncode}, {p.stderr!r}")
@@ -466,9 +465,9 @@ def test_live_hostile_files_are_bounded_and_checked():
     cap, scap, roff, soff = live_geometry(path)
     with open(path, "r+b") as f:
         f.seek(roff)
-        f.write(bytes(64 * cap))
+        f.write(bytes(RECORD.size * cap))
         f.seek(soff)
-        f.write(bytes(768 * scap))
+        f.write(bytes(F.live_stats.size * scap))
     p = rt.mf_print(["--live", d], check=False)
     expect(p.returncode == 0 and "no sampled allocation alive or freed" in p.stdout,
            f"an empty live file: rc {p.returncode}, {p.stderr!r}")
@@ -482,9 +481,8 @@ def test_live_hostile_files_are_bounded_and_checked():
     expect_eq(len(seq), 4, "thread files holding site_thread_kept's records")
     name = [f for f in os.listdir(d) if f.startswith("thread.") and f.split(".")[2] == str(seq[0])]
     expect_eq(len(name), 1, f"thread file of seq {seq[0]}")
-    with open(os.path.join(d, name[0]), "r+b") as f:
-        f.seek(8)
-        f.write(struct.pack("<I", 999))  # a format version no reader knows: skipped
+    # a format version no reader knows: skipped
+    rt.write_struct(os.path.join(d, name[0]), F.thread_header, "version", 999, "<I")
     p = rt.mf_print(["--live", "--format", "csv", d], check=False)
     expect("skipping" in p.stderr and name[0] in p.stderr, f"the thread file is not skipped: "
                                                            f"{p.stderr!r}")

@@ -15,8 +15,8 @@ import select
 import shutil
 import subprocess
 
-import run_tests as rt
-from run_tests import expect, expect_eq
+import harness as rt
+from harness import expect, expect_eq
 
 GO_TIMEOUT = 120
 
@@ -30,7 +30,7 @@ DIFF_CHANGING_SIZE = 64
 def pprof(args):
     """go tool pprof's standard output for args; it must succeed."""
     go = shutil.which("go")
-    expect(go, "no `go` on PATH: `scripts/ensure_deps.sh test` installs Debian's golang-go")
+    rt.need(go, "no `go` on PATH: `make deps-test` installs Debian's golang-go")
     # A home of its own: pprof keeps nothing there for local files, but must not need one.
     env = dict(os.environ, HOME=rt.fresh_dir())
     r = subprocess.run([go, "tool", "pprof"] + args, capture_output=True, text=True,
@@ -109,46 +109,19 @@ def raw_locations(out):
     return locs
 
 
-def pb_fields(buf):
-    """A protobuf message's fields: [(number, wire type, int or bytes)]."""
-    fields, i = [], 0
-
-    def varint():
-        nonlocal i
-        v, shift = 0, 0
-        while True:
-            b = buf[i]
-            i += 1
-            v |= (b & 0x7f) << shift
-            shift += 7
-            if not b & 0x80:
-                return v
-    while i < len(buf):
-        tag = varint()
-        num, wire = tag >> 3, tag & 7
-        expect(wire in (0, 2), f"wire type {wire} in mf_print's pprof output")
-        if wire == 0:
-            fields.append((num, 0, varint()))
-        else:
-            n = varint()
-            fields.append((num, 2, bytes(buf[i:i + n])))
-            i += n
-    return fields
-
-
 def pb_encode(fields):
-    return b"".join(_field(num, v) for num, _, v in fields)
+    return b"".join(rt.pb_field(num, v) for num, _, v in fields)
 
 
 def strip_lines(raw):
     """The profile without its locations' lines and its mappings' has_* flags, as a profile
     of addresses only."""
     out = []
-    for num, wire, v in pb_fields(raw):
+    for num, wire, v in rt.pb_fields(raw):
         if num == 4:  # Location: drop its Lines
-            v = pb_encode([f for f in pb_fields(v) if f[0] != 4])
+            v = pb_encode([f for f in rt.pb_fields(v) if f[0] != 4])
         elif num == 3:  # Mapping: drop has_functions .. has_inline_frames
-            v = pb_encode([f for f in pb_fields(v) if f[0] < 7])
+            v = pb_encode([f for f in rt.pb_fields(v) if f[0] < 7])
         out.append((num, wire, v))
     return pb_encode(out)
 
@@ -531,31 +504,15 @@ def test_save_snapshot_of_a_running_process():
 
 # ---- bad input -----------------------------------------------------------------------------
 
-def _varint(v):
-    out = bytearray()
-    while True:
-        b = v & 0x7f
-        v >>= 7
-        out.append(b | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
-
-
-def _field(num, payload):
-    if isinstance(payload, int):
-        return _varint(num << 3) + _varint(payload)
-    return _varint(num << 3 | 2) + _varint(len(payload)) + payload
-
-
 def foreign_pprof():
     """A valid pprof profile of another tool: a Go heap profile's sample types."""
     strings = ["", "alloc_objects", "count", "alloc_space", "bytes", "main.f"]
-    p = _field(1, _field(1, 1) + _field(2, 2)) + _field(1, _field(1, 3) + _field(2, 4))
-    p += _field(2, _field(1, _varint(1)) + _field(2, _varint(5) + _varint(80)))
-    p += _field(4, _field(1, 1) + _field(4, _field(1, 1)))
-    p += _field(5, _field(1, 1) + _field(2, 5))
+    p = rt.pb_field(1, rt.pb_field(1, 1) + rt.pb_field(2, 2)) + rt.pb_field(1, rt.pb_field(1, 3) + rt.pb_field(2, 4))
+    p += rt.pb_field(2, rt.pb_field(1, rt.pb_varint(1)) + rt.pb_field(2, rt.pb_varint(5) + rt.pb_varint(80)))
+    p += rt.pb_field(4, rt.pb_field(1, 1) + rt.pb_field(4, rt.pb_field(1, 1)))
+    p += rt.pb_field(5, rt.pb_field(1, 1) + rt.pb_field(2, 5))
     for s in strings:
-        p += _field(6, s.encode())
+        p += rt.pb_field(6, s.encode())
     return gzip.compress(p)
 
 

@@ -18,11 +18,9 @@ import shutil
 import struct
 import subprocess
 
-import run_tests as rt
+import harness as rt
 
-PROCESS_STAMP, PROCESS_EXE, PROCESS_EXACT_RECORDED = 16, 80, 336  # struct mf_process_header
-THREAD_STAMP = 16  # struct mf_thread_header
-MODULE_RECORD_SIZE = 80  # sizeof(struct mf_module_record)
+F = rt.F  # c_core/mf_format.h
 
 
 def process_dirs_under(root):
@@ -33,41 +31,6 @@ def process_dirs_under(root):
         if any(f.endswith((".mfp", ".mft")) for f in files):
             found.append(d)
     return found
-
-
-def calls_by_program(dirs):
-    """{executable's basename: exact calls} from the files: each thread file's header totals,
-    given to the process image (stamp) whose process file names the executable."""
-    exe, calls = {}, {}
-    for d in dirs:
-        for path in rt.process_files(d):
-            with open(path, "rb") as f:
-                data = f.read(PROCESS_EXE + 256)
-            stamp = struct.unpack_from("<Q", data, PROCESS_STAMP)[0]
-            exe[stamp] = os.path.basename(data[PROCESS_EXE:].split(b"\0")[0].decode())
-    for d in dirs:
-        for path in rt.thread_files(d):
-            with open(path, "rb") as f:
-                stamp = struct.unpack_from("<Q", f.read(24), THREAD_STAMP)[0]
-            name = exe.get(stamp, "?")
-            calls[name] = calls.get(name, 0) + sum(rt.file_totals(path)[0])
-    return calls
-
-
-def by_program_table(text):
-    """The --by program tree's table: {program: (calls, processes)}."""
-    table, inside = {}, False
-    for line in text.splitlines():
-        if re.match(r"\s*calls\s+%\s+bytes\s+processes\s+program$", line):
-            inside = True
-            continue
-        if inside:
-            m = re.match(r"\s*([\d,]+)\s+[\d.]+%\s+[\d.]+ \S+\s+(\d+)  (.+)$", line)
-            if not m:
-                break
-            table[m.group(3)] = (int(m.group(1).replace(",", "")), int(m.group(2)))
-    rt.expect(table, f"no program table in the --by program report: {text[:600]!r}")
-    return table
 
 
 def csv_with_program(text):
@@ -136,13 +99,13 @@ def test_mf_print_reads_the_process_dirs_under_a_directory():
 def test_mf_print_by_program_and_program():
     parent = scattered_run()
     dirs = process_dirs_under(parent)
-    want = calls_by_program(dirs)
+    want = rt.calls_by_program(dirs)
     status, exact = "output_status", "exact_sites"
     rt.expect(status in want and exact in want and "ls" in want,
               f"the run's programs: {sorted(want)}")
     r = rt.mf_print([parent, "--by", "program"])
     rt.expect_eq(r.stderr, "", "--by program's stderr")
-    table = by_program_table(r.stdout)
+    table = rt.by_program_table(r.stdout)
     rt.expect_eq({k: v[0] for k, v in table.items()}, want, "each program's exact calls")
     order = [line.split("  ")[-1] for line in r.stdout.splitlines()
              if re.match(r"\s*[\d,]+\s+[\d.]+%\s+[\d.]+ \S+\s+\d+  \S", line)]
@@ -265,12 +228,12 @@ def copy_modules(profile, root):
     for path in rt.process_files(profile):
         with open(path, "rb") as f:
             data = f.read()
-        header_size = struct.unpack_from("<I", data, 12)[0]
-        off = header_size
-        while off + MODULE_RECORD_SIZE <= len(data):  # struct mf_module_record, then the path
-            size, path_len = struct.unpack_from("<I", data, off + 4)[0], \
-                struct.unpack_from("<I", data, off + 36)[0]
-            names.add(data[off + MODULE_RECORD_SIZE:off + MODULE_RECORD_SIZE + path_len])
+        off = struct.unpack_from("<I", data, F.process_header.header_size)[0]
+        rec = F.module_record
+        while off + rec.size <= len(data):  # struct mf_module_record, then the path
+            size = struct.unpack_from("<I", data, off + rec.record_size)[0]
+            path_len = struct.unpack_from("<I", data, off + rec.path_len)[0]
+            names.add(data[off + rec.size:off + rec.size + path_len])
             off += size
     copied = []
     for name in names:
@@ -324,14 +287,9 @@ def sampling_line(text):
     return m.group(1)
 
 
-PROCESS_FLAGS = 48  # struct mf_process_header.flags
-MF_PROCESS_EXACT_BY_CALLS = 8
-
-
 def exact_recorded(profile):
     (path,) = rt.process_files(profile)
-    with open(path, "rb") as f:
-        return struct.unpack_from("<Q", f.read(PROCESS_EXACT_RECORDED + 8), PROCESS_EXACT_RECORDED)[0]
+    return rt.read_struct(path, F.process_header, "exact_recorded")
 
 
 @rt.test
@@ -356,12 +314,10 @@ def test_sampling_line_says_how_the_run_was_sampled():
     # MF_PROCESS_EXACT_BY_CALLS, and fewer calls recorded than the setting.
     r = rt.run_ok([shallow, "200000"], sample=None)
     n = 1234
-    with open(rt.process_files(r.profile)[0], "r+b") as f:
-        flags = struct.unpack_from("<I", f.read(PROCESS_FLAGS + 4), PROCESS_FLAGS)[0]
-        f.seek(PROCESS_FLAGS)
-        f.write(struct.pack("<I", flags & ~MF_PROCESS_EXACT_BY_CALLS))
-        f.seek(PROCESS_EXACT_RECORDED)
-        f.write(struct.pack("<Q", n))
+    proc = rt.process_files(r.profile)[0]
+    flags = rt.read_struct(proc, F.process_header, "flags", "<I")
+    rt.write_struct(proc, F.process_header, "flags", flags & ~F.PROCESS_EXACT_BY_CALLS, "<I")
+    rt.write_struct(proc, F.process_header, "exact_recorded", n)
     cases["capped"] = (r, f"first {n:,} calls exact (the 5 ms cap on the exact stretch came "
                           "before 100,000), then adaptive (samples take <= 0.3% of time)")
     for what, (r, want) in cases.items():

@@ -1,0 +1,798 @@
+"""The shared test harness: building and running tests/programs/ under the preload library,
+expectations, reading mf_print's CSV and tree, the profile's files read directly (with the
+offsets of build/mf_format.py, generated from c_core/mf_format.h), the programs whose counts
+the tests know, and the test registry (@test) that tests/run_tests.py runs. Every test
+module imports this and no other test module. Standard library only."""
+
+import csv
+import glob
+import io
+import os
+import re
+import select
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import urllib.parse
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.join(REPO, "build")
+OUT = os.path.join(BUILD, "tests")
+PROGRAMS = os.path.join(REPO, "tests", "programs")
+LIB = os.environ.get("MF_TEST_LIB", os.path.join(BUILD, "libmalloc_freq.so"))  # another build, to show a test fails without a fix
+MF_PRINT = os.environ.get("MF_TEST_PRINT", os.path.join(BUILD, "mf_print"))  # another build, likewise
+CFLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-Wall", "-Wextra", "-Werror"]
+TIMEOUT = 300  # seconds, per child process
+
+# The preload library's exports: the C allocation functions and every global operator new
+# (plain, nothrow, aligned, aligned nothrow; new and new[]).
+ALLOC_API = {"malloc", "calloc", "realloc", "free", "posix_memalign", "aligned_alloc", "memalign",
+             "valloc", "pvalloc",
+             "_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t",
+             "_ZnwmSt11align_val_t", "_ZnamSt11align_val_t",
+             "_ZnwmSt11align_val_tRKSt9nothrow_t", "_ZnamSt11align_val_tRKSt9nothrow_t"}
+# The calls that take away what making the profile's files needs: the library makes them
+# first, then calls glibc's; and pthread_create, before which it loads libunwind
+# (lib_preload/mf_guard.c).
+GUARD_API = {"setuid", "setgid", "seteuid", "setegid", "setreuid", "setregid", "setresuid",
+             "setresgid", "setfsuid", "setfsgid", "setgroups", "chroot", "unshare", "setns",
+             "setrlimit", "setrlimit64", "prlimit", "prlimit64", "pthread_create", "prctl"}
+
+def _format_module():
+    """build/mf_format.py, which `make` generates from c_core/mf_format.h."""
+    path = os.path.join(BUILD, "mf_format.py")
+    header = os.path.join(REPO, "c_core", "mf_format.h")
+    if not os.path.exists(path) or os.path.getmtime(path) < os.path.getmtime(header):
+        sys.exit(f"tests: {path} is missing or older than {header}; run `make` first")
+    sys.path.insert(0, BUILD)
+    import mf_format
+    return mf_format
+
+
+F = _format_module()  # the on-disk format: F.entry.calls, F.ENTRY_SIZED, ...
+MF_FN_NAMES = F.FN_NAMES  # enum mf_fn, by index
+
+
+class TestFailure(Exception):
+    pass
+
+
+def expect(cond, message):
+    if not cond:
+        raise TestFailure(message)
+
+
+def expect_eq(got, want, what):
+    if got != want:
+        raise TestFailure(f"{what}: expected {want!r}, got {got!r}")
+
+
+class Skip(Exception):
+    """Raised by need(): the test cannot run here, for the reason given (a tool or module
+    that is missing). The runner says each reason once and counts the tests it skipped."""
+
+
+def need(have, what):
+    """Skips the calling test unless `have`; `what` says what is missing and how to get it."""
+    if not have:
+        raise Skip(what)
+
+
+# ---- building and running -----------------------------------------------------------
+
+_built = {}
+
+
+def build(name, sources, cxx=False, shared=False, libs=()):
+    """Compiles tests/programs/<sources> into build/tests/<name> once per run."""
+    if name in _built:
+        return _built[name]
+    os.makedirs(OUT, exist_ok=True)
+    out = os.path.join(OUT, name)
+    cmd = ["g++" if cxx else "gcc"] + CFLAGS
+    if shared:
+        cmd += ["-shared", "-fPIC"]
+    cmd += ["-o", out] + [os.path.join(PROGRAMS, s) for s in sources] + list(libs)
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise TestFailure(f"cannot compile {name}: {r.stderr.strip()}")
+    _built[name] = out
+    return out
+
+
+def c_program(name, libs=("-lpthread",)):
+    return build(name, [name + ".c"], libs=libs)
+
+
+# tests/programs/wrapper_sites.c at MALLOC_FREQ_SAMPLE=1: each site, its xmalloc or xstrdup
+# folded into it, -> calls, bytes (test_fold.py, test_mf_print_formats.py).
+WRAPPER_SITES = {
+    "parse_args via xmalloc": (300, 300 * 16),
+    "build_table via xmalloc": (500, 500 * 32),
+    "read_lines via xmalloc": (700, 700 * 48),
+    "arena_get via xmalloc": (500, 500 * 64),
+    "format_name via xstrdup": (70, 70 * 6),
+}
+
+_run_dirs = []
+
+
+def fresh_dir():
+    d = tempfile.mkdtemp(prefix="mf_test_")
+    _run_dirs.append(d)
+    return d
+
+
+class Run:
+    def __init__(self, pid, rc, stdout, stderr, outdir):
+        self.pid, self.rc, self.stdout, self.stderr, self.outdir = pid, rc, stdout, stderr, outdir
+
+    @property
+    def profile(self):
+        """The malloc_freq.<pid> directory this run wrote."""
+        return os.path.join(self.outdir, f"malloc_freq.{self.pid}")
+
+
+def profiled_env(outdir, sample="1", extra=None):
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith("MALLOC_FREQ_"):
+            del env[k]
+    env["LD_PRELOAD"] = LIB
+    env["MALLOC_FREQ_DIR"] = outdir
+    if sample is not None:
+        env["MALLOC_FREQ_SAMPLE"] = sample
+    env.update(extra or {})
+    return env
+
+
+def run(argv, profile=True, sample="1", extra_env=None, outdir=None):
+    """Runs argv (under the profiler unless profile=False) in a fresh output directory."""
+    outdir = outdir or fresh_dir()
+    if profile:
+        env = profiled_env(outdir, sample, extra_env)
+    else:
+        env = {k: v for k, v in os.environ.items()
+               if k != "LD_PRELOAD" and not k.startswith("MALLOC_FREQ_")}
+        env.update(extra_env or {})
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                         cwd=outdir)
+    try:
+        out, err = p.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise TestFailure(f"{' '.join(argv)} timed out after {TIMEOUT} s")
+    return Run(p.pid, p.returncode, out.decode(errors="replace"), err.decode(errors="replace"),
+               outdir)
+
+
+def run_ok(argv, rc=0, **kw):
+    r = run(argv, **kw)
+    expect(r.rc == rc, f"{os.path.basename(argv[0])} exited {r.rc}, expected {rc}; "
+                       f"stderr: {r.stderr.strip()[-500:]!r}")
+    expect(os.path.isdir(r.profile), f"no profile directory {r.profile}")
+    return r
+
+
+def mf_print(args, check=True):
+    r = subprocess.run([MF_PRINT] + args, capture_output=True, text=True, timeout=TIMEOUT)
+    if check and r.returncode != 0:
+        raise TestFailure(f"mf_print {' '.join(args)} exited {r.returncode}: {r.stderr.strip()}")
+    return r
+
+
+def csv_frames(field):
+    """A CSV stack or locations field as its frames: split at ';', each percent-decoded
+    (mf_print encodes '%', ';', control characters and bytes that are not UTF-8 as %XX).
+    A byte that is not UTF-8 comes back as a lone surrogate (errors="surrogateescape"):
+    .encode(errors="surrogateescape") gives the name's bytes."""
+    return [urllib.parse.unquote(f, errors="surrogateescape") for f in field.split(";")]
+
+
+class Row:
+    def __init__(self, d):
+        self.calls = int(d["calls"])
+        self.bytes = int(d["bytes"])
+        self.samples = int(d["samples"])
+        self.stack = csv_frames(d["stack"])
+        self.locations = csv_frames(d["locations"])
+        self.via = csv_frames(d["via"])[0]  # the wrapper folded into the site, "" if none
+
+    @property
+    def site(self):
+        return function_name(self.stack[0])
+
+
+def function_name(frame):
+    """A frame's function without a C++ parameter list: `site(int)` -> `site`."""
+    return frame.split("(", 1)[0] if not frame.startswith("[") else frame
+
+
+def csv_rows(*dirs, extra=()):
+    """mf_print's CSV for the profile directories, as Rows; stderr must be empty."""
+    args = []
+    for d in dirs:
+        args += ["--dir", d]
+    r = mf_print(args + ["--format", "csv"] + list(extra))
+    expect(r.stderr == "", f"mf_print --format csv wrote to stderr: {r.stderr.strip()!r}")
+    return parse_csv(r.stdout)
+
+
+def parse_csv(text):
+    reader = csv.DictReader(io.StringIO(text))
+    expect(reader.fieldnames == ["calls", "bytes", "samples", "stack", "locations", "via"],
+           f"CSV header is {reader.fieldnames}")
+    return [Row(d) for d in reader]
+
+
+def site_rows(rows, site):
+    return [r for r in rows if r.site == site]
+
+
+def site_totals(rows, site):
+    """(calls, bytes, samples) summed over the rows whose allocation site is `site`."""
+    rs = site_rows(rows, site)
+    return (sum(r.calls for r in rs), sum(r.bytes for r in rs), sum(r.samples for r in rs))
+
+
+def expect_sites(rows, expected, exact=True):
+    """expected: {site: (calls, bytes)}; each site's rows must sum to exactly that."""
+    bad = []
+    for site, (calls, nbytes) in expected.items():
+        got_calls, got_bytes, got_samples = site_totals(rows, site)
+        if (got_calls, got_bytes) != (calls, nbytes):
+            bad.append(f"{site}: expected {calls} calls {nbytes} bytes, "
+                       f"got {got_calls} calls {got_bytes} bytes")
+        elif exact and got_samples != got_calls:
+            bad.append(f"{site}: {got_calls} calls but {got_samples} samples (not exact)")
+    expect(not bad, "; ".join(bad))
+
+
+def csv_total(rows):
+    return sum(r.calls for r in rows)
+
+
+# ---- the tree format (mf_print/render.c) ---------------------------------------------
+
+def tree_text(*dirs, threshold=None):
+    args = []
+    for d in dirs:
+        args += ["--dir", d]
+    if threshold is not None:
+        args += ["--threshold", str(threshold)]
+    r = mf_print(args)
+    expect(r.stderr == "", f"mf_print (tree) wrote to stderr: {r.stderr.strip()!r}")
+    return r.stdout
+
+
+_NUMBER = r"(\d[\d,]*)"
+# A report line: calls (~ when estimated), ±error, percent, bytes ("512 B", "1.2 KiB"),
+# ±error of the bytes (a column 7 wide when the tree has estimates), then the tree glyphs and
+# the function (mf_print/report_tree.c, mf_line).
+_TREE_LINE = re.compile(r"^\s*(~?)([\d,]+)(?:\s+±(\S+))?\s+(\d+(?:\.\d+)?)%\s+"
+                        r"(\d+(?:\.\d+)?\s\S+)(?: (?:±(\S+) *| {7}))?  (.*)$")
+
+
+class TreeLine:
+    def __init__(self, m):
+        self.calls = int(m.group(2).replace(",", ""))
+        self.error = m.group(3)  # e.g. "3.4%", or None for an exact count
+        self.percent = float(m.group(4))
+        self.bytes_error = m.group(6)  # the same for the bytes
+        rest = m.group(7)
+        self.top = not rest.startswith(("│", "├", "└", " "))  # top level: no tree glyph
+        self.text = rest.lstrip("│├└─ ")  # `site (file.c:12)` or a fold line
+
+    @property
+    def name(self):
+        return self.text.split(" (")[0]
+
+
+def tree_header_total(text):
+    """The exact total call count the tree's header states (`  calls      N (exact), ...`)."""
+    for line in text.splitlines():
+        m = re.match(r"\s*calls\s+" + _NUMBER + r" \(exact\)", line)
+        if m:
+            return int(m.group(1).replace(",", ""))
+    raise TestFailure(f"no total in the tree header: {text[:400]!r}")
+
+
+def tree_lines(text):
+    entries = [TreeLine(m) for m in map(_TREE_LINE.match, text.splitlines()) if m]
+    expect(entries, f"no entries in the tree: {text[:400]!r}")
+    return entries
+
+
+# ---- the on-disk format, read directly (c_core/mf_format.h, through build/mf_format.py) -----
+
+ENTRY = struct.Struct(F.entry.format)
+
+
+def thread_files(profile):
+    return sorted(glob.glob(os.path.join(profile, "thread.*.mft")))
+
+
+def process_files(profile):
+    return sorted(glob.glob(os.path.join(profile, "process.*.mfp")))
+
+
+def read_struct(path, cls, field, fmt="<Q"):
+    """One field of the struct at the start of a file: read_struct(p, F.process_header,
+    "sample_interval")."""
+    at = getattr(cls, field)
+    with open(path, "rb") as f:
+        return struct.unpack_from(fmt, f.read(at + struct.calcsize(fmt)), at)[0]
+
+
+def write_struct(path, cls, field, value, fmt="<Q"):
+    """Overwrites one field of the struct at the start of a file (to damage or doctor it)."""
+    with open(path, "r+b") as f:
+        f.seek(getattr(cls, field))
+        f.write(struct.pack(fmt, value))
+
+
+def file_totals(path):
+    """The exact per-function call and byte counts in a thread file's header."""
+    with open(path, "rb") as f:
+        data = f.read(F.thread_header.totals_bytes + 8 * F.FN_COUNT)
+    expect(data[:8] == F.THREAD_MAGIC, f"{path} has no thread magic")
+    calls = struct.unpack_from(f"<{F.FN_COUNT}Q", data, F.thread_header.totals_calls)
+    nbytes = struct.unpack_from(f"<{F.FN_COUNT}Q", data, F.thread_header.totals_bytes)
+    return calls, nbytes
+
+
+def thread_flags(path):
+    return read_struct(path, F.thread_header, "flags", "<I")
+
+
+def table_threads(path):
+    """How many threads recorded into a thread file (a table passes to the next new thread
+    when its thread exits)."""
+    return read_struct(path, F.thread_header, "threads")
+
+
+def thread_segments(data):
+    """(file offset, bytes) of each published segment of a thread file's bytes."""
+    n = struct.unpack_from("<Q", data, F.thread_header.nsegments)[0]
+    return [(struct.unpack_from("<Q", data, F.thread_header.segment_offset + 8 * k)[0],
+             struct.unpack_from("<Q", data, F.thread_header.segment_size + 8 * k)[0])
+            for k in range(n)]
+
+
+NODE = struct.Struct(F.frame_node.format)
+
+
+def node_ref(k, i):
+    """MF_NODE_REF: segment k's node i."""
+    return (k << 24 | i) + 1
+
+
+def node_offset(data, ref):
+    """The file offset of the node ref refers to (format 6: a segment's nodes follow its
+    entries)."""
+    off, _ = thread_segments(data)[(ref - 1) >> 24]
+    cap = struct.unpack_from("<I", data, off + F.segment_header.capacity)[0]
+    return off + F.SEGMENT_ENTRIES_OFFSET + cap * ENTRY.size + ((ref - 1) & 0xFFFFFF) * NODE.size
+
+
+def thread_file_stacks(data):
+    """Every published stack of a thread file's bytes, in file order, as a dict: the entry's
+    fields (F.entry.fields), "stack" (its return addresses, innermost first: its chain of
+    nodes, format 6), "size_class" (None without MF_ENTRY_SIZED), "at" (the entry's file
+    offset) and "class_at" (its size_class field's, or None). The one place the tests decode
+    how a thread file stores its stacks."""
+    out = []
+    for off, _ in thread_segments(data):
+        cap = struct.unpack_from("<I", data, off + F.segment_header.capacity)[0]
+        start = off + F.SEGMENT_ENTRIES_OFFSET
+        for i, e in enumerate(ENTRY.iter_unpack(data[start:start + cap * ENTRY.size])):
+            if not e[0]:
+                continue
+            d = dict(zip(F.entry.fields, e))
+            stack, ref = [], d["node"]
+            while ref:
+                pc, ref, _depth = NODE.unpack_from(data, node_offset(data, ref))
+                stack.append(pc)
+            if len(stack) != d["depth"]:
+                raise TestFailure(f"an entry of depth {d['depth']} has {len(stack)} frames")
+            d["stack"] = stack
+            d["at"] = start + i * ENTRY.size
+            d["class_at"] = d["at"] + F.entry.size_class if d["flags"] & F.ENTRY_SIZED else None
+            d["size_class"] = d["size_class"] if d["class_at"] is not None else None
+            out.append(d)
+    return out
+
+
+def stack_segment(k, cap, ncap, stacks):
+    """Segment k as the writer lays one out (format 6), holding entries
+    [(frames innermost first, samples, calls)] and their nodes, shared where their outer
+    frames are; the nodes are made outermost first, so each caller precedes its callees."""
+    nodes, index, entries = [], {}, []
+    for frames, samples, calls in stacks:
+        parent = 0
+        for depth, pc in enumerate(reversed(frames), 1):
+            if (parent, pc) not in index:
+                nodes.append((pc, parent, depth))
+                index[(parent, pc)] = node_ref(k, len(nodes) - 1)
+            parent = index[(parent, pc)]
+        entries.append((len(frames), parent, samples, calls))
+    if len(entries) > cap or len(nodes) > ncap:
+        raise TestFailure(f"{len(entries)} entries, {len(nodes)} nodes in a segment of "
+                          f"{cap}, {ncap}")
+    seg = bytearray(F.SEGMENT_ENTRIES_OFFSET + cap * ENTRY.size + ncap * NODE.size)
+    struct.pack_into("<IIQQ", seg, 0, cap, ncap, len(nodes), len(entries))
+    for i, (depth, node, samples, calls) in enumerate(entries):
+        d = dict.fromkeys(F.entry.fields, 0)
+        d.update(hash=0x1234567 + i, depth=depth, node=node, samples=samples, calls=calls,
+                 bytes=calls * 40, calls_sq=calls, bytes_var=0.0)
+        ENTRY.pack_into(seg, F.SEGMENT_ENTRIES_OFFSET + i * ENTRY.size,
+                        *[d[f] for f in F.entry.fields])
+    for i, n in enumerate(nodes):
+        NODE.pack_into(seg, F.SEGMENT_ENTRIES_OFFSET + cap * ENTRY.size + i * NODE.size, *n)
+    seg.extend(b"\0" * ((-len(seg)) % 4096))
+    return seg
+
+
+def file_entries_full(profile):
+    """Every stack of the profile's thread files (thread_file_stacks), each with "large": its
+    samples if they were all taken for their size (MF_ENTRY_LARGE), else 0."""
+    out = []
+    for path in thread_files(profile):
+        with open(path, "rb") as f:
+            for d in thread_file_stacks(f.read()):
+                d["large"] = d["samples"] if d["flags"] & F.ENTRY_LARGE else 0
+                out.append(d)
+    return out
+
+
+def file_entries(profile):
+    """(calls, samples, calls_sq, (hash, depth, flags)) of every stack entry in the profile's
+    thread files."""
+    return [(d["calls"], d["samples"], d["calls_sq"], (d["hash"], d["depth"], d["flags"]))
+            for d in file_entries_full(profile)]
+
+
+def exact_total_calls(*profiles):
+    """All calls counted in the profiles' thread headers (exact in every mode)."""
+    return sum(sum(file_totals(f)[0]) for p in profiles for f in thread_files(p))
+
+
+def exact_calls_per_fn(profile):
+    per_fn = [0] * F.FN_COUNT
+    for f in thread_files(profile):
+        for i, c in enumerate(file_totals(f)[0]):
+            per_fn[i] += c
+    return per_fn
+
+
+def fn_totals(profile):
+    """(calls, bytes) per allocation function over all thread files."""
+    files = [file_totals(f) for f in thread_files(profile)]
+    return [(sum(c[fn] for c, _ in files), sum(b[fn] for _, b in files))
+            for fn in range(F.FN_COUNT)]
+
+
+def thread_totals(profile):
+    """Each thread's total calls and bytes, in the order of their sequence numbers."""
+    files = sorted(thread_files(profile), key=lambda f: int(os.path.basename(f).split(".")[2]))
+    return [tuple(sum(counts) for counts in file_totals(f)) for f in files]
+
+
+def process_flags(profile):
+    """flags from the profile's process file (struct mf_process_header)."""
+    return read_struct(process_files(profile)[0], F.process_header, "flags", "<I")
+
+
+def sample_interval(profile):
+    """sample_interval from the profile's process file (struct mf_process_header)."""
+    return read_struct(process_files(profile)[0], F.process_header, "sample_interval")
+
+
+# ---- programs whose counts the tests know ---------------------------------------------------
+
+# tests/programs/exact_sites.c: site -> (calls, bytes)
+EXACT_SITES = {
+    "site_malloc": (1000, 1000 * 24),
+    "site_calloc": (700, 700 * 80),
+    "site_realloc": (500, 8 * 500 * 501 // 2),
+    "site_posix_memalign": (300, 300 * 100),
+    "site_aligned_alloc": (200, 200 * 64),
+    "site_memalign": (150, 150 * 40),
+    "site_valloc": (120, 120 * 10),
+    "site_pvalloc": (110, 110 * 5),
+    "site_deep": (90, 90 * 1000),
+    "site_thread_work": (250 + 500 + 750 + 1000, 2500 * 48),
+    "site_lingering": (333, 333 * 7),
+}
+# Levels of `descend` between main and each site (exact_sites.c's main and worker).
+EXACT_DESCEND = {"site_malloc": 1, "site_calloc": 3, "site_realloc": 5,
+                 "site_posix_memalign": 7, "site_aligned_alloc": 9, "site_memalign": 11,
+                 "site_valloc": 13, "site_pvalloc": 15, "site_deep": 18}
+
+
+
+def expect_exact_sites_with(extra_env, reach_main=False, program=None):
+    """Runs exact_sites (or a build of it with more sources): every site's counts exact, every
+    level of `descend` in its stacks (and main below them, if reach_main). Returns the run
+    and its CSV rows."""
+    r = run_ok([program or c_program("exact_sites")], extra_env=extra_env)
+    expect_eq(r.stdout, "exact_sites done\n", "program output")
+    rows = csv_rows(r.profile)
+    expect_sites(rows, EXACT_SITES)
+    for site, levels in EXACT_DESCEND.items():
+        for row in site_rows(rows, site):
+            names = [function_name(f) for f in row.stack]
+            expect_eq(names.count("descend"), levels, f"descend frames above {site}")
+            if reach_main:
+                expect("main" in names, f"{site}'s stack does not reach main: {row.stack}")
+    return r, rows
+
+
+
+# tests/programs/hostile_frames.c: site -> (calls, bytes)
+HOSTILE_SITES = {"malloc_with_fp": (5 * 100 + 5 * 10, 550 * 40),
+                 "on_signal_stack": (50, 50 * 24), "on_coroutine": (70, 70 * 56)}
+
+
+
+def killed_live_sleeper(sample, while_alive=lambda profile: None):
+    """Runs live_sleeper, calls while_alive(profile) while it sleeps, kills it with SIGKILL and
+    checks that the headers' totals did not change. Returns the profile directory and those
+    totals."""
+    prog = c_program("live_sleeper")
+    outdir = fresh_dir()
+    p = subprocess.Popen([prog], stdout=subprocess.PIPE, env=profiled_env(outdir, sample),
+                         cwd=outdir)
+    try:
+        ready, _, _ = select.select([p.stdout], [], [], TIMEOUT)
+        expect(ready, f"live_sleeper said nothing in {TIMEOUT} s")
+        expect_eq(p.stdout.readline(), b"ready\n", "live_sleeper's first line")
+        profile = os.path.join(outdir, f"malloc_freq.{p.pid}")
+        while_alive(profile)
+        live_totals = thread_totals(profile)
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=TIMEOUT)
+        expect_eq(p.returncode, -signal.SIGKILL, "exit status")
+        expect_eq(thread_totals(profile), live_totals, "header totals after kill -9 vs alive")
+        return profile, live_totals
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def expect_one_line_error(args, what):
+    r = mf_print(args, check=False)
+    expect(r.returncode != 0, f"{what}: mf_print {' '.join(args)} exited 0")
+    lines = r.stderr.splitlines()
+    expect(len(lines) == 1 and lines[0].strip(),
+           f"{what}: expected one line on stderr, got {r.stderr!r}")
+    expect(r.returncode < 128, f"{what}: mf_print died of a signal (status {r.returncode})")
+
+
+
+# tests/programs/sampled_sites.c: site -> (calls, bytes per call)
+SAMPLED_SITES = {"site_hot": (2000000, 16), "site_warm": (500000, 32),
+                 "site_mild": (100000, 64), "site_rare": (20000, 128)}
+_exact_sampled = {}
+
+
+# ---- the launcher ----------------------------------------------------------------------------
+
+MAKE_PROJECT = os.path.join(REPO, "tests", "make_project")
+LAUNCHER = os.environ.get("MF_TEST_LAUNCHER",  # another build, to show a test fails without a fix
+                          os.path.join(BUILD, "malloc_freq"))
+
+
+def clean_env(extra=None, drop=()):
+    """The runner's environment without the profiler's variables (and PYTHONMALLOC, which
+    the Python tests set themselves), plus `extra`."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LD_PRELOAD", "PYTHONMALLOC") + tuple(drop)
+           and not k.startswith("MALLOC_FREQ_")}
+    env.update(extra or {})
+    return env
+
+
+class Launched:
+    def __init__(self, p, out, err, cwd):
+        self.rc, self.stdout, self.stderr, self.cwd = p.returncode, out, err, cwd
+
+    @property
+    def run_dir(self):
+        """The one run directory the launcher made in its working directory."""
+        dirs = [d for d in glob.glob(os.path.join(self.cwd, "malloc_freq.*")) if os.path.isdir(d)]
+        expect_eq(len(dirs), 1, f"run directories in {self.cwd} ({dirs})")
+        return dirs[0]
+
+
+def launch(args, cwd=None, extra_env=None, env=None, stdin=b"", launcher=LAUNCHER):
+    cwd = cwd or fresh_dir()
+    p = subprocess.Popen([launcher] + args, cwd=cwd, env=env or clean_env(extra_env),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = p.communicate(stdin, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise TestFailure(f"malloc_freq {' '.join(args)} timed out after {TIMEOUT} s")
+    return Launched(p, out.decode(errors="replace"), err.decode(errors="replace"), cwd)
+
+
+def launch_ok(args, rc=0, **kw):
+    r = launch(args, **kw)
+    expect(r.rc == rc, f"malloc_freq {' '.join(args)} exited {r.rc}, expected {rc}; "
+                          f"stderr: {r.stderr.strip()[-800:]!r}")
+    return r
+
+
+def process_dirs(run_dir):
+    """The run's malloc_freq.<pid> directories."""
+    return sorted(d for d in glob.glob(os.path.join(run_dir, "malloc_freq.*"))
+                  if re.fullmatch(r"malloc_freq\.\d+", os.path.basename(d)))
+
+
+def process_images(profile):
+    """(pid, ppid, exe) of each process image that wrote into a malloc_freq.<pid> directory
+    (struct mf_process_header)."""
+    out = []
+    h = F.process_header
+    for path in process_files(profile):
+        expect(read_struct(path, h, "magic", "8s") == F.PROCESS_MAGIC,
+                  f"{path} has no process magic")
+        pid, ppid = (read_struct(path, h, field, "<I") for field in ("pid", "ppid"))
+        exe = read_struct(path, h, "exe", "256s")
+        out.append((pid, ppid, exe.split(b"\0")[0].decode()))
+    return out
+
+
+def python_script(cwd, text, shebang=None):
+    path = os.path.join(cwd, "script.py")
+    with open(path, "w") as f:
+        f.write((f"#!{shebang}\n" if shebang else "") + text)
+    os.chmod(path, 0o755)
+    return path
+
+
+# ---- reports read back ----------------------------------------------------------------------
+
+def pb_fields(buf):
+    """A protobuf message's fields: [(number, wire type, int or bytes)]."""
+    fields, i = [], 0
+
+    def varint():
+        nonlocal i
+        v, shift = 0, 0
+        while True:
+            b = buf[i]
+            i += 1
+            v |= (b & 0x7f) << shift
+            shift += 7
+            if not b & 0x80:
+                return v
+    while i < len(buf):
+        tag = varint()
+        num, wire = tag >> 3, tag & 7
+        expect(wire in (0, 2), f"wire type {wire} in mf_print's pprof output")
+        if wire == 0:
+            fields.append((num, 0, varint()))
+        else:
+            n = varint()
+            fields.append((num, 2, bytes(buf[i:i + n])))
+            i += n
+    return fields
+
+
+def pb_varint(v):
+    """A protobuf varint's bytes."""
+    out = bytearray()
+    while True:
+        b = v & 0x7f
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def pb_field(num, payload):
+    """A protobuf field: a varint for an int payload, else length-delimited bytes."""
+    if isinstance(payload, int):
+        return pb_varint(num << 3) + pb_varint(payload)
+    return pb_varint(num << 3 | 2) + pb_varint(len(payload)) + payload
+
+
+def calls_by_program(dirs):
+    """{executable's basename: exact calls} from the files: each thread file's header totals,
+    given to the process image (stamp) whose process file names the executable."""
+    exe, calls = {}, {}
+    for d in dirs:
+        for path in process_files(d):
+            stamp = read_struct(path, F.process_header, "stamp")
+            raw = read_struct(path, F.process_header, "exe", "256s")
+            exe[stamp] = os.path.basename(raw.split(b"\0")[0].decode())
+    for d in dirs:
+        for path in thread_files(d):
+            stamp = read_struct(path, F.thread_header, "stamp")
+            name = exe.get(stamp, "?")
+            calls[name] = calls.get(name, 0) + sum(file_totals(path)[0])
+    return calls
+
+
+def by_program_table(text):
+    """The --by program tree's table: {program: (calls, processes)}."""
+    table, inside = {}, False
+    for line in text.splitlines():
+        if re.match(r"\s*calls\s+%\s+bytes\s+processes\s+program$", line):
+            inside = True
+            continue
+        if inside:
+            m = re.match(r"\s*([\d,]+)\s+[\d.]+%\s+[\d.]+ \S+\s+(\d+)  (.+)$", line)
+            if not m:
+                break
+            table[m.group(3)] = (int(m.group(1).replace(",", "")), int(m.group(2)))
+    expect(table, f"no program table in the --by program report: {text[:600]!r}")
+    return table
+
+
+# ---- workloads more than one group runs ----------------------------------------------------
+
+def short_runs_program(flags=()):
+    """tests/programs/short_runs.c, built with the compiler flags given (once per run)."""
+    name = "short_runs" + "".join(f.replace("-", "_") for f in flags)
+    if not flags:
+        return build("short_runs", ["short_runs.c"])
+    out = os.path.join(OUT, name)
+    if not os.path.exists(out):
+        os.makedirs(OUT, exist_ok=True)
+        cmd = ["gcc", "-g", "-Wall", "-Wextra", "-Werror"] + list(flags) + [
+            "-o", out, os.path.join(PROGRAMS, "short_runs.c")]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        expect(r.returncode == 0, f"cannot compile {name}: {r.stderr.strip()}")
+    return out
+
+
+def git_env(repo):
+    home = os.path.dirname(repo)
+    return {"HOME": home, "GIT_CONFIG_NOSYSTEM": "1", "GIT_PAGER": "cat", "LC_ALL": "C",
+            "GIT_AUTHOR_DATE": "2026-01-01T00:00:00", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00"}
+
+
+def small_repository():
+    """A small repository: 40 commits over 6 files, made anew
+    for each test (a passing test's directories are removed)."""
+    repo = os.path.join(fresh_dir(), "repo")
+    os.makedirs(repo)
+    env = dict(os.environ, **git_env(repo))
+
+    def git(*args):
+        subprocess.run(["git", "-C", repo] + list(args), check=True, env=env,
+                       capture_output=True)
+
+    git("init", "-q")
+    git("config", "user.name", "Short Run")
+    git("config", "user.email", "short@run.invalid")
+    for c in range(40):
+        for f in range(6):
+            if (c + f) % 3 == 0:
+                with open(os.path.join(repo, f"file{f}.txt"), "a") as fh:
+                    fh.writelines(f"commit {c} file {f} line {i}: {'x' * (c % 7 + i)}\n"
+                                  for i in range(12))
+        git("add", "-A")
+        git("commit", "-q", "-m", f"change {c}\n\nthe body of change {c}")
+    return repo
+
+
+# ---- the registry --------------------------------------------------------------------------
+
+TESTS = []
+
+
+def test(fn):
+    """Registers a test: a function that raises TestFailure (expect) when what it checks is
+    not so, or Skip (need) when it cannot run here."""
+    TESTS.append(fn)
+    return fn
+
