@@ -13,7 +13,8 @@
 
 /* ---- reading a side ----------------------------------------------------------------------- */
 
-int mf_side_read(struct mf_side *s, const char *const *paths, int npaths, bool trim)
+int mf_side_read(struct mf_side *s, const char *const *paths, int npaths,
+                 const struct mf_model_config *c)
 {
     memset(s, 0, sizeof *s);
     s->paths = paths;
@@ -31,25 +32,25 @@ int mf_side_read(struct mf_side *s, const char *const *paths, int npaths, bool t
             return 2;
         }
         s->pprof = true;
-        return mf_pprof_read(s, paths[0], trim);
+        return mf_pprof_read(s, paths[0], c);
     }
     for (int i = 0; i < npaths; i++)
         if (mf_profile_read_dir(&s->profile, paths[i]))
             return 2;
     mf_profile_finish(&s->profile);
-    if (mf_live_wanted && s->profile.nfiles_read && mf_live_read(&s->profile))
+    if (c->view == MF_VIEW_LIVE && s->profile.nfiles_read && mf_live_attach(&s->profile, true))
         return 1;
     if (s->profile.nfiles_read == 0) {
         mf_error("no readable profile file in %s%s", mf_esc(paths[0]),
                  npaths > 1 ? " and the other directories" : "");
         return 1;
     }
-    mf_model_build(&s->model, &s->profile, trim);
+    mf_model_build(&s->model, &s->profile, c);
     /* The model has its locations: the raw frames (a kept copy of each thread file) go before
      * the other side is read, as main's one profile's do. */
     mf_profile_drop_frames(&s->profile);
-    s->calls = mf_profile_total_calls(&s->profile);
-    s->bytes = mf_profile_total_bytes(&s->profile);
+    s->calls = s->model.view_calls;
+    s->bytes = s->model.view_bytes;
     mf_sampling_text(&s->profile, s->sampling, sizeof s->sampling);
     return 0;
 }

@@ -21,15 +21,18 @@ struct mf_side {
     bool pprof;               /* read from a pprof file */
     struct mf_profile profile; /* directories; for a pprof file, the processes it names */
     struct mf_model model;
-    uint64_t calls, bytes;    /* the exact totals over every thread */
+    uint64_t calls, bytes;    /* the view's totals: the exact ones over every thread, or the
+                                 live heap's */
     char sampling[512];       /* how it was sampled, in words */
 };
 
 /* Reads a side: one or more profile directories, or one pprof file written by mf_print.
  * Returns 0, or the exit status after one line on stderr (1: nothing readable, 2: no such
- * directory, or a pprof file among directories). trim: as --no-trim says; a pprof file
- * written the other way is refused, since trimmed frames cannot be brought back. */
-int mf_side_read(struct mf_side *s, const char *const *paths, int npaths, bool trim);
+ * directory, or a pprof file among directories). c: the model's; with MF_VIEW_LIVE the
+ * directories' live heap is read too. A pprof file written with the other c->trim is
+ * refused, since trimmed frames cannot be brought back. */
+int mf_side_read(struct mf_side *s, const char *const *paths, int npaths,
+                 const struct mf_model_config *c);
 
 /* The significance rule: an estimate that moved by no more than this many standard errors of
  * the change is not called a change. */

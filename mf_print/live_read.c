@@ -1,6 +1,6 @@
 /* --live: the live heap files (live.<stamp>.mfl, c_core/mf_format.h) of the processes read,
- * turned into the profile's view: each stack's counts become the sampled allocations of
- * that stack still alive (each weighted as its sample was, so the sums estimate the live
+ * read into the profile beside its counts (the model's live view weighs each stack by them):
+ * each stack's sampled allocations still alive (each weighted as its sample was, so the sums estimate the live
  * allocations and bytes, with the same variance terms as the calls: w(w-1), w(w-1)size^2),
  * and each stack gets the lifetimes of those freed. A record names its stack by thread
  * file, segment and entry: that entry's frames find the profile's stack, through the thread
@@ -20,8 +20,6 @@
 #include "mf_print.h"
 #include "process_life.h"
 #include "profile_read.h"
-
-bool mf_live_wanted;
 
 /* name in the process directory dirfd (paths may be longer than PATH_MAX: profile_read.c). */
 static bool mf_read_whole(int dirfd, const char *name, uint64_t max, uint8_t **data,
@@ -438,58 +436,5 @@ bool mf_live_attach(struct mf_profile *p, bool required)
         return true;
     }
     p->live = sums;
-    return false;
-}
-
-bool mf_live_read(struct mf_profile *p)
-{
-    if (mf_live_attach(p, true))
-        return true;
-    const struct mf_live_count *sums = p->live;
-    /* The view: every count is the live heap's. */
-    p->alloc_calls = mf_xcalloc((size_t)p->nstacks + 1, sizeof *p->alloc_calls);
-    p->alloc_bytes = mf_xcalloc((size_t)p->nstacks + 1, sizeof *p->alloc_bytes);
-    memset(&p->totals, 0, sizeof p->totals);
-    for (uint32_t i = 0; i < p->nprocs; i++) {
-        /* The interval the model floors every error bar at (mf_calls_se): from the calls,
-         * which the view replaces, so taken now: the largest weight, or without one the
-         * calls no sample accounts for; and at least the live heap's own interval. Without
-         * it a site whose records all have weight 1 in a process that sampled showed ±0. */
-        struct mf_process *pr = &p->procs[i];
-        if (pr->sampled && pr->sample_interval <= 1) {
-            uint64_t n = pr->weighted ? pr->max_weight
-                         : pr->calls > pr->attributed ? pr->calls - pr->attributed : 1;
-            if (pr->live_interval > n)
-                n = pr->live_interval;
-            pr->max_weight = n;
-            pr->weighted |= n > 1;
-        }
-        memset(&p->procs[i].totals, 0, sizeof p->procs[i].totals);
-        p->procs[i].calls = p->procs[i].attributed = 0;
-        p->procs[i].unprofiled_samples = p->procs[i].unprofiled_calls = 0;
-        p->procs[i].unprofiled_bytes = p->procs[i].unprofiled_var = 0;
-    }
-    p->stacks_calls = 0;
-    for (uint32_t i = 0; i < p->nstacks; i++) {
-        struct mf_raw_stack *s = &p->stacks[i];
-        p->alloc_calls[i] = s->calls;
-        p->alloc_bytes[i] = s->bytes;
-        s->samples = sums[i].samples;
-        s->calls = sums[i].calls;
-        s->bytes = sums[i].bytes;
-        s->var = sums[i].var;
-        s->bytes_var = sums[i].bytes_var;
-        struct mf_process *pr = &p->procs[s->process];
-        pr->totals.calls[MF_FN_MALLOC] += s->calls;
-        pr->totals.bytes[MF_FN_MALLOC] += s->bytes;
-        pr->calls += s->calls;
-        pr->attributed += s->calls;
-        p->totals.calls[MF_FN_MALLOC] += s->calls;
-        p->totals.bytes[MF_FN_MALLOC] += s->bytes;
-        p->stacks_calls += s->calls;
-    }
-    p->unprofiled_samples = p->unprofiled_calls = p->unprofiled_bytes = p->unprofiled_var = 0;
-    p->unprofiled_bytes_var = 0;
-    p->live_view = true;
     return false;
 }

@@ -140,16 +140,25 @@ static void mf_stacks_half_make(void *arg, int half, uint32_t lo, uint32_t hi)
         s->depth = rs->depth;
         s->process = rs->process;
         s->flags = rs->flags & MF_ENTRY_TRUNCATED;
-        s->samples = rs->samples;
-        s->calls = rs->calls;
-        s->bytes = rs->bytes;
-        s->var = rs->var;
-        s->bytes_var = rs->bytes_var;
+        if (m->view == MF_VIEW_LIVE) {
+            const struct mf_live_count *l = &p->live[r];
+            s->samples = l->samples;
+            s->calls = l->calls;
+            s->bytes = l->bytes;
+            s->var = l->var;
+            s->bytes_var = l->bytes_var;
+        } else {
+            s->samples = rs->samples;
+            s->calls = rs->calls;
+            s->bytes = rs->bytes;
+            s->var = rs->var;
+            s->bytes_var = rs->bytes_var;
+        }
         s->raw = r;
         /* A weight > 1 makes an estimate; so does a process past its exact stretch; not a
          * stack whose every sample was recorded for its size (all such calls are). */
         s->estimated = !(rs->flags & MF_ENTRY_LARGE) &&
-                       (rs->calls != rs->samples || p->procs[rs->process].sampled);
+                       (s->calls != s->samples || p->procs[rs->process].sampled);
         h->estimated |= s->estimated;
         uint32_t epoch = rs->flags >> MF_ENTRY_EPOCH_SHIFT;
         for (uint32_t i = 0; i < rs->depth; i++)
@@ -157,11 +166,31 @@ static void mf_stacks_half_make(void *arg, int half, uint32_t lo, uint32_t hi)
     }
 }
 
-void mf_model_build(struct mf_model *m, const struct mf_profile *p, bool trim)
+const char *mf_view_name(enum mf_view v)
+{
+    return v == MF_VIEW_LIVE ? "live allocations" : "calls";
+}
+
+/* The interval a process's error bars are floored at (mf_calls_se): its fixed interval; with
+ * no weighted sample, the calls that drew none bound what any estimate may be missing. The
+ * live view's allocations are at least one sample of the live heap's own interval. */
+static uint64_t mf_process_interval(const struct mf_process *pr, enum mf_view view)
+{
+    if (pr->sample_interval > 1)
+        return pr->sample_interval;
+    uint64_t n = pr->weighted ? pr->max_weight : pr->calls > pr->attributed ? pr->calls - pr->attributed : 1;
+    if (view == MF_VIEW_LIVE && pr->live_interval > n)
+        n = pr->live_interval;
+    return n;
+}
+
+void mf_model_build(struct mf_model *m, const struct mf_profile *p, const struct mf_model_config *c)
 {
     memset(m, 0, sizeof *m);
     m->p = p;
-    m->trim = trim;
+    m->trim = c->trim;
+    m->view = c->view == MF_VIEW_LIVE && p->live ? MF_VIEW_LIVE : MF_VIEW_CALLS;
+    m->xf = c->xf ? *c->xf : (struct mf_transform){.fold = true, .cut = true};
     struct mf_map map = {0};
     struct mf_frames tmp = {0};
     /* Sized up front: one location per raw frame, one stack per raw stack (+ [not profiled]). */
@@ -219,15 +248,21 @@ void mf_model_build(struct mf_model *m, const struct mf_profile *p, bool trim)
         if (!pr->sampled)
             continue;
         any_sampled = true;
-        /* With no weighted sample the interval is unknown; the calls that drew none bound
-         * what any estimate may be missing. */
-        uint64_t n = pr->sample_interval > 1 ? pr->sample_interval
-                     : pr->weighted          ? pr->max_weight
-                     : pr->calls > pr->attributed ? pr->calls - pr->attributed : 1;
+        uint64_t n = mf_process_interval(pr, m->view);
         if (n > m->sample_interval)
             m->sample_interval = n;
     }
-    if (p->unprofiled_calls || p->unprofiled_samples) {
+    if (m->view == MF_VIEW_LIVE) {
+        for (uint32_t i = 0; i < p->nstacks; i++) { /* each at most its stack's calls */
+            m->view_calls += p->live[i].calls;
+            m->view_bytes += p->live[i].bytes;
+        }
+    } else {
+        m->view_calls = mf_profile_total_calls(p);
+        m->view_bytes = mf_profile_total_bytes(p);
+    }
+    /* [not profiled]: calls no stack could be recorded for (the live heap records none). */
+    if (m->view == MF_VIEW_CALLS && (p->unprofiled_calls || p->unprofiled_samples)) {
         struct mf_stack *s = mf_new_stack(m);
         s->flags = MF_STACK_NOT_PROFILED;
         s->samples = p->unprofiled_samples;
@@ -250,9 +285,10 @@ uint32_t mf_model_nframes(const struct mf_model *m, const struct mf_stack *s)
     return n;
 }
 
-bool mf_model_shows(const struct mf_stack *s, uint32_t k, uint32_t nframes, uint32_t name)
+bool mf_model_shows(const struct mf_model *m, const struct mf_stack *s, uint32_t k,
+                    uint32_t nframes, uint32_t name)
 {
-    return k >= s->trimmed && k + s->cut < nframes && !mf_name_hidden(name);
+    return k >= s->trimmed && k + s->cut < nframes && !mf_name_hidden(m, name);
 }
 
 uint32_t mf_model_pseudo(const struct mf_stack *s, uint32_t shown)
@@ -295,7 +331,7 @@ uint32_t mf_model_frame_refs(const struct mf_model *m, const struct mf_stack *s,
         return 1;
     }
     uint32_t total = (uint32_t)(room - 1), k = 0;
-    if (!mf_transform_get()->nhide) {
+    if (!m->xf.nhide) {
         /* Nothing hidden: the frames shown are [trimmed, total - cut), in a row. */
         uint32_t lo = s->trimmed, hi = s->cut < total ? total - s->cut : 0;
         for (uint32_t i = 0; i < s->depth && k < hi; i++) {
@@ -309,7 +345,7 @@ uint32_t mf_model_frame_refs(const struct mf_model *m, const struct mf_stack *s,
         for (uint32_t i = 0; i < s->depth; i++) {
             const struct mf_location *l = &m->locs[sl[i]];
             for (uint32_t j = 0; j < l->n; j++, k++)
-                if (mf_model_shows(s, k, total, m->frames[l->first + j].name))
+                if (mf_model_shows(m, s, k, total, m->frames[l->first + j].name))
                     out[(*n)++] = l->first + j;
         }
     }

@@ -20,6 +20,7 @@
 
 #include "profile_read.h"
 #include "symbolize.h"
+#include "transform.h"
 
 /* Pseudo-frames. */
 #define MF_NAME_NOT_PROFILED "[not profiled]"  /* samples no stack could be recorded for */
@@ -66,8 +67,28 @@ struct mf_transform_counts {
     uint64_t hidden_frames, hidden_stacks, hidden_calls; /* --hide */
 };
 
+/* What the model's counts weigh. The profile is never rewritten: a view is chosen when the
+ * model is built, and recorded in it so that every report can say which it shows. */
+enum mf_view {
+    MF_VIEW_CALLS, /* the calls made (each stack's samples, calls and bytes as read) */
+    MF_VIEW_LIVE,  /* the live heap (--live): each stack's sampled allocations still alive,
+                      weighted, with their variances; its calls stay in p->stacks */
+};
+
+/* How a model is built: passed in, so that two models may differ. */
+struct mf_model_config {
+    bool trim;                     /* leave allocator and profiler plumbing out */
+    enum mf_view view;             /* MF_VIEW_LIVE needs p->live (mf_live_attach) */
+    const struct mf_transform *xf; /* fold, cut, hide; NULL: fold and cut */
+};
+
 struct mf_model {
     const struct mf_profile *p; /* processes, modules, exact totals */
+    enum mf_view view;
+    /* The view's totals: the run's exact calls and bytes, or the live heap's allocations
+     * and bytes alive (the sums of its stacks). The run's stay mf_profile_total_calls(p). */
+    uint64_t view_calls, view_bytes;
+    struct mf_transform xf; /* the transforms it was built with */
     struct mf_location *locs;
     uint32_t nlocs, locs_cap;
     struct mf_frame *frames;
@@ -84,8 +105,10 @@ struct mf_model {
     uint64_t sample_interval;
 };
 
-/* Symbolizes and transforms a read profile. */
-void mf_model_build(struct mf_model *m, const struct mf_profile *p, bool trim);
+/* Symbolizes and transforms a read profile, weighed as c->view says. */
+void mf_model_build(struct mf_model *m, const struct mf_profile *p, const struct mf_model_config *c);
+/* The name of a view's weight for a report's header or field: "calls", "live allocations". */
+const char *mf_view_name(enum mf_view v);
 
 /* The frames a report shows for stack s, innermost first: its locations' frames less the
  * trimmed and folded ones at the innermost end, the cut start-up frames at the outermost
@@ -98,7 +121,8 @@ void mf_model_frames(const struct mf_model *m, const struct mf_stack *s, struct 
  * whether the k-th of them (innermost first) named name is shown, and the pseudo-frame to
  * add after `shown` frames (0: none). */
 uint32_t mf_model_nframes(const struct mf_model *m, const struct mf_stack *s);
-bool mf_model_shows(const struct mf_stack *s, uint32_t k, uint32_t nframes, uint32_t name);
+bool mf_model_shows(const struct mf_model *m, const struct mf_stack *s, uint32_t k,
+                    uint32_t nframes, uint32_t name);
 uint32_t mf_model_pseudo(const struct mf_stack *s, uint32_t shown);
 /* The same frames as references: an index into m->frames, or an MF_REF_* pseudo-frame.
  * Appends them to the growable array (*v, *n, *cap) and returns how many. Reports that

@@ -742,8 +742,9 @@ static bool mf_totals(const char *c, uint64_t *calls, uint64_t *bytes)
     return true;
 }
 
-int mf_pprof_read(struct mf_side *s, const char *path, bool trim)
+int mf_pprof_read(struct mf_side *s, const char *path, const struct mf_model_config *c)
 {
+    bool trim = c->trim;
     uint8_t *data = NULL;
     size_t n = 0;
     const char *err = NULL;
@@ -820,13 +821,23 @@ int mf_pprof_read(struct mf_side *s, const char *path, bool trim)
         goto out;
     }
     s->model.trim = trim;
+    s->model.xf = c->xf ? *c->xf : (struct mf_transform){.fold = true, .cut = true};
     mf_model_transform(&s->model); /* as a profile directory's: no change to frames written so */
+    /* A --live snapshot's counts are the live heap's; its totals comment the run's calls (an
+     * older mf_print's, the live heap's): what is compared is the samples' sum. */
+    if (mf_pr_str_is(&d, d.types[2 * ci], "inuse_objects")) {
+        s->model.view = MF_VIEW_LIVE;
+        got_totals = false;
+        s->calls = s->bytes = 0;
+    }
     if (!got_totals) {
         for (uint32_t i = 0; i < s->model.nstacks; i++) {
             s->calls += s->model.stacks[i].calls;
             s->bytes += s->model.stacks[i].bytes;
         }
     }
+    s->model.view_calls = s->calls;
+    s->model.view_bytes = s->bytes;
     if (!s->sampling[0])
         snprintf(s->sampling, sizeof s->sampling, "not said in the file");
 out:

@@ -12,7 +12,7 @@
 /* Fills s (its profile, model, totals and sampling) from the pprof file at path. Returns 0,
  * or after one line on stderr the exit status: 1 for a file that is not such a profile
  * (truncated, damaged, another tool's, a comparison), 2 for one written with the other trim
- * setting than trim. */
-int mf_pprof_read(struct mf_side *s, const char *path, bool trim);
+ * setting than c->trim. */
+int mf_pprof_read(struct mf_side *s, const char *path, const struct mf_model_config *c);
 
 #endif

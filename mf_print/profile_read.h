@@ -106,10 +106,7 @@ struct mf_profile {
     uint32_t nfiles_read; /* valid thread and process files */
     uint32_t nfiles_skipped;
     uint32_t ndirs_read; /* process directories read (a run directory holds many) */
-    /* --live (live_read.c): each stack's counts are then its live allocations (calls: the
-     * allocations, bytes: their bytes, samples: the records, var and bytes_var theirs), the
-     * totals the live heap's (as malloc's), and these hold the rest, per stack. */
-    bool live_view;
+    /* The live heap (live_read.c), beside the counts, which stay as read: */
     uint32_t live_files;      /* live.<stamp>.mfl files read */
     uint64_t live_dropped;    /* allocations the writer found no slot for (weighted) */
     uint64_t live_stats_dropped; /* frees whose stack found no statistics slot (weighted) */
@@ -120,7 +117,6 @@ struct mf_profile {
     uint64_t live_gone;
     uint32_t live_gone_images;
     struct mf_lifetimes *lifetimes; /* per stack: its freed sampled allocations */
-    uint64_t *alloc_calls, *alloc_bytes; /* per stack: its calls and bytes, as read */
     struct mf_live_count *live; /* per stack: its live allocations (mf_live_attach), or NULL */
 };
 
@@ -138,15 +134,11 @@ struct mf_lifetimes {
     uint64_t life_ns[MF_LIVE_NS_BUCKETS];
 };
 
-/* --live: reads the live heap files of p's processes (after mf_profile_finish, before
- * mf_profile_drop_frames) and turns p into the live view. Returns true, after saying why,
- * if no process of p recorded its live heap. */
-bool mf_live_read(struct mf_profile *p);
-/* Reads the live heap files as mf_live_read does into p->live and p->lifetimes, but leaves
- * the counts as read (the flame graph offers both). Returns true if no process of p
+/* Reads the live heap files of p's processes (after mf_profile_finish, before
+ * mf_profile_drop_frames) into p->live and p->lifetimes; the counts stay as read (a model
+ * built with MF_VIEW_LIVE weighs its stacks by p->live). Returns true if no process of p
  * recorded its live heap, after saying so if required. */
 bool mf_live_attach(struct mf_profile *p, bool required);
-extern bool mf_live_wanted; /* --live: --base reads its directories' live heap too */
 
 /* Adds the files of one malloc_freq.<pid> directory to p (call mf_profile_finish after the
  * last one), or of every process directory under dir (a run directory, or the directories

@@ -1,18 +1,12 @@
 /* A profile by program (the basename of each process image's executable): --program NAME
- * keeps some, --by program reports each on its own (the tree: a section per program with
- * its own totals; CSV: a program column). A build run under LD_PRELOAD leaves cc1, as, ld,
+ * keeps some, --by program makes a model of each, which the reports show on its own (the
+ * tree: a section per program with its own totals; CSV: a program column). A build run under LD_PRELOAD leaves cc1, as, ld,
  * make, sh... in one profile, and their sites mean nothing added together. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "mf_print.h"
 #include "report.h"
-
-struct mf_program {
-    const char *name;
-    uint64_t calls, bytes; /* exact, from the thread headers */
-    uint32_t nprocs;      /* process images */
-};
 
 static int mf_program_cmp(const void *a, const void *b)
 {
@@ -22,8 +16,7 @@ static int mf_program_cmp(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-/* The programs of p, by calls, most first. */
-static uint32_t mf_programs(const struct mf_profile *p, struct mf_program **out)
+uint32_t mf_programs(const struct mf_profile *p, struct mf_program **out)
 {
     struct mf_program *v = NULL;
     uint32_t n = 0, cap = 0;
@@ -100,56 +93,21 @@ static bool mf_program_is(const struct mf_process *pr, void *ctx)
     return strcmp(mf_process_program(pr), ctx) == 0;
 }
 
-bool mf_report_by_program(FILE *out, const struct mf_profile *p, enum mf_format format,
-                          const struct mf_report_options *o)
+uint32_t mf_programs_models(const struct mf_profile *p, const struct mf_model_config *c,
+                            const struct mf_model ***models, const char ***names)
 {
     struct mf_program *v;
     uint32_t n = mf_programs(p, &v);
-    const struct mf_model **models = mf_xcalloc(n, sizeof *models);
-    const char **names = mf_xcalloc(n, sizeof *names);
-    uint64_t total = mf_profile_total_calls(p);
-    if (format == MF_FORMAT_TREE) {
-        char a[40], b[40];
-        fprintf(out, "malloc_freq report by program: %s", mf_esc(o->dirs[0]));
-        if (o->ndirs > 1)
-            fprintf(out, " and %d more director%s", o->ndirs - 1, o->ndirs > 2 ? "ies" : "y");
-        fprintf(out, " (%u process director%s)\n", p->ndirs_read, p->ndirs_read == 1 ? "y" : "ies");
-        fprintf(out, "  calls      %s (exact) in %u program%s, %u process image%s; each section's "
-                "%% is of its program's calls\n\n", mf_fmt_count(a, total), n, n == 1 ? "" : "s",
-                p->nprocs, p->nprocs == 1 ? "" : "s");
-        int width = (int)strlen(mf_fmt_count(a, total));
-        width = width < 5 ? 5 : width;
-        fprintf(out, "%*s %8s %10s %9s  program\n", width, "calls", "%", "bytes", "processes");
-        for (uint32_t i = 0; i < n; i++)
-            fprintf(out, "%*s %7.2f%% %10s %9u  %s\n", width, mf_fmt_count(a, v[i].calls),
-                    total ? (double)v[i].calls * 100.0 / (double)total : 0.0,
-                    mf_fmt_bytes(b, (double)v[i].bytes), v[i].nprocs, mf_esc(v[i].name));
-    }
+    *models = mf_xcalloc(n + 1, sizeof **models);
+    *names = mf_xcalloc(n + 1, sizeof **names);
     for (uint32_t i = 0; i < n; i++) {
         struct mf_profile *sub = mf_xcalloc(1, sizeof *sub);
         mf_profile_subset(sub, p, mf_program_is, (void *)v[i].name);
         struct mf_model *model = mf_xcalloc(1, sizeof *model);
-        mf_model_build(model, sub, o->trim);
-        models[i] = model;
-        names[i] = v[i].name;
-        if (format == MF_FORMAT_TREE) {
-            struct mf_report_options so = *o;
-            so.program = v[i].name;
-            struct mf_tree tree;
-            mf_tree_build(&tree, model, o->threshold, mf_profile_total_calls(sub));
-            fputs("\n\n", out);
-            mf_report_tree(out, sub, &tree, &so);
-            mf_unresolved_add(model);
-        }
+        mf_model_build(model, sub, c);
+        (*models)[i] = model;
+        (*names)[i] = v[i].name;
     }
-    if (format == MF_FORMAT_TREE)
-        mf_report_unresolved(out);
-    else if (o->by_site)
-        mf_report_sites(out, models, names, n, o);
-    else
-        mf_report_csv_by_program(out, models, names, n);
-    free(models);
-    free(names);
     free(v);
-    return false;
+    return n;
 }

@@ -10,21 +10,14 @@
 #include "model.h"
 #include "profile_read.h"
 
-enum mf_format {
-    MF_FORMAT_TREE,
-    MF_FORMAT_CSV,
-    MF_FORMAT_COLLAPSED,
-    MF_FORMAT_PPROF,
-    MF_FORMAT_HTML,
-    MF_FORMAT_JSON,
-};
-
 struct mf_report_options {
     double threshold; /* percent of all calls below which entries are folded */
     bool trim;
     bool full_names;   /* --full-names: the tree shows names as demangled */
     unsigned width;    /* tree: lines cut to this many columns, 0 not cut */
     bool weight_bytes; /* --weight bytes: collapsed counts bytes, html shows bytes first */
+    bool live;         /* --live: the html page opens on live bytes (its model keeps calls) */
+    bool sort_temporary; /* --sort temporary: --live's sites by temporary share */
     const char *output; /* -o FILE, or NULL for standard output */
     const char *const *dirs;
     int ndirs;
@@ -33,20 +26,82 @@ struct mf_report_options {
     bool by_size;        /* --by site,size: each site split by size class */
     uint32_t site_depth; /* --site-depth: the frames of a site (4) */
     const char *tune_header; /* --tune-header FILE */
+    const char *sysroot;     /* --sysroot: the unresolved modules' package lists */
 };
 
-/* Header with exact totals, then the caller tree (report_tree.c). */
-void mf_report_tree(FILE *out, const struct mf_profile *p, const struct mf_tree *t,
-                    const struct mf_report_options *o);
+/* ---- the one report interface ----------------------------------------------------------
+ *
+ * Every report is a function of a view: the models a request made, each weighed as its
+ * view says (model.h), and the options. The registry (registry.c) holds one line per
+ * report: the format it writes, the kinds of request it serves, what it reads, and the
+ * function. The usage text, the option compatibility rules (request.c) and the dispatch
+ * (run.c) are all made from it: a new format is a report file and one registry line. */
 
-/* calls,bytes,samples,stack,locations,via: one row per merged stack (report_csv.c); frames
- * joined by ';', each percent-encoded where it holds '%', ';', a control character, a line
- * separator or a byte that is not UTF-8. */
-void mf_report_csv(FILE *out, const struct mf_model *m);
-/* --by program: the same rows for each program's model, with a last column, program (the
- * executable's basename), sorted by calls (then by program, then as mf_report_csv). */
-void mf_report_csv_by_program(FILE *out, const struct mf_model *const *models,
-                              const char *const *programs, uint32_t n);
+/* What a report reads. */
+struct mf_report_input {
+    const struct mf_profile *p;   /* the profile read (NULL for a comparison) */
+    const struct mf_model *model; /* the whole profile's model (NULL for a comparison) */
+    /* --by program: a model per program, with their names; else the one model, unnamed */
+    const struct mf_model *const *parts;
+    const char *const *part_names;
+    uint32_t nparts;
+    const struct mf_diff *diff; /* --base */
+};
+
+/* Returns true if the report failed (after saying why on stderr). */
+typedef bool mf_report_fn(FILE *out, const struct mf_report_input *v, const struct mf_report_options *o);
+
+/* The kinds of request, each served by some formats' reports. */
+enum mf_kind {
+    MF_KIND_PLAIN = 1,      /* the calls */
+    MF_KIND_LIVE = 2,       /* --live */
+    MF_KIND_SIZES = 4,      /* --sizes */
+    MF_KIND_TUNE = 8,       /* --sizes --tune */
+    MF_KIND_SITES = 16,     /* --by site */
+    MF_KIND_BY_PROGRAM = 32, /* --by program */
+    MF_KIND_BASE = 64,      /* --base */
+};
+
+/* What the request builds for a report. */
+enum mf_input {
+    MF_INPUT_MODEL, /* one model of the whole profile */
+    MF_INPUT_PARTS, /* a model per program with --by program, else the one model */
+    MF_INPUT_DIFF,  /* the comparison of two sides */
+};
+
+struct mf_report {
+    const char *format;
+    const char *help;  /* --format's usage text, on the format's first line */
+    unsigned kinds;    /* enum mf_kind bits */
+    enum mf_input input;
+    bool cut;          /* text for people: lines cut to --width */
+    bool attach_live;  /* the live heap read beside the calls, which the model keeps (--live
+                          only required: the flame graph offers both) */
+    mf_report_fn *fn;
+};
+
+/* The report that writes format for a request of this kind, or NULL. */
+const struct mf_report *mf_report_find(const char *format, enum mf_kind kind);
+/* The formats that serve kind (0: any), each once, in the registry's order, as words:
+ * "tree, csv or json". */
+void mf_formats_text(char *buf, size_t size, unsigned kind);
+/* --format's lines of the usage text. */
+void mf_usage_formats(FILE *out);
+
+/* The reports (each file's one function; the registry's lines). */
+mf_report_fn mf_report_tree, mf_report_tree_by_program, mf_report_csv,
+    mf_report_live_csv, mf_report_sites, mf_report_collapsed, mf_report_pprof, mf_report_html,
+    mf_report_json, mf_report_sizes_text, mf_report_sizes_csv, mf_report_sizes_json,
+    mf_report_tune, mf_report_diff_tree, mf_report_diff_csv, mf_report_diff_pprof;
+#ifdef MF_TEST_REPORT
+mf_report_fn mf_report_test;
+#endif
+
+
+/* The caller tree of m (report_tree.c), with its header: a section of mf_report_tree and
+ * of mf_report_tree_by_program. */
+void mf_tree_print(FILE *out, const struct mf_model *m, const struct mf_tree *t,
+                   const struct mf_report_options *o);
 
 /* One interned string as a CSV field, percent-encoded and quoted as the CSV report's frames
  * are (report_csv.c). */
@@ -82,65 +137,51 @@ void mf_sites_build(struct mf_sites *t, const struct mf_model *const *models, ui
 void mf_sites_sort(struct mf_sites *t); /* by calls, then by the names */
 void mf_sites_free(struct mf_sites *t);
 const uint32_t *mf_site_names(const struct mf_sites *t, const struct mf_site_row *r);
-/* The standard error of an estimate of calls or bytes, as the tree's ± takes it. */
 uint64_t mf_size_class_hi(uint32_t c); /* the largest size of class c; UINT64_MAX: no end */
-/* pc0..pc{K-1},calls,calls_stderr,bytes,bytes_stderr,mean_size,samples,via[,size_min,size_max]
- * [,program]: one row per site (and size class), sorted by calls. */
-void mf_report_sites(FILE *out, const struct mf_model *const *models,
-                     const char *const *programs, uint32_t n, const struct mf_report_options *o);
-/* --sizes --tune (report_tune.c): what the size histogram means for an allocator, and
- * --tune-header FILE: the measured classes as a C header. Return true if they failed. */
-bool mf_report_tune(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
+/* --tune-header FILE (report_tune.c): the measured size classes as a C header. Returns true
+ * if it failed. */
 bool mf_write_tune_header(const char *path, const struct mf_model *m,
                           const struct mf_report_options *o);
 
-/* The others return true if they failed (after saying why on stderr). */
-/* root;...;site COUNT, one line per stack (report_collapsed.c). */
-bool mf_report_collapsed(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
-/* gzip-compressed profile.proto (report_pprof.c). */
-bool mf_report_pprof(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
-/* A comparison (--base, diff.h): the sites and their stacks by the size of the change, as a
- * table (report_diff.c), as CSV rows (report_diff.c), or as one pprof profile holding NEW and
- * OLD negated, as go tool pprof -diff_base sees them (report_pprof.c). */
-void mf_report_diff_tree(FILE *out, const struct mf_diff *d, const struct mf_report_options *o);
-void mf_report_diff_csv(FILE *out, const struct mf_diff *d);
-bool mf_report_diff_pprof(FILE *out, const struct mf_diff *d, const struct mf_report_options *o);
-/* One self-contained HTML file with an interactive flame graph (report_html.c). */
-bool mf_report_html(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
 /* --live (report_live.c): the tree's header for the live heap; the lifetime table printed
- * after the tree, per allocation site; the CSV of the same per stack. sort_temporary:
- * --sort temporary, the largest temporary share first (else the most live bytes). */
-void mf_report_live_header(FILE *out, const struct mf_profile *p, const struct mf_report_options *o);
+ * after the tree, per allocation site. sort_temporary: --sort temporary, the largest
+ * temporary share first (else the most live bytes). */
+void mf_report_live_header(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
 void mf_report_lifetimes(FILE *out, const struct mf_model *m, bool sort_temporary);
-void mf_report_live_csv(FILE *out, const struct mf_model *m, bool sort_temporary);
 /* m's stacks without those of no calls (nothing alive), in a new array: m is a copy. */
 void mf_model_keep_counted(struct mf_model *m);
-/* The model as JSON (report_json.c). */
-bool mf_report_json(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
 /* A JSON number, %.6g; null for infinity or NaN, which JSON has not (a damaged file's
  * variance can make either): every JSON writer's standard errors. */
 void mf_json_number(FILE *out, double v);
-/* --sizes (report_sizes.c): the size histogram, estimated from the samples with its errors
- * (exact where every call was recorded); text (the tree format), csv or json. */
-bool mf_report_sizes(FILE *out, const struct mf_model *m, enum mf_format format,
-                     const struct mf_report_options *o);
 
 /* By program (programs.c). --program: keeps the processes of the programs named (the
  * executable's basename or path) in p; an unknown name is one line on stderr listing the
- * programs there are, and true. --by program: the tree as a table of the programs then a
- * section per program with its own header, or CSV with a program column. */
+ * programs there are, and true. --by program: a model of each program's processes, most
+ * calls first, with their names (*models and *names allocated). */
 bool mf_programs_keep(struct mf_profile *p, const char *const *names, int n);
-bool mf_report_by_program(FILE *out, const struct mf_profile *p, enum mf_format format,
-                          const struct mf_report_options *o);
+uint32_t mf_programs_models(const struct mf_profile *p, const struct mf_model_config *c,
+                            const struct mf_model ***models, const char ***names);
+/* The programs of p, most calls first, with their exact totals (*out allocated). */
+struct mf_program {
+    const char *name;
+    uint64_t calls, bytes; /* exact, from the thread headers */
+    uint32_t nprocs;      /* process images */
+};
+uint32_t mf_programs(const struct mf_profile *p, struct mf_program **out);
 
-/* The tree's footer (unresolved.c): add each model reported, then print once the modules
- * whose frames could not be named in full (no debug information, stripped, missing or
- * rebuilt), with the calls whose stacks pass through each (and their share of the calls
- * of every stack added: estimates, like the tree's) and what would fix it. Nothing if
- * there are none. */
-void mf_unresolved_add(const struct mf_model *m);
-void mf_report_unresolved(FILE *out);
-void mf_unresolved_sysroot(const char *sysroot); /* --sysroot: its package lists first */
+/* The tree's footer (unresolved.c): add each model reported to a list (zeroed first), then
+ * print once the modules whose frames could not be named in full (no debug information,
+ * stripped, missing or rebuilt), with the calls whose stacks pass through each (and their
+ * share of the calls of every stack added: estimates, like the tree's) and what would fix
+ * it (sysroot: --sysroot, whose package lists are looked at first). Nothing if there are
+ * none. Printing frees the list. */
+struct mf_unresolved_list {
+    struct mf_unresolved *v;
+    uint32_t n, cap;
+    uint64_t total; /* calls of every stack added */
+};
+void mf_unresolved_add(struct mf_unresolved_list *u, const struct mf_model *m);
+void mf_report_unresolved(FILE *out, struct mf_unresolved_list *u, const char *sysroot);
 
 /* The length (1..4) of the valid UTF-8 character s starts with, 1 for the terminating NUL,
  * or 0 if the bytes there are not one: a stray continuation byte, an overlong form, a

@@ -13,7 +13,10 @@
  * do: `<[u8: 4] as T>::f`), a control character (C0, DEL, C1), U+2028, U+2029 and each byte
  * that is not UTF-8 become '?', an empty name is "?", and when the last frame ends in a
  * space and a number ("f 12", which flamegraph.pl would read as a second count column)
- * that space becomes '_'. */
+ * that space becomes '_'.
+ *
+ * The live view (--live) says so in a first line, "# ...", which has no count: readers of
+ * the format skip it (flamegraph.pl counts it among the lines it ignores). */
 #include <stdlib.h>
 #include <string.h>
 #ifdef __SSE2__
@@ -160,8 +163,9 @@ static bool mf_folded_eq(const uint32_t *tokens, const struct mf_folded *a,
     return a->n == b->n && memcmp(tokens + a->first, tokens + b->first, a->n * sizeof *tokens) == 0;
 }
 
-bool mf_report_collapsed(FILE *out, const struct mf_model *m, const struct mf_report_options *o)
+bool mf_report_collapsed(FILE *out, const struct mf_report_input *v, const struct mf_report_options *o)
 {
+    const struct mf_model *m = v->model;
     struct mf_folded *lines = NULL;
     uint32_t n = 0, cap = 0;
     uint32_t *tokens = NULL; /* the lines' tokens, one after another */
@@ -194,6 +198,9 @@ bool mf_report_collapsed(FILE *out, const struct mf_model *m, const struct mf_re
     if (n > 1)
         qsort(lines, n, sizeof *lines, mf_folded_cmp);
     free(rank);
+    if (m->view == MF_VIEW_LIVE)
+        fprintf(out, "# malloc_freq --live: counts are %s alive, not calls\n",
+                o->weight_bytes ? "bytes" : "allocations");
     struct mf_text line = {0};
     for (uint32_t i = 0; i < n;) {
         uint64_t count = 0;

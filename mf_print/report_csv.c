@@ -2,7 +2,7 @@
  * of the caller tree where stacks end), sorted by calls descending. The via column names the
  * wrapper folded into the site (empty if none): the stack itself starts at the site. The
  * threshold does not apply: a spreadsheet can filter for itself. RFC 4180 quoting; lines
- * end in \n. --by program adds a program column (mf_report_csv_by_program).
+ * end in \n. --by program adds a program column (a model per program, each row's).
  *
  * The stack and locations columns join their frames with ';'. Inside a frame, '%', ';',
  * control characters (C0, DEL, C1), U+2028 and U+2029 (line breaks to some readers) and
@@ -697,15 +697,11 @@ static void mf_csv_report(FILE *out, const struct mf_model *const *models,
     free(program_ids);
 }
 
-void mf_report_csv(FILE *out, const struct mf_model *m)
+bool mf_report_csv(FILE *out, const struct mf_report_input *v, const struct mf_report_options *o)
 {
-    mf_csv_report(out, &m, NULL, 1);
-}
-
-void mf_report_csv_by_program(FILE *out, const struct mf_model *const *models,
-                              const char *const *programs, uint32_t n)
-{
-    mf_csv_report(out, models, programs, n);
+    (void)o;
+    mf_csv_report(out, v->parts, v->part_names, v->nparts);
+    return false;
 }
 
 void mf_csv_names_field(FILE *out, const uint32_t *names, uint32_t n)

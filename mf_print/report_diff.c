@@ -164,8 +164,9 @@ static void mf_side_header(FILE *out, const char *label, const struct mf_side *s
             mf_fmt_count(a, s->calls), mf_fmt_bytes(b, (double)s->bytes), mf_esc(s->sampling));
 }
 
-void mf_report_diff_tree(FILE *out, const struct mf_diff *d, const struct mf_report_options *o)
+bool mf_report_diff_tree(FILE *out, const struct mf_report_input *v, const struct mf_report_options *o)
 {
+    const struct mf_diff *d = v->diff;
     const struct mf_side *old = d->side[0], *new_ = d->side[1];
     fputs("malloc_freq comparison: new against old\n", out);
     mf_side_header(out, "old", old);
@@ -185,7 +186,7 @@ void mf_report_diff_tree(FILE *out, const struct mf_diff *d, const struct mf_rep
     fputc('\n', out);
     if (d->nsites == 0) {
         fputs("no stacks on either side\n", out);
-        return;
+        return false;
     }
 
     uint64_t base = old->calls > new_->calls ? old->calls : new_->calls;
@@ -247,6 +248,7 @@ void mf_report_diff_tree(FILE *out, const struct mf_diff *d, const struct mf_rep
     free(t.v);
     free(sfold);
     free(kfold);
+    return false;
 }
 
 /* ---- CSV ------------------------------------------------------------------------------------ */
@@ -265,8 +267,10 @@ static void mf_csv_row(FILE *out, const char *level, const struct mf_diff_row *r
     fputc('\n', out);
 }
 
-void mf_report_diff_csv(FILE *out, const struct mf_diff *d)
+bool mf_report_diff_csv(FILE *out, const struct mf_report_input *v, const struct mf_report_options *o)
 {
+    const struct mf_diff *d = v->diff;
+    (void)o;
     fputs("level,significant,calls_change,calls_error,bytes_change,old_calls,new_calls,"
           "old_bytes,new_bytes,old_samples,new_samples,stack,locations\n", out);
     for (uint32_t i = 0; i < d->nsites; i++) {
@@ -275,4 +279,5 @@ void mf_report_diff_csv(FILE *out, const struct mf_diff *d)
         for (uint32_t k = site->first; k < site->first + site->n; k++)
             mf_csv_row(out, "stack", &d->stacks[k]);
     }
+    return false;
 }

@@ -516,7 +516,7 @@ static void mf_html_data(FILE *out, const struct mf_model *m, const struct mf_hg
     const struct mf_profile *p = m->p;
     fprintf(out, "{\"version\":1,\"weight\":\"%s\",\"total_calls\":%llu,\"total_bytes\":%llu,"
             "\"interval\":%llu,\"estimated\":%s,",
-            mf_live_wanted ? "live_bytes" : o->weight_bytes ? "bytes" : "calls", /* --live */
+            o->live ? "live_bytes" : o->weight_bytes ? "bytes" : "calls", /* --live */
             (unsigned long long)mf_profile_total_calls(p),
             (unsigned long long)mf_profile_total_bytes(p),
             (unsigned long long)m->sample_interval, m->estimated ? "true" : "false");
@@ -544,8 +544,9 @@ static void mf_html_data(FILE *out, const struct mf_model *m, const struct mf_hg
 
 /* ---- the page ------------------------------------------------------------------------- */
 
-bool mf_report_html(FILE *out, const struct mf_model *m, const struct mf_report_options *o)
+bool mf_report_html(FILE *out, const struct mf_report_input *v, const struct mf_report_options *o)
 {
+    const struct mf_model *m = v->model;
     struct mf_hgraph g;
     mf_hgraph_make(&g, m);
     const char *s = mf_flame_graph_html, *end = mf_flame_graph_html_end;

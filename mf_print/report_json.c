@@ -9,9 +9,10 @@
  * becomes U+FFFD, so the output is always valid UTF-8 JSON. Each process and each stack is
  * one line, so that grep and line-based tools still work.
  *
- * --live: "view": "live", and the counts are named for what they are (alive, live_bytes,
- * live_records, freed); the profile's own calls are alloc_calls. Without --live the
- * document is as it always was (no "view"). */
+ * --live: "view": "live", and each stack's counts are named for what they are (alive,
+ * live_bytes, live_records, freed; its calls are alloc_calls); "live" holds the live heap's
+ * totals (alive, live_bytes) and what its files miss. "totals" and each process's "calls"
+ * stay the run's calls. Without --live the document is as it always was (no "view"). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,7 +124,7 @@ static void mf_json_sampling(FILE *out, const struct mf_process *pr)
     }
 }
 
-/* The names of the counts: the live view's, or the calls' (mf_live_read made the view). */
+/* The names of a stack's counts: the live view's, or the calls'. */
 struct mf_json_names {
     const char *calls, *bytes, *samples, *calls_stderr, *bytes_stderr;
 };
@@ -133,12 +134,13 @@ static const struct mf_json_names mf_json_calls = {"calls", "bytes", "samples", 
 static const struct mf_json_names mf_json_live = {"alive", "live_bytes", "live_records",
                                                   "alive_stderr", "live_bytes_stderr"};
 
-static const struct mf_json_names *mf_json_names_of(const struct mf_profile *p)
+static const struct mf_json_names *mf_json_names_of(const struct mf_model *m)
 {
-    return p->live_view ? &mf_json_live : &mf_json_calls;
+    return m->view == MF_VIEW_LIVE ? &mf_json_live : &mf_json_calls;
 }
 
-static void mf_json_process(FILE *out, const struct mf_profile *p, const struct mf_process *pr)
+/* alive: the process's live allocations (the live view), or UINT64_MAX for none. */
+static void mf_json_process(FILE *out, const struct mf_process *pr, uint64_t alive)
 {
     bool exited = pr->has_file && (pr->flags & MF_PROCESS_EXITED);
     fputs("    {", out);
@@ -151,8 +153,12 @@ static void mf_json_process(FILE *out, const struct mf_profile *p, const struct 
     fprintf(out, ", \"exited\": %s, ", mf_bool(exited));
     mf_json_u64(out, "threads", pr->nthreads);
     fputs(", ", out);
-    mf_json_u64(out, mf_json_names_of(p)->calls, pr->calls);
+    mf_json_u64(out, "calls", pr->calls);
     fputs(", ", out);
+    if (alive != UINT64_MAX) {
+        mf_json_u64(out, "alive", alive);
+        fputs(", ", out);
+    }
     mf_json_key(out, "start_ns");
     uint64_t start = pr->has_file ? pr->start_ns : pr->threads_start_ns;
     if (start == UINT64_MAX)
@@ -236,7 +242,7 @@ static void mf_json_stack(FILE *out, const struct mf_model *m, const struct mf_s
     mf_model_frames(m, s, fr);
     bool not_profiled = s->flags & MF_STACK_NOT_PROFILED;
     const struct mf_profile *p = m->p;
-    const struct mf_json_names *nm = mf_json_names_of(p);
+    const struct mf_json_names *nm = mf_json_names_of(m);
     fputs("    {", out);
     mf_json_key(out, "process");
     if (not_profiled)
@@ -254,11 +260,11 @@ static void mf_json_stack(FILE *out, const struct mf_model *m, const struct mf_s
     fprintf(out, ", \"%s\": ", nm->bytes_stderr);
     mf_json_number(out, mf_bytes_stderr(m, s));
     fprintf(out, ", \"truncated\": %s, ", mf_bool(s->flags & MF_ENTRY_TRUNCATED));
-    if (p->live_view) { /* the freed sampled allocations (weighted) and the stack's calls */
+    if (m->view == MF_VIEW_LIVE) { /* the freed sampled allocations (weighted) and the calls */
         bool known = s->raw != UINT32_MAX;
         fprintf(out, "\"freed\": %llu, \"alloc_calls\": %llu, ",
                 (unsigned long long)(known && p->lifetimes ? p->lifetimes[s->raw].freed : 0),
-                (unsigned long long)(known && p->alloc_calls ? p->alloc_calls[s->raw] : 0));
+                (unsigned long long)(known ? p->stacks[s->raw].calls : 0));
     }
     fputs("\"via\": ", out);
     mf_json_str(out, s->via ? mf_str(s->via) : NULL);
@@ -268,7 +274,7 @@ static void mf_json_stack(FILE *out, const struct mf_model *m, const struct mf_s
     for (uint32_t i = 0; i < s->depth && k < fr->n; i++) {
         const struct mf_location *l = &m->locs[m->stack_locs[s->first + i]];
         for (uint32_t j = 0; j < l->n && k < fr->n; j++, at++) {
-            if (!mf_model_shows(s, at, total, m->frames[l->first + j].name))
+            if (!mf_model_shows(m, s, at, total, m->frames[l->first + j].name))
                 continue;
             fputs(k ? ", " : "", out);
             mf_json_frame_cached(out, cache, m, l->first + j, &fr->v[k++], l, j + 1 < l->n);
@@ -294,8 +300,9 @@ static int mf_stack_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-bool mf_report_json(FILE *out, const struct mf_model *m, const struct mf_report_options *o)
+bool mf_report_json(FILE *out, const struct mf_report_input *v, const struct mf_report_options *o)
 {
+    const struct mf_model *m = v->model;
     const struct mf_profile *p = m->p;
     fputs("{\n", out);
     fprintf(out, "  \"format\": \"malloc_freq\",\n  \"version\": %d,\n", MF_JSON_VERSION);
@@ -306,27 +313,29 @@ bool mf_report_json(FILE *out, const struct mf_model *m, const struct mf_report_
     }
     fputs("],\n", out);
 
-    const struct mf_json_names *nm = mf_json_names_of(p);
-    if (p->live_view) /* what the counts below are, and what the live heap files miss */
-        fprintf(out, "  \"view\": \"live\",\n  \"live\": {\"when\": \"%s\", \"files\": %u, "
+    bool live = m->view == MF_VIEW_LIVE;
+    if (live) /* what the stacks' counts are, their totals, and what the live files miss */
+        fprintf(out, "  \"view\": \"live\",\n  \"live\": {\"when\": \"%s\", \"alive\": %llu, "
+                     "\"live_bytes\": %llu, \"files\": %u, "
                      "\"records\": %llu, \"not_recorded\": %llu, \"lifetimes_not_recorded\": %llu, "
                      "\"records_without_stack\": %llu, \"ended_images_left_out\": %u, "
                      "\"ended_allocations_left_out\": %llu},\n",
-                mf_all_ended(p) ? "at exit" : "now", p->live_files,
+                mf_all_ended(p) ? "at exit" : "now", (unsigned long long)m->view_calls,
+                (unsigned long long)m->view_bytes, p->live_files,
                 (unsigned long long)p->live_records, (unsigned long long)p->live_dropped,
                 (unsigned long long)p->live_stats_dropped, (unsigned long long)p->live_unmatched,
                 p->live_gone_images, (unsigned long long)p->live_gone);
     fputs("  \"totals\": {", out);
-    mf_json_u64(out, nm->calls, mf_profile_total_calls(p));
+    mf_json_u64(out, "calls", mf_profile_total_calls(p));
     fputs(", ", out);
-    mf_json_u64(out, nm->bytes, mf_profile_total_bytes(p));
+    mf_json_u64(out, "bytes", mf_profile_total_bytes(p));
     fputs(", ", out);
     mf_json_u64(out, "threads", p->nthreads);
     fputs(", ", out);
     mf_json_u64(out, "wall_ns", mf_profile_wall_ns(p));
-    fputs(p->live_view ? "}" : ", \"functions\": {", out); /* live: not by function */
+    fputs(", \"functions\": {", out);
     bool first = true;
-    for (int f = 0; f < MF_FN_COUNT && !p->live_view; f++) {
+    for (int f = 0; f < MF_FN_COUNT; f++) {
         if (!p->totals.calls[f] && !p->totals.bytes[f])
             continue;
         char name[32];
@@ -338,22 +347,26 @@ bool mf_report_json(FILE *out, const struct mf_model *m, const struct mf_report_
                 (unsigned long long)p->totals.calls[f], (unsigned long long)p->totals.bytes[f]);
         first = false;
     }
-    fputs(p->live_view ? ",\n" : "}},\n", out);
+    fputs("}},\n", out);
 
     fprintf(out, "  \"estimated\": %s,\n  \"sample_interval\": %llu,\n  \"trimmed\": %s,\n",
             mf_bool(m->estimated), (unsigned long long)m->sample_interval, mf_bool(m->trim));
-    const struct mf_transform *xf = mf_transform_get();
     fprintf(out, "  \"folded\": %s,\n  \"cut\": %s,\n  \"hidden_frames\": %llu,\n",
-            mf_bool(m->trim && xf->fold), mf_bool(xf->cut),
+            mf_bool(m->trim && m->xf.fold), mf_bool(m->xf.cut),
             (unsigned long long)m->transformed.hidden_frames);
     fprintf(out, "  \"files_read\": %u,\n  \"files_skipped\": %u,\n", p->nfiles_read,
             p->nfiles_skipped);
 
+    uint64_t *alive = mf_xcalloc((size_t)p->nprocs + 1, sizeof *alive);
+    for (uint32_t i = 0; live && i < m->nstacks; i++)
+        if (m->stacks[i].process < p->nprocs && !(m->stacks[i].flags & MF_STACK_NOT_PROFILED))
+            alive[m->stacks[i].process] += m->stacks[i].calls;
     fputs("  \"processes\": [", out);
     for (uint32_t i = 0; i < p->nprocs; i++) {
         fputs(i ? ",\n" : "\n", out);
-        mf_json_process(out, p, &p->procs[i]);
+        mf_json_process(out, &p->procs[i], live ? alive[i] : UINT64_MAX);
     }
+    free(alive);
     fputs(p->nprocs ? "\n  ],\n" : "],\n", out);
 
     uint32_t *order = mf_xcalloc(m->nstacks ? m->nstacks : 1, sizeof *order);

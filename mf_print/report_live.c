@@ -149,8 +149,8 @@ static void mf_row_add(struct mf_live_row *r, const struct mf_model *m, uint32_t
     r->bytes_var += s->bytes_var;
     r->samples += s->samples;
     r->estimated |= s->estimated;
-    if (s->raw != UINT32_MAX && m->p->alloc_calls)
-        r->alloc_calls += m->p->alloc_calls[s->raw];
+    if (s->raw != UINT32_MAX)
+        r->alloc_calls += m->p->stacks[s->raw].calls;
     mf_life_add(&r->life, mf_stack_life(m, s));
     if (s->calls && mf_outside_main(m, s))
         r->outside_main = true;
@@ -233,8 +233,9 @@ static struct mf_live_row *mf_live_rows(const struct mf_model *m, bool by_stack,
     return rows;
 }
 
-void mf_report_live_header(FILE *out, const struct mf_profile *p, const struct mf_report_options *o)
+void mf_report_live_header(FILE *out, const struct mf_model *m, const struct mf_report_options *o)
 {
+    const struct mf_profile *p = m->p;
     char a[40], b[40];
     bool ended = mf_all_ended(p);
     fprintf(out, "malloc_freq live heap: %s%s\n", mf_esc(o->dirs[0]),
@@ -246,8 +247,8 @@ void mf_report_live_header(FILE *out, const struct mf_profile *p, const struct m
                 p->procs[i].pid, mf_life_word(mf_life(p, i)));
     fputs(p->nprocs > 4 ? ", …\n" : "\n", out);
     fprintf(out, "  %-10s %s%s allocations, %s%s\n", ended ? "at exit" : "alive",
-            p->procs[0].sampled ? "~" : "", mf_fmt_count(a, mf_profile_total_calls(p)),
-            p->procs[0].sampled ? "~" : "", mf_fmt_bytes(b, (double)mf_profile_total_bytes(p)));
+            p->procs[0].sampled ? "~" : "", mf_fmt_count(a, m->view_calls),
+            p->procs[0].sampled ? "~" : "", mf_fmt_bytes(b, (double)m->view_bytes));
     fprintf(out, "  what       %s\n",
             ended ? "still allocated when the process ended (leaks, and what is left for the OS "
                     "to take back: \"outside main\" in the table below)"
@@ -313,9 +314,11 @@ void mf_report_lifetimes(FILE *out, const struct mf_model *m, bool sort_temporar
     free(rows);
 }
 
-void mf_report_live_csv(FILE *out, const struct mf_model *m, bool sort_temporary)
+/* --live --format csv: the lifetimes table's numbers per stack. */
+bool mf_report_live_csv(FILE *out, const struct mf_report_input *v, const struct mf_report_options *o)
 {
-    mf_sort_temporary = sort_temporary;
+    const struct mf_model *m = v->model;
+    mf_sort_temporary = o->sort_temporary;
     uint32_t n;
     struct mf_live_row *rows = mf_live_rows(m, true, &n);
     fputs("alive,alive_bytes,alive_variance,samples,freed,temporary_pct,median_life_calls,"
@@ -370,6 +373,7 @@ void mf_report_live_csv(FILE *out, const struct mf_model *m, bool sort_temporary
         mf_csv_name_field(out, mf_intern(MF_NAME_LIFETIMES_NOT_RECORDED));
         fputs(",\n", out);
     }
+    return false;
 }
 
 void mf_model_keep_counted(struct mf_model *m)

@@ -257,7 +257,7 @@ static uint64_t mf_pp_location(struct mf_pp *pp, int side, const struct mf_model
     lines->n = 0;
     for (uint32_t j = skip; j < skip + keep; j++) {
         const struct mf_frame *f = &m->frames[l->first + j];
-        if (mf_name_hidden(f->name))
+        if (mf_name_hidden(m, f->name))
             continue;
         uint64_t fid = mf_pp_function(pp, f->name, f->file); /* before pp->tmp is used */
         mf_pb_uint(&pp->line, LINE_FUNCTION_ID, fid);
@@ -306,7 +306,7 @@ static int64_t mf_pp_clamp(uint64_t v)
 static void mf_pp_add_model(struct mf_pp *pp, int side, const struct mf_model *m, int sign,
                             const struct mf_diff *d, int dside, bool as_read)
 {
-    bool hiding = mf_transform_get()->nhide != 0; /* else no frame's name need be looked at */
+    bool hiding = m->xf.nhide != 0; /* else no frame's name need be looked at */
     for (uint32_t i = 0; i < m->nstacks; i++) {
         const struct mf_stack *s = &m->stacks[i];
         if (s->flags & MF_STACK_NOT_PROFILED) {
@@ -333,7 +333,7 @@ static void mf_pp_add_model(struct mf_pp *pp, int side, const struct mf_model *m
                     if (skip == l->n)
                         skip = j;
                     keep = j + 1 - skip;
-                    visible += !mf_name_hidden(m->frames[l->first + j].name);
+                    visible += !mf_name_hidden(m, m->frames[l->first + j].name);
                 }
                 if (!visible)
                     continue;
@@ -349,9 +349,9 @@ static void mf_pp_add_model(struct mf_pp *pp, int side, const struct mf_model *m
         mf_pp_int_value(&pp->values, sign * mf_pp_clamp(s->calls));
         mf_pp_int_value(&pp->values, sign * mf_pp_clamp(s->bytes));
         if (pp->live) { /* alloc_objects, alloc_space: the stack's calls and bytes */
-            bool raw = s->raw != UINT32_MAX && m->p->alloc_calls;
-            mf_pp_int_value(&pp->values, sign * mf_pp_clamp(raw ? m->p->alloc_calls[s->raw] : 0));
-            mf_pp_int_value(&pp->values, sign * mf_pp_clamp(raw ? m->p->alloc_bytes[s->raw] : 0));
+            const struct mf_raw_stack *raw = s->raw != UINT32_MAX ? &m->p->stacks[s->raw] : NULL;
+            mf_pp_int_value(&pp->values, sign * mf_pp_clamp(raw ? raw->calls : 0));
+            mf_pp_int_value(&pp->values, sign * mf_pp_clamp(raw ? raw->bytes : 0));
         }
         mf_pp_int_value(&pp->values, sign * mf_pp_clamp(s->samples));
         mf_pb_message(&pp->tmp, SAMPLE_LOCATION_ID, &pp->ids);
@@ -519,21 +519,22 @@ static uint64_t mf_start_ns(const struct mf_profile *p)
     return t;
 }
 
-bool mf_report_pprof(FILE *out, const struct mf_model *m, const struct mf_report_options *o)
+bool mf_report_pprof(FILE *out, const struct mf_report_input *v, const struct mf_report_options *o)
 {
+    const struct mf_model *m = v->model;
     if (isatty(fileno(out))) {
         mf_error("--format pprof writes gzip data, not text: give -o FILE (or --save FILE)");
         return true;
     }
     struct mf_pp pp;
     memset(&pp, 0, sizeof pp);
-    pp.live = m->p->live_view;
+    pp.live = m->view == MF_VIEW_LIVE;
     mf_pp_add_model(&pp, 0, m, 1, NULL, 0, false);
     char programs[512], sampling[512], what[1100], mode[800], totals[160];
     mf_side_programs(m->p, programs, sizeof programs);
     mf_sampling_text(m->p, sampling, sizeof sampling);
     snprintf(what, sizeof what, "malloc_freq: %s of %s, from %s%s (mf_print)",
-             m->p->live_view ? "the live heap (--live)" : "allocator calls", programs, o->ndirs ? o->dirs[0] : "?", o->ndirs > 1 ? " and more" : "");
+             pp.live ? "the live heap (--live)" : "allocator calls", programs, o->ndirs ? o->dirs[0] : "?", o->ndirs > 1 ? " and more" : "");
     if (m->estimated)
         snprintf(mode, sizeof mode, "sampling: %s; counts are estimates (a sample's "
                  "calls_variance label: the variance of its calls; period: the largest sample "
@@ -550,8 +551,9 @@ bool mf_report_pprof(FILE *out, const struct mf_model *m, const struct mf_report
                         mf_profile_wall_ns(m->p));
 }
 
-bool mf_report_diff_pprof(FILE *out, const struct mf_diff *d, const struct mf_report_options *o)
+bool mf_report_diff_pprof(FILE *out, const struct mf_report_input *v, const struct mf_report_options *o)
 {
+    const struct mf_diff *d = v->diff;
     if (isatty(fileno(out))) {
         mf_error("--format pprof writes gzip data, not text: give -o FILE (or --save FILE)");
         return true;

@@ -164,9 +164,13 @@ uint64_t mf_size_class_hi(uint32_t c)
     return next > lo ? next - 1 : lo; /* sizes 1, 2 and 3 have a class each */
 }
 
-void mf_report_sites(FILE *out, const struct mf_model *const *models,
-                     const char *const *programs, uint32_t n, const struct mf_report_options *o)
+/* pc0..pc{K-1},calls,calls_stderr,bytes,bytes_stderr,mean_size,samples,via[,size_min,size_max]
+ * [,program]: one row per site (and size class), sorted by calls. */
+bool mf_report_sites(FILE *out, const struct mf_report_input *v, const struct mf_report_options *o)
 {
+    const struct mf_model *const *models = v->parts;
+    const char *const *programs = v->part_names;
+    uint32_t n = v->nparts;
     struct mf_sites t;
     mf_sites_build(&t, models, n, o->site_depth, o->by_size);
     mf_sites_sort(&t);
@@ -211,4 +215,5 @@ void mf_report_sites(FILE *out, const struct mf_model *const *models,
         fputc('\n', out);
     }
     mf_sites_free(&t);
+    return false;
 }

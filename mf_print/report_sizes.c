@@ -205,16 +205,18 @@ static void mf_json(FILE *out, const struct mf_size_table *t, const struct mf_pr
     fputs(t->n ? "\n  ]\n}\n" : "]\n}\n", out);
 }
 
-bool mf_report_sizes(FILE *out, const struct mf_model *m, enum mf_format format,
-                     const struct mf_report_options *o)
+enum mf_sizes_format { MF_SIZES_TEXT, MF_SIZES_CSV, MF_SIZES_JSON };
+
+static bool mf_report_sizes(FILE *out, const struct mf_model *m, enum mf_sizes_format format,
+                            const struct mf_report_options *o)
 {
     const struct mf_profile *p = m->p;
     struct mf_size_table *t = mf_xmalloc(sizeof *t);
     mf_rows(m, t);
     char a[40], b[40], c[40], d[40];
-    if (format == MF_FORMAT_CSV) {
+    if (format == MF_SIZES_CSV) {
         mf_csv(out, t);
-    } else if (format == MF_FORMAT_JSON) {
+    } else if (format == MF_SIZES_JSON) {
         mf_json(out, t, p);
     } else {
         fprintf(out, "malloc_freq sizes: %s", mf_esc(o->dirs[0]));
@@ -243,4 +245,19 @@ bool mf_report_sizes(FILE *out, const struct mf_model *m, enum mf_format format,
     }
     free(t);
     return false;
+}
+
+bool mf_report_sizes_text(FILE *out, const struct mf_report_input *v, const struct mf_report_options *o)
+{
+    return mf_report_sizes(out, v->model, MF_SIZES_TEXT, o);
+}
+
+bool mf_report_sizes_csv(FILE *out, const struct mf_report_input *v, const struct mf_report_options *o)
+{
+    return mf_report_sizes(out, v->model, MF_SIZES_CSV, o);
+}
+
+bool mf_report_sizes_json(FILE *out, const struct mf_report_input *v, const struct mf_report_options *o)
+{
+    return mf_report_sizes(out, v->model, MF_SIZES_JSON, o);
 }

@@ -305,9 +305,9 @@ static void mf_print_running(FILE *out, const struct mf_profile *p)
  * it, counted exactly (calls the threads had not yet added to their totals when the files
  * were read or the process was killed: they do every MF_FLUSH_CALLS calls), or estimated
  * so high that a site would show above 100 %. */
-static uint64_t mf_share_base(const struct mf_profile *p, const struct mf_tree *t)
+static uint64_t mf_share_base(const struct mf_model *m, const struct mf_tree *t)
 {
-    uint64_t total = mf_profile_total_calls(p), stacks = t->nodes[0].calls;
+    uint64_t total = m->view_calls, stacks = t->nodes[0].calls;
     if (stacks <= total)
         return total;
     if (!t->estimated)
@@ -318,9 +318,9 @@ static uint64_t mf_share_base(const struct mf_profile *p, const struct mf_tree *
     return total;
 }
 
-static void mf_print_above_total(FILE *out, const struct mf_profile *p, const struct mf_tree *t)
+static void mf_print_above_total(FILE *out, const struct mf_model *m, const struct mf_tree *t)
 {
-    uint64_t total = mf_profile_total_calls(p), base = mf_share_base(p, t);
+    uint64_t total = m->view_calls, base = mf_share_base(m, t);
     if (base == total)
         return;
     char a[40], b[40], c[40];
@@ -335,9 +335,10 @@ static void mf_print_above_total(FILE *out, const struct mf_profile *p, const st
                 mf_fmt_count(c, MF_FLUSH_CALLS), mf_fmt_count(a, base));
 }
 
-static void mf_print_header(FILE *out, const struct mf_profile *p, const struct mf_tree *t,
+static void mf_print_header(FILE *out, const struct mf_model *m, const struct mf_tree *t,
                             const struct mf_report_options *o)
 {
+    const struct mf_profile *p = m->p;
     char a[40], b[40], c[40];
     fprintf(out, "malloc_freq report: %s", mf_esc(o->dirs[0]));
     if (o->ndirs > 1)
@@ -408,22 +409,23 @@ static void mf_print_header(FILE *out, const struct mf_profile *p, const struct 
             mf_fmt_count(a, t->raw_stacks), mf_fmt_count(b, t->merged_stacks),
             o->trim ? "trimming allocator frames and " : "");
     mf_print_transforms(out, t);
-    mf_print_above_total(out, p, t);
+    mf_print_above_total(out, m, t);
 }
 
-void mf_report_tree(FILE *out, const struct mf_profile *p, const struct mf_tree *t,
-                    const struct mf_report_options *o)
+void mf_tree_print(FILE *out, const struct mf_model *m, const struct mf_tree *t,
+                   const struct mf_report_options *o)
 {
+    bool live = m->view == MF_VIEW_LIVE;
     struct mf_tree_ctx c = {.out = out, .t = t, .threshold = o->threshold,
                             .full_names = o->full_names};
-    c.total = mf_share_base(p, t); /* never a share above 100 % */
-    if (p->live_view)
-        mf_report_live_header(out, p, o);
+    c.total = mf_share_base(m, t); /* never a share above 100 % */
+    if (live)
+        mf_report_live_header(out, m, o);
     else
-        mf_print_header(out, p, t, o);
+        mf_print_header(out, m, t, o);
     fputc('\n', out);
     if (t->nodes[0].nchildren == 0) {
-        fputs(p->live_view ? "nothing alive\n" : "no stacks recorded\n", out);
+        fputs(live ? "nothing alive\n" : "no stacks recorded\n", out);
         return;
     }
     char num[40];
@@ -434,11 +436,67 @@ void mf_report_tree(FILE *out, const struct mf_profile *p, const struct mf_tree 
     c.err_column = t->estimated;
     c.interval = t->sample_interval;
     mf_pad(out, c.calls_width - 5);
-    fputs(p->live_view ? "alive" : "calls", out);
+    fputs(live ? "alive" : "calls", out);
     if (c.err_column) /* as wide as a line's " ±NN%" and its padding: 8 */
         fputs(" ±error ", out);
     fprintf(out, " %8s %10s%s  %s\n", "%", "bytes", c.err_column ? " ±error " : "",
             "allocation site, then its callers");
     mf_children(&c);
     free(c.prefix);
+}
+
+bool mf_report_tree(FILE *out, const struct mf_report_input *v, const struct mf_report_options *o)
+{
+    const struct mf_model *m = v->model;
+    bool live = m->view == MF_VIEW_LIVE;
+    struct mf_tree tree;
+    struct mf_model tree_model = *m;
+    if (live) /* the tree shows what is alive; the lifetimes table what was freed too */
+        mf_model_keep_counted(&tree_model);
+    mf_tree_build(&tree, &tree_model, o->threshold, m->view_calls);
+    mf_tree_print(out, m, &tree, o);
+    if (live)
+        mf_report_lifetimes(out, m, o->sort_temporary);
+    struct mf_unresolved_list u = {0};
+    mf_unresolved_add(&u, m);
+    mf_report_unresolved(out, &u, o->sysroot);
+    return false;
+}
+
+/* --by program: a table of the programs, then a section per program with its own header. */
+bool mf_report_tree_by_program(FILE *out, const struct mf_report_input *v, const struct mf_report_options *o)
+{
+    const struct mf_profile *p = v->p;
+    struct mf_program *progs;
+    uint32_t n = mf_programs(p, &progs);
+    uint64_t total = mf_profile_total_calls(p);
+    char a[40], b[40];
+    fprintf(out, "malloc_freq report by program: %s", mf_esc(o->dirs[0]));
+    if (o->ndirs > 1)
+        fprintf(out, " and %d more director%s", o->ndirs - 1, o->ndirs > 2 ? "ies" : "y");
+    fprintf(out, " (%u process director%s)\n", p->ndirs_read, p->ndirs_read == 1 ? "y" : "ies");
+    fprintf(out, "  calls      %s (exact) in %u program%s, %u process image%s; each section's "
+            "%% is of its program's calls\n\n", mf_fmt_count(a, total), n, n == 1 ? "" : "s",
+            p->nprocs, p->nprocs == 1 ? "" : "s");
+    int width = (int)strlen(mf_fmt_count(a, total));
+    width = width < 5 ? 5 : width;
+    fprintf(out, "%*s %8s %10s %9s  program\n", width, "calls", "%", "bytes", "processes");
+    for (uint32_t i = 0; i < n; i++)
+        fprintf(out, "%*s %7.2f%% %10s %9u  %s\n", width, mf_fmt_count(a, progs[i].calls),
+                total ? (double)progs[i].calls * 100.0 / (double)total : 0.0,
+                mf_fmt_bytes(b, (double)progs[i].bytes), progs[i].nprocs, mf_esc(progs[i].name));
+    free(progs);
+    struct mf_unresolved_list u = {0};
+    for (uint32_t i = 0; i < v->nparts; i++) {
+        const struct mf_model *m = v->parts[i];
+        struct mf_report_options so = *o;
+        so.program = v->part_names[i];
+        struct mf_tree tree;
+        mf_tree_build(&tree, m, o->threshold, m->view_calls);
+        fputs("\n\n", out);
+        mf_tree_print(out, m, &tree, &so);
+        mf_unresolved_add(&u, m);
+    }
+    mf_report_unresolved(out, &u, o->sysroot);
+    return false;
 }

@@ -184,8 +184,10 @@ static uint32_t mf_class_sites(const struct mf_sites *s, uint32_t c, uint64_t hi
     return n;
 }
 
-bool mf_report_tune(FILE *out, const struct mf_model *m, const struct mf_report_options *o)
+/* --sizes --tune: what the size histogram means for an allocator. */
+bool mf_report_tune(FILE *out, const struct mf_report_input *v, const struct mf_report_options *o)
 {
+    const struct mf_model *m = v->model;
     const struct mf_profile *p = m->p;
     static struct mf_tune t;
     mf_tune_build(&t, p);

@@ -18,21 +18,11 @@ enum {
     MF_CLASS_LANG_START = 32, /* Rust's std::rt::lang_start*: the C main calling it is start-up */
 };
 
-static struct mf_transform mf_xf = {.fold = true, .cut = true};
-static uint8_t *mf_classes; /* per interned name */
+/* Each interned name's class, made once: a memo of the configuration it was made for,
+ * started afresh for another (models built with other --fold or --hide patterns). */
+static uint8_t *mf_classes;
 static uint32_t mf_classes_cap;
-
-void mf_transform_set(const struct mf_transform *t)
-{
-    mf_xf = *t;
-    if (mf_classes)
-        memset(mf_classes, 0, mf_classes_cap);
-}
-
-const struct mf_transform *mf_transform_get(void)
-{
-    return &mf_xf;
-}
+static struct mf_transform mf_classes_xf;
 
 static bool mf_any_match(const regex_t *re, uint32_t n, const char *s)
 {
@@ -42,8 +32,14 @@ static bool mf_any_match(const regex_t *re, uint32_t n, const char *s)
     return false;
 }
 
-static uint8_t mf_class(uint32_t name)
+static uint8_t mf_class(const struct mf_transform *xf, uint32_t name)
 {
+    if (xf->fold_re != mf_classes_xf.fold_re || xf->nfold != mf_classes_xf.nfold ||
+        xf->hide_re != mf_classes_xf.hide_re || xf->nhide != mf_classes_xf.nhide) {
+        mf_classes_xf = *xf;
+        if (mf_classes)
+            memset(mf_classes, 0, mf_classes_cap);
+    }
     if (name >= mf_classes_cap) {
         uint32_t cap = mf_classes_cap ? mf_classes_cap : 1024;
         while (cap <= name)
@@ -59,21 +55,21 @@ static uint8_t mf_class(uint32_t name)
     c = MF_CLASS_KNOWN;
     if (mf_trim_function(s))
         c |= MF_CLASS_PLUMBING;
-    if (mf_wrapper_function(s) || mf_any_match(mf_xf.fold_re, mf_xf.nfold, s))
+    if (mf_wrapper_function(s) || mf_any_match(xf->fold_re, xf->nfold, s))
         c |= MF_CLASS_WRAPPER;
     if (mf_startup_function(s))
         c |= MF_CLASS_STARTUP;
     if (strncmp(s, "std::rt::lang_start", 19) == 0)
         c |= MF_CLASS_LANG_START;
-    if (mf_any_match(mf_xf.hide_re, mf_xf.nhide, s))
+    if (mf_any_match(xf->hide_re, xf->nhide, s))
         c |= MF_CLASS_HIDE;
     mf_classes[name] = c;
     return c;
 }
 
-bool mf_name_hidden(uint32_t name)
+bool mf_name_hidden(const struct mf_model *m, uint32_t name)
 {
-    return mf_xf.nhide && (mf_class(name) & MF_CLASS_HIDE);
+    return m->xf.nhide && (mf_class(&m->xf, name) & MF_CLASS_HIDE);
 }
 
 /* The k-th frame of a stack (innermost first), found from where the last one was: trim,
@@ -113,7 +109,7 @@ static void mf_transform_stack(struct mf_model *m, struct mf_stack *s, struct mf
     /* Trim: plumbing at the innermost end, the outermost frame always stays. */
     uint32_t lo = 0;
     if (m->trim)
-        while (lo + 1 < n && (FR(lo)->plumbing_module || (mf_class(FR(lo)->name) & MF_CLASS_PLUMBING)))
+        while (lo + 1 < n && (FR(lo)->plumbing_module || (mf_class(&m->xf, FR(lo)->name) & MF_CLASS_PLUMBING)))
             lo++;
     /* Cut: start-up frames at the outermost end, down to main or the thread's start
      * routine; the innermost frame left stays. A stack cut short by the depth limit may end
@@ -123,12 +119,12 @@ static void mf_transform_stack(struct mf_model *m, struct mf_stack *s, struct mf
      * program's _start is one. Inside, the first frame that is not start-up stays, named or
      * not (a stripped program's main). */
     uint32_t hi = n;
-    if (mf_xf.cut) {
+    if (m->xf.cut) {
         for (uint32_t k = n; k - 1 > lo; k--) {
             uint32_t name = BK(k - 1)->name;
-            if ((mf_class(name) & MF_CLASS_STARTUP) ||
+            if ((mf_class(&m->xf, name) & MF_CLASS_STARTUP) ||
                 (strcmp(mf_str(name), "main") == 0 &&
-                 (mf_class(BK(k - 2)->name) & MF_CLASS_LANG_START)))
+                 (mf_class(&m->xf, BK(k - 2)->name) & MF_CLASS_LANG_START)))
                 hi = k - 1;
             else if (hi < n || mf_str(name)[0] != '[')
                 break;
@@ -137,10 +133,10 @@ static void mf_transform_stack(struct mf_model *m, struct mf_stack *s, struct mf
     /* Fold: wrappers next to the plumbing (and plumbing they call: a wrapper may call the
      * profiler's API, or the allocator twice); the site is the caller of the outermost,
      * which is the via. */
-    if (m->trim && mf_xf.fold) {
+    if (m->trim && m->xf.fold) {
         uint32_t k = lo;
         while (k + 1 < hi && (FR(k)->plumbing_module ||
-                               (mf_class(FR(k)->name) & (MF_CLASS_WRAPPER | MF_CLASS_PLUMBING))))
+                               (mf_class(&m->xf, FR(k)->name) & (MF_CLASS_WRAPPER | MF_CLASS_PLUMBING))))
             k++;
         if (k > lo)
             s->via = FR(k - 1)->name;
@@ -150,10 +146,10 @@ static void mf_transform_stack(struct mf_model *m, struct mf_stack *s, struct mf
     s->cut = n - hi;
     counts->folded_stacks += s->via != 0;
     counts->cut_stacks += s->cut != 0;
-    if (mf_xf.nhide) {
+    if (m->xf.nhide) {
         uint32_t hidden = 0;
         for (uint32_t k = lo; k < hi; k++)
-            hidden += (mf_class(FR(k)->name) & MF_CLASS_HIDE) != 0;
+            hidden += (mf_class(&m->xf, FR(k)->name) & MF_CLASS_HIDE) != 0;
         if (hidden) {
             counts->hidden_frames += hidden;
             counts->hidden_stacks++;
@@ -182,7 +178,7 @@ void mf_model_transform(struct mf_model *m)
 {
     /* The names' classes are made lazily: made first, the halves only read them. */
     for (uint32_t r = 0; r < m->nframes; r++)
-        mf_class(m->frames[r].name);
+        mf_class(&m->xf, m->frames[r].name);
     struct mf_transform_halves t = {m, {{0}, {0}}};
     mf_in_halves(m->nstacks, mf_transform_half, &t);
     struct mf_transform_counts *c = &m->transformed, *a = &t.counts[0], *b = &t.counts[1];

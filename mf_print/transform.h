@@ -20,6 +20,7 @@
 struct mf_model;
 struct mf_stack;
 
+/* A model's transforms (struct mf_model_config; trim is the config's own). */
 struct mf_transform {
     bool fold;           /* fold the built-in wrappers and fold_re (not --no-fold) */
     bool cut;            /* cut start-up frames (not --full-stacks) */
@@ -29,15 +30,10 @@ struct mf_transform {
     uint32_t nhide;
 };
 
-/* The transforms every model built from now on gets (trim is mf_model_build's argument).
- * Until called: fold and cut, no user patterns. */
-void mf_transform_set(const struct mf_transform *t);
-const struct mf_transform *mf_transform_get(void);
-
 /* Sets trimmed, cut, via and hidden of each stack of m, and m's hidden totals. */
 void mf_model_transform(struct mf_model *m);
 
-/* Whether a frame of this name is hidden (--hide). */
-bool mf_name_hidden(uint32_t name);
+/* Whether a frame of this name is hidden (--hide) in m. */
+bool mf_name_hidden(const struct mf_model *m, uint32_t name);
 
 #endif

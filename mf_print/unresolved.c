@@ -18,29 +18,20 @@ struct mf_unresolved {
     bool estimated;
 };
 
-static struct mf_unresolved *mf_unres;
-static uint32_t mf_nunres, mf_unres_cap;
-static uint64_t mf_unres_total; /* calls of every stack added */
-static const char *mf_unres_sysroot;
-
-void mf_unresolved_sysroot(const char *sysroot)
+static struct mf_unresolved *mf_unresolved_of(struct mf_unresolved_list *list,
+                                              const struct mf_module_debug *d)
 {
-    mf_unres_sysroot = sysroot;
-}
-
-static struct mf_unresolved *mf_unresolved_of(const struct mf_module_debug *d)
-{
-    for (uint32_t i = 0; i < mf_nunres; i++)
-        if (mf_unres[i].id == d->id)
-            return &mf_unres[i];
-    MF_GROW(mf_unres, mf_nunres, mf_unres_cap);
-    struct mf_unresolved *u = &mf_unres[mf_nunres++];
+    for (uint32_t i = 0; i < list->n; i++)
+        if (list->v[i].id == d->id)
+            return &list->v[i];
+    MF_GROW(list->v, list->n, list->cap);
+    struct mf_unresolved *u = &list->v[list->n++];
     *u = (struct mf_unresolved){d->id, d->state, mf_xstrdup(d->path), mf_xstrdup(d->opened), 0,
                                 false};
     return u;
 }
 
-void mf_unresolved_add(const struct mf_model *m)
+void mf_unresolved_add(struct mf_unresolved_list *list, const struct mf_model *m)
 {
     /* Each location asked once (10^6 stacks are 4x10^7 frames over a few thousand
      * locations): the entry it counts for, UINT32_MAX if its module read in full. */
@@ -54,13 +45,13 @@ void mf_unresolved_add(const struct mf_model *m)
             !mf_module_debug(&m->p->procs[l->process].modules[l->module], &d) ||
             d.state == MF_DEBUG_OK || d.state == MF_DEBUG_NO_FILE || d.plumbing)
             continue;
-        unres_of[i] = (uint32_t)(mf_unresolved_of(&d) - mf_unres);
+        unres_of[i] = (uint32_t)(mf_unresolved_of(list, &d) - list->v);
         any = true;
     }
     uint32_t *seen = NULL, nseen, cap = 0;
     for (uint32_t i = 0; i < m->nstacks; i++) {
         const struct mf_stack *s = &m->stacks[i];
-        mf_unres_total += s->calls;
+        list->total += s->calls;
         nseen = 0;
         for (uint32_t k = 0; any && k < s->depth; k++) {
             uint32_t u = unres_of[m->stack_locs[s->first + k]];
@@ -73,8 +64,8 @@ void mf_unresolved_add(const struct mf_model *m)
                 continue; /* a stack through a module twice counts once */
             MF_GROW(seen, nseen, cap);
             seen[nseen++] = u;
-            mf_unres[u].calls += s->calls;
-            mf_unres[u].estimated |= s->estimated;
+            list->v[u].calls += s->calls;
+            list->v[u].estimated |= s->estimated;
         }
     }
     free(seen);
@@ -83,14 +74,14 @@ void mf_unresolved_add(const struct mf_model *m)
 
 /* The Debian package whose file list (/var/lib/dpkg/info/<pkg>.list, under --sysroot
  * first) names path, also as /usr/lib <-> /lib (merged /usr); NULL if none. */
-static char *mf_dpkg_owner(const char *path)
+static char *mf_dpkg_owner(const char *path, const char *sysroot)
 {
     char alt[4200] = "";
     if (strncmp(path, "/usr/", 5) == 0)
         snprintf(alt, sizeof alt, "%s", path + 4);
     else
         snprintf(alt, sizeof alt, "/usr%s", path);
-    const char *roots[2] = {mf_unres_sysroot, ""};
+    const char *roots[2] = {sysroot, ""};
     for (int r = 0; r < 2; r++) {
         if (r == 0 && !roots[0])
             continue;
@@ -135,7 +126,7 @@ static char *mf_dpkg_owner(const char *path)
 }
 
 /* What would give the module's frames names and lines. */
-static void mf_fix(char *buf, size_t size, const struct mf_unresolved *u)
+static void mf_fix(char *buf, size_t size, const struct mf_unresolved *u, const char *sysroot)
 {
     if (u->state == MF_DEBUG_UNREADABLE || u->state == MF_DEBUG_OTHER_FILE) {
         snprintf(buf, size, "%s: a profile taken on another machine is read with --sysroot "
@@ -146,7 +137,7 @@ static void mf_fix(char *buf, size_t size, const struct mf_unresolved *u)
     }
     const char *what = u->state == MF_DEBUG_STRIPPED ? "stripped, no debug information"
                                                      : "no debug information";
-    char *pkg = mf_dpkg_owner(u->path);
+    char *pkg = mf_dpkg_owner(u->path, sysroot);
     if (!pkg) {
         snprintf(buf, size, "%s: rebuild it with -g, or give --debug-dir DIR holding its "
                  "separate debug file (DIR/.build-id/xx/yyyy.debug)", what);
@@ -172,44 +163,49 @@ static int mf_unres_cmp(const void *a, const void *b)
     return strcmp(x->path, y->path);
 }
 
-void mf_report_unresolved(FILE *out)
+void mf_report_unresolved(FILE *out, struct mf_unresolved_list *list, const char *sysroot)
 {
     /* Of the calls the stacks hold: with estimates, the exact total is not what they add to. */
-    uint64_t total = mf_unres_total;
+    uint64_t total = list->total;
+    struct mf_unresolved *rows = list->v;
     uint32_t n = 0;
-    for (uint32_t i = 0; i < mf_nunres; i++) {
-        if (mf_unres[i].calls) {
-            mf_unres[n++] = mf_unres[i];
+    for (uint32_t i = 0; i < list->n; i++) {
+        if (rows[i].calls) {
+            rows[n++] = rows[i];
         } else {
-            free(mf_unres[i].path);
-            free(mf_unres[i].opened);
+            free(rows[i].path);
+            free(rows[i].opened);
         }
     }
-    mf_nunres = n;
-    if (n == 0)
+    list->n = n;
+    if (n == 0) {
+        free(list->v);
+        *list = (struct mf_unresolved_list){0};
         return;
-    qsort(mf_unres, n, sizeof *mf_unres, mf_unres_cmp);
+    }
+    qsort(rows, n, sizeof *rows, mf_unres_cmp);
     fprintf(out, "\nnot symbolized in full: %u module%s without debug information or not found, "
             "with the calls whose stacks pass through %s:\n", n, n == 1 ? "" : "s",
             n == 1 ? "it" : "each");
     int width = 5;
     char num[48];
     for (uint32_t i = 0; i < n; i++) {
-        int w = (int)strlen(mf_fmt_count(num, mf_unres[i].calls)) + mf_unres[i].estimated;
+        int w = (int)strlen(mf_fmt_count(num, rows[i].calls)) + rows[i].estimated;
         width = w > width ? w : width;
     }
     for (uint32_t i = 0; i < n; i++) {
-        const struct mf_unresolved *u = &mf_unres[i];
+        const struct mf_unresolved *u = &rows[i];
         char calls[48], fix[600];
         snprintf(calls, sizeof calls, "%s%s", u->estimated ? "~" : "", mf_fmt_count(num, u->calls));
-        mf_fix(fix, sizeof fix, u);
+        mf_fix(fix, sizeof fix, u, sysroot);
         fprintf(out, "%*s %7.2f%%  %s", width, calls,
                 total ? (double)u->calls * 100.0 / (double)total : 0.0, mf_esc(u->opened));
         fprintf(out, "\n%*s %s\n", width + 11, "", mf_esc(fix));
     }
-    for (uint32_t i = 0; i < mf_nunres; i++) {
-        free(mf_unres[i].path);
-        free(mf_unres[i].opened);
+    for (uint32_t i = 0; i < n; i++) {
+        free(rows[i].path);
+        free(rows[i].opened);
     }
-    mf_nunres = 0;
+    free(list->v);
+    *list = (struct mf_unresolved_list){0};
 }

@@ -342,33 +342,42 @@ def test_live_fork_child_frees_leave_the_parent():
 
 @rt.test
 def test_live_json_says_it_is_the_live_view():
-    """--live --format json: "view": "live", the counts named alive / live_bytes /
-    live_records (the stack's calls as alloc_calls, its frees as freed), what the live files
-    missed; the plain JSON of the same profile has no "view" and counts calls."""
+    """--live --format json: "view": "live", each stack's counts named alive / live_bytes /
+    live_records (its calls as alloc_calls, its frees as freed), the live heap's totals and
+    what its files missed in "live"; "totals" and each process's "calls" stay the run's calls,
+    as the plain JSON of the same profile has them (and no "view")."""
     import json
     r = rt.run_ok([rt.c_program("live_heap"), "leaks"], sample=None,
                   extra_env={"MALLOC_FREQ_LIVE": "all"})
     doc = json.loads(rt.mf_print(["--live", "--format", "json", r.profile]).stdout)
+    plain = json.loads(rt.mf_print(["--format", "json", r.profile]).stdout)
     expect_eq(doc.get("view"), "live", "the live JSON's view")
-    expect_eq(doc.get("live"), {"when": "at exit", "files": 1, "records": 1003, "not_recorded": 0,
-                                "lifetimes_not_recorded": 0, "records_without_stack": 0,
-                                "ended_images_left_out": 0, "ended_allocations_left_out": 0},
+    expect_eq(doc.get("live"), {"when": "at exit", "alive": 1003, "live_bytes": 48048, "files": 1,
+                                "records": 1003, "not_recorded": 0, "lifetimes_not_recorded": 0,
+                                "records_without_stack": 0, "ended_images_left_out": 0,
+                                "ended_allocations_left_out": 0},
               "the live JSON's live object")
-    expect_eq((doc["totals"].get("alive"), doc["totals"].get("live_bytes")), (1003, 48048),
-              "live totals")
-    expect("calls" not in doc["totals"] and "functions" not in doc["totals"],
-           f"live totals named as calls: {doc['totals']}")
-    expect_eq([p.get("alive") for p in doc["processes"]], [1003], "the process's alive")
+    expect_eq(doc["totals"], plain["totals"], "the live JSON's totals (the run's)")
+    expect_eq([(p.get("calls"), p.get("alive")) for p in doc["processes"]],
+              [(plain["processes"][0]["calls"], 1003)], "the process's calls and alive")
     leak = [s for s in doc["stacks"] if s["frames"][0]["function"] == "site_leak"]
     expect_eq([(s.get("alive"), s.get("live_bytes"), s.get("live_records"), s.get("alive_stderr"),
                 s.get("freed"), s.get("alloc_calls")) for s in leak],
               [(1000, 48000, 1000, 0, 0, 1000)], "site_leak's live stack")
     expect(all("calls" not in s and "bytes" not in s for s in doc["stacks"]),
            "a live stack still has calls or bytes")
-    plain = json.loads(rt.mf_print(["--format", "json", r.profile]).stdout)
     expect("view" not in plain and "live" not in plain, "the plain JSON names a view")
     expect_eq(plain["totals"]["calls"], plain["totals"]["functions"]["malloc"]["calls"],
               "the plain JSON's calls")
+    expect(all("alive" not in p for p in plain["processes"]), "a plain process has alive")
+    # temps: 10,003 calls made, 3 blocks alive at exit (site_before_main's): the totals are
+    # the calls, the live object the 3.
+    t = rt.run_ok([rt.c_program("live_heap"), "temps"], sample=None,
+                  extra_env={"MALLOC_FREQ_LIVE": "all"})
+    doc = json.loads(rt.mf_print(["--live", "--format", "json", t.profile]).stdout)
+    expect_eq((doc["totals"]["calls"], doc["totals"]["bytes"], doc["live"]["alive"],
+               doc["live"]["live_bytes"], doc["processes"][0]["calls"], doc["processes"][0]["alive"]),
+              (10003, 640048, 3, 48, 10003, 3), "temps: the run's calls and what is alive")
 
 
 def live_copy(r):
