@@ -17,8 +17,12 @@ CORE_SRC    := $(wildcard c_core/*.c)
 CORE_HDR    := $(wildcard c_core/*.h)
 PRELOAD_SRC := lib_preload/mf_preload.c lib_preload/mf_next.c lib_preload/mf_guard.c
 PRELOAD_HDR := $(wildcard lib_preload/*.h)
-PRINT_SRC   := $(wildcard mf_print/*.c)
-PRINT_HDR   := $(wildcard mf_print/*.h)
+# mf_print by stage: read/, model/, report/ (the registry), base/ (helpers); the request,
+# its run and the output at the top.
+PRINT_DIRS  := mf_print mf_print/base mf_print/read mf_print/model mf_print/report
+PRINT_SRC   := $(foreach d,$(PRINT_DIRS),$(wildcard $(d)/*.c))
+PRINT_HDR   := $(foreach d,$(PRINT_DIRS),$(wildcard $(d)/*.h))
+PRINT_INC   := $(addprefix -I,$(PRINT_DIRS))
 LAUNCH_SRC  := $(wildcard launcher/*.c)
 LAUNCH_HDR  := $(wildcard launcher/*.h)
 
@@ -31,7 +35,7 @@ INSTALLED := $(DESTDIR)$(LIBDIR)/libmalloc_freq.so $(DESTDIR)$(BINDIR)/mf_print 
              $(DESTDIR)$(BINDIR)/malloc_freq $(DESTDIR)$(MANDIR)/malloc_freq.1 \
              $(DESTDIR)$(MANDIR)/mf_print.1
 # --format html's page, which report_html.c includes with the assembler's .incbin
-PRINT_PAGE  := mf_print/flame_graph/flame_graph.html
+PRINT_PAGE  := mf_print/report/flame_graph/flame_graph.html
 
 # Cargo, through scripts/cargo: Debian's packaged crates when they are installed (this machine
 # has no crates.io), decided when cargo runs, after `deps-test` may have installed them; with
@@ -65,7 +69,7 @@ $(BUILD)/mf_entry.o: lib_preload/mf_entry.c $(PRELOAD_HDR) $(CORE_HDR) | $(BUILD
 	$(CC) $(CORE_CFLAGS) -fomit-frame-pointer -Ic_core -c -o $@ $<
 
 $(BUILD)/mf_print: $(PRINT_SRC) $(PRINT_HDR) $(PRINT_PAGE) c_core/mf_format.h | $(BUILD) deps-build
-	$(CC) $(CFLAGS) -D_GNU_SOURCE -Ic_core -o $@ $(PRINT_SRC) -ldw -lelf -liberty -lz
+	$(CC) $(CFLAGS) -D_GNU_SOURCE -Ic_core $(PRINT_INC) -o $@ $(PRINT_SRC) -ldw -lelf -liberty -lz
 
 $(BUILD)/malloc_freq: $(LAUNCH_SRC) $(LAUNCH_HDR) c_core/mf_format.h | $(BUILD) deps-build
 	$(CC) $(CFLAGS) -D_GNU_SOURCE -o $@ $(LAUNCH_SRC)

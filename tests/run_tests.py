@@ -71,6 +71,17 @@ def expect_eq(got, want, what):
 
 # ---- building and running -----------------------------------------------------------
 
+# mf_print's folders, as the Makefile's PRINT_DIRS: for a test that builds its own mf_print.
+MF_PRINT_DIRS = ["mf_print", "mf_print/base", "mf_print/read", "mf_print/model", "mf_print/report"]
+
+
+def mf_print_sources():
+    """mf_print's .c files and its -I flags (c_core's and each folder's)."""
+    src = sorted(os.path.join(REPO, d, f) for d in MF_PRINT_DIRS
+                 for f in os.listdir(os.path.join(REPO, d)) if f.endswith(".c"))
+    return src, ["-I" + os.path.join(REPO, d) for d in ["c_core"] + MF_PRINT_DIRS]
+
+
 _built = {}
 
 

@@ -380,6 +380,39 @@ def test_live_json_says_it_is_the_live_view():
               (10003, 640048, 3, 48, 10003, 3), "temps: the run's calls and what is alive")
 
 
+@rt.test
+def test_live_every_format_says_it_is_the_live_view():
+    """--live in each format says that its counts are the live heap's, and the run's totals
+    stay the calls made: live_heap temps made 10,003 calls of 640,048 bytes, and 3 blocks of
+    16 bytes (site_before_main's) are alive at exit."""
+    import gzip
+    import json
+    r = rt.run_ok([rt.c_program("live_heap"), "temps"], sample=None,
+                  extra_env={"MALLOC_FREQ_LIVE": "all"})
+    out = lambda fmt: subprocess.run([rt.MF_PRINT, "--live", "--format", fmt, r.profile],
+                                     capture_output=True, timeout=rt.TIMEOUT).stdout
+    tree = out("tree").decode().splitlines()
+    expect_eq((tree[0].split(":")[0], tree[2]), ("malloc_freq live heap", "  at exit    3 allocations, 48 B"),
+              "the tree's live header")
+    expect(any(l.split()[:1] == ["alive"] for l in tree), "the tree's alive column")
+    csv_lines = out("csv").decode().splitlines()
+    expect(csv_lines[0].startswith("alive,alive_bytes,"), f"the CSV's header: {csv_lines[0]!r}")
+    doc = json.loads(out("json"))
+    expect_eq((doc["view"], doc["totals"]["calls"], doc["totals"]["bytes"], doc["live"]["alive"],
+               doc["live"]["live_bytes"]), ("live", 10003, 640048, 3, 48), "the JSON's view")
+    collapsed = out("collapsed").decode().splitlines()
+    expect_eq((collapsed[0], sum(int(l.rsplit(" ", 1)[1]) for l in collapsed[1:])),
+              ("# malloc_freq --live: counts are allocations alive, not calls", 3),
+              "the collapsed lines")
+    pprof = gzip.decompress(out("pprof"))
+    for want in (b"inuse_objects", b"inuse_space", b"the live heap (--live)",
+                 b"totals: calls=10003 bytes=640048 (exact, over every thread)"):
+        expect(want in pprof, f"pprof has no {want!r}")
+    html = out("html").decode()
+    for want in ('"weight":"live_bytes"', '"total_calls":10003', '"live_calls":3,'):
+        expect(want in html, f"the page has no {want}")
+
+
 def live_copy(r):
     """A copy of r's profile directory to damage, and its live file's path."""
     d = os.path.join(rt.fresh_dir(), "p")

@@ -16,9 +16,11 @@ readers="thread pprof live"
 rm -rf "$out" && mkdir -p "$out/runs"
 for r in $readers; do mkdir -p "$out/seeds/$r" "$out/corpus/$r"; done
 cd "$top" # report_html.c's .incbin names its page from here
-clang -O1 -g -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE -I"$top/c_core" -I"$top/mf_print" \
+print_dirs="mf_print mf_print/base mf_print/read mf_print/model mf_print/report" # as the Makefile's
+clang -O1 -g -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE -I"$top/c_core" \
+    $(for d in $print_dirs; do echo "-I$top/$d"; done) \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -o "$out/fuzz_reader" \
-    "$top/tests/fuzz/fuzz_reader.c" $(ls "$top"/mf_print/*.c | grep -v '/main\.c$') \
+    "$top/tests/fuzz/fuzz_reader.c" $(for d in $print_dirs; do ls "$top/$d"/*.c; done | grep -v '/main\.c$') \
     -ldw -lelf -liberty -lz
 # The sizes of the live file's parts, as the writer lays them out.
 printf '#include <stdio.h>\n#include "mf_format.h"\nint main(void) { printf("%%zu %%zu %%zu\\n", sizeof(struct mf_live_header), sizeof(struct mf_live_record), sizeof(struct mf_live_stats)); return 0; }\n' |

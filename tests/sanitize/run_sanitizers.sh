@@ -7,14 +7,17 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 out=$top/build/sanitize
 rm -rf "$out" && mkdir -p "$out"
 cflags="-O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE -I$top/c_core"
+print_dirs="mf_print mf_print/base mf_print/read mf_print/model mf_print/report" # as the Makefile's
+print_src=$(for d in $print_dirs; do ls "$top/$d"/*.c; done)
+cflags_print="$cflags $(for d in $print_dirs; do echo "-I$top/$d"; done)"
 pass=0 fail=0
 check() { # name, condition-command...
     local name=$1; shift
     if "$@"; then echo "PASS $name"; pass=$((pass + 1)); else echo "FAIL $name"; fail=$((fail + 1)); fi
 }
 
-gcc $cflags -fsanitize=address,undefined -fno-sanitize-recover=all -o "$out/mf_print_asan" \
-    "$top"/mf_print/*.c -ldw -lelf -liberty -lz
+gcc $cflags_print -fsanitize=address,undefined -fno-sanitize-recover=all -o "$out/mf_print_asan" \
+    $print_src -ldw -lelf -liberty -lz
 
 # mf_print is a one-shot tool that leaves its memory to exit: LeakSanitizer is off for it alone.
 export ASAN_OPTIONS=detect_leaks=0
@@ -104,7 +107,7 @@ check "mf_print_names_the_truncated_file" grep -q "$(basename "${files[0]}")" "$
 # A thread file above 32 MiB (mf_print/profile_read.c's MF_READ_SPLIT_MIN): two threads read
 # it, two fill its paths (call_tree.c), the tree counts its distinct stacks on a second thread
 # and two walk the CSV's nodes (report_csv.c); 100,000 one-call stacks.
-gcc $cflags -fsanitize=thread -o "$out/mf_print_tsan" "$top"/mf_print/*.c -ldw -lelf -liberty -lz
+gcc $cflags_print -fsanitize=thread -o "$out/mf_print_tsan" $print_src -ldw -lelf -liberty -lz
 gcc -O1 -g -fno-omit-frame-pointer -o "$out/html_100k_stacks" "$top/tests/programs/html_100k_stacks.c"
 big=$out/big && mkdir -p "$big"
 MALLOC_FREQ_SAMPLE=1 MALLOC_FREQ_DIR=$big LD_PRELOAD=$top/build/libmalloc_freq.so "$out/html_100k_stacks" >/dev/null

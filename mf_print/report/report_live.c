@@ -376,13 +376,3 @@ bool mf_report_live_csv(FILE *out, const struct mf_report_input *v, const struct
     return false;
 }
 
-void mf_model_keep_counted(struct mf_model *m)
-{
-    struct mf_stack *kept = mf_xcalloc((size_t)m->nstacks + 1, sizeof *kept);
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < m->nstacks; i++)
-        if (m->stacks[i].calls || m->stacks[i].samples)
-            kept[n++] = m->stacks[i];
-    m->stacks = kept;
-    m->nstacks = m->stacks_cap = n;
-}

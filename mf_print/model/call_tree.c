@@ -522,3 +522,9 @@ const struct mf_loc *mf_node_loc(const struct mf_node *n)
 {
     return n->has_loc ? &n->loc : NULL;
 }
+
+void mf_tree_free(struct mf_tree *t)
+{
+    free(t->nodes);
+    free(t->child_ids); /* every node's children, one array */
+}

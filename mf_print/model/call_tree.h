@@ -59,6 +59,7 @@ struct mf_tree {
 void mf_tree_build(struct mf_tree *t, const struct mf_model *m, double threshold,
                    uint64_t total);
 
+void mf_tree_free(struct mf_tree *t);
 /* The location with the most calls, or NULL if none is known. */
 const struct mf_loc *mf_node_loc(const struct mf_node *n);
 

@@ -455,8 +455,11 @@ bool mf_report_tree(FILE *out, const struct mf_report_input *v, const struct mf_
         mf_model_keep_counted(&tree_model);
     mf_tree_build(&tree, &tree_model, o->threshold, m->view_calls);
     mf_tree_print(out, m, &tree, o);
-    if (live)
+    mf_tree_free(&tree);
+    if (live) {
+        free(tree_model.stacks);
         mf_report_lifetimes(out, m, o->sort_temporary);
+    }
     struct mf_unresolved_list u = {0};
     mf_unresolved_add(&u, m);
     mf_report_unresolved(out, &u, o->sysroot);
@@ -495,6 +498,7 @@ bool mf_report_tree_by_program(FILE *out, const struct mf_report_input *v, const
         mf_tree_build(&tree, m, o->threshold, m->view_calls);
         fputs("\n\n", out);
         mf_tree_print(out, m, &tree, &so);
+        mf_tree_free(&tree);
         mf_unresolved_add(&u, m);
     }
     mf_report_unresolved(out, &u, o->sysroot);

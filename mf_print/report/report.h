@@ -148,8 +148,6 @@ bool mf_write_tune_header(const char *path, const struct mf_model *m,
  * temporary share first (else the most live bytes). */
 void mf_report_live_header(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
 void mf_report_lifetimes(FILE *out, const struct mf_model *m, bool sort_temporary);
-/* m's stacks without those of no calls (nothing alive), in a new array: m is a copy. */
-void mf_model_keep_counted(struct mf_model *m);
 /* A JSON number, %.6g; null for infinity or NaN, which JSON has not (a damaged file's
  * variance can make either): every JSON writer's standard errors. */
 void mf_json_number(FILE *out, double v);

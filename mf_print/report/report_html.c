@@ -1,6 +1,6 @@
 /* --format html: one self-contained HTML file with an interactive flame graph.
  *
- * The page is mf_print/flame_graph/flame_graph.html, built into the binary (the .incbin
+ * The page is mf_print/report/flame_graph/flame_graph.html, built into the binary (the .incbin
  * below), with three holes this file fills: {{MF:title}}, {{MF:header}} (the exact totals,
  * the programs, their processes and how each ended, the sampling mode: HTML,
  * escaped here) and {{MF:data}} (the flame graph's data: JSON, escaped so that it can never
@@ -41,7 +41,7 @@
 
 /* The template, as the assembler reads it: make runs the compiler from the top directory. */
 #ifndef MF_FLAME_GRAPH_HTML
-#define MF_FLAME_GRAPH_HTML "mf_print/flame_graph/flame_graph.html"
+#define MF_FLAME_GRAPH_HTML "mf_print/report/flame_graph/flame_graph.html"
 #endif
 __asm__(".pushsection .rodata,\"a\",@progbits\n"
         ".globl mf_flame_graph_html\n"

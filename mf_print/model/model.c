@@ -166,11 +166,6 @@ static void mf_stacks_half_make(void *arg, int half, uint32_t lo, uint32_t hi)
     }
 }
 
-const char *mf_view_name(enum mf_view v)
-{
-    return v == MF_VIEW_LIVE ? "live allocations" : "calls";
-}
-
 /* The interval a process's error bars are floored at (mf_calls_se): its fixed interval; with
  * no weighted sample, the calls that drew none bound what any estimate may be missing. The
  * live view's allocations are at least one sample of the live heap's own interval. */
@@ -390,4 +385,15 @@ double mf_bytes_se(uint64_t calls, uint64_t bytes, double var, uint64_t interval
     if (interval > 1 && var < n * (n - 1) * mean * mean)
         var = n * (n - 1) * mean * mean;
     return mf_sqrt(var);
+}
+
+void mf_model_keep_counted(struct mf_model *m)
+{
+    struct mf_stack *kept = mf_xcalloc((size_t)m->nstacks + 1, sizeof *kept);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < m->nstacks; i++)
+        if (m->stacks[i].calls || m->stacks[i].samples)
+            kept[n++] = m->stacks[i];
+    m->stacks = kept;
+    m->nstacks = m->stacks_cap = n;
 }

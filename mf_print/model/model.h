@@ -107,8 +107,8 @@ struct mf_model {
 
 /* Symbolizes and transforms a read profile, weighed as c->view says. */
 void mf_model_build(struct mf_model *m, const struct mf_profile *p, const struct mf_model_config *c);
-/* The name of a view's weight for a report's header or field: "calls", "live allocations". */
-const char *mf_view_name(enum mf_view v);
+/* m's stacks without those of no calls (nothing alive), in a new array: m is a copy. */
+void mf_model_keep_counted(struct mf_model *m);
 
 /* The frames a report shows for stack s, innermost first: its locations' frames less the
  * trimmed and folded ones at the innermost end, the cut start-up frames at the outermost
