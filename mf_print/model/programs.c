@@ -84,7 +84,11 @@ bool mf_programs_keep(struct mf_profile *p, const char *const *names, int n)
     }
     struct mf_profile kept;
     mf_profile_subset(&kept, p, mf_program_named, &ns);
-    *p = kept; /* the stacks' frames stay p's: nothing is freed */
+    kept.frame_chunks = p->frame_chunks; /* the stacks' frames stay p's: nothing is freed */
+    kept.kept = p->kept;
+    kept.nkept = p->nkept;
+    kept.kept_cap = p->kept_cap;
+    *p = kept;
     return false;
 }
 

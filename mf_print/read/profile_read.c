@@ -626,9 +626,8 @@ bool mf_stack_eq(const void *ctx, uint32_t idx)
            memcmp(s->frames, k->frames, k->depth * sizeof *k->frames) == 0;
 }
 
-/* Identical stacks of the threads of one process image are merged here, before the
- * expensive symbolization. */
-static struct mf_map mf_stack_ids;
+/* Identical stacks of the threads of one process image are merged (p->reading.stack_ids),
+ * before the expensive symbolization. */
 
 /* The raw stacks' return addresses, in chunks that never move (no malloc per stack; a
  * profile of 10^6 stacks of depth 46 holds 370 MB of them). mf_profile_drop_frames gives
@@ -639,24 +638,21 @@ struct mf_frame_chunk {
     size_t used, cap;
     uint64_t v[];
 };
-static struct mf_frame_chunk *mf_frame_chunks;
 
 /* Thread files that are mostly frames (a big table) are not copied: their stacks' frames
- * point into the file as read, which is kept until mf_profile_drop_frames (its entries'
- * pages are given back once read). */
-static uint8_t **mf_kept;
-static size_t mf_nkept, mf_kept_cap;
+ * point into the file as read, which the profile keeps (p->kept) until
+ * mf_profile_drop_frames (its entries' pages are given back once read). */
 
-static uint64_t *mf_frames_alloc(size_t n)
+static uint64_t *mf_frames_alloc(struct mf_profile *p, size_t n)
 {
-    struct mf_frame_chunk *c = mf_frame_chunks;
+    struct mf_frame_chunk *c = p->frame_chunks;
     if (!c || c->cap - c->used < n) {
         size_t cap = n > MF_FRAME_CHUNK ? n : MF_FRAME_CHUNK;
         c = mf_xmalloc(sizeof *c + cap * sizeof *c->v);
-        c->next = mf_frame_chunks;
+        c->next = p->frame_chunks;
         c->used = 0;
         c->cap = cap;
-        mf_frame_chunks = c;
+        p->frame_chunks = c;
     }
     uint64_t *v = c->v + c->used;
     c->used += n;
@@ -665,26 +661,25 @@ static uint64_t *mf_frames_alloc(size_t n)
 
 void mf_profile_drop_frames(struct mf_profile *p)
 {
-    while (mf_frame_chunks) {
-        struct mf_frame_chunk *c = mf_frame_chunks;
-        mf_frame_chunks = c->next;
+    while (p->frame_chunks) {
+        struct mf_frame_chunk *c = p->frame_chunks;
+        p->frame_chunks = c->next;
         free(c);
     }
-    for (size_t i = 0; i < mf_nkept; i++)
-        free(mf_kept[i]);
-    free(mf_kept);
-    mf_kept = NULL;
-    mf_nkept = mf_kept_cap = 0;
+    for (size_t i = 0; i < p->nkept; i++)
+        free(p->kept[i]);
+    free(p->kept);
+    p->kept = NULL;
+    p->nkept = p->kept_cap = 0;
     for (uint32_t i = 0; i < p->nstacks; i++)
         p->stacks[i].frames = NULL;
-    mf_map_free(&mf_stack_ids);
+    mf_map_free(&p->reading.stack_ids);
 }
 
 /* A raw stack's counts by size class, merged over its entries (one per class and thread):
  * while files are read, each stack's records are a chain from sizes_first (nsizes long)
- * through mf_size_next, at most MF_SIZE_CLASSES links; mf_profile_finish lays them out in
+ * through p->reading.size_next, at most MF_SIZE_CLASSES links; mf_profile_finish lays them out in
  * a row. No map: 10^6 stacks' classes cost a hashed slot (a cache miss) each. */
-static uint32_t *mf_size_next;
 
 static void mf_add_stack_size(struct mf_profile *p, uint32_t stack, const struct mf_entry *e,
                               uint32_t size_class)
@@ -692,17 +687,18 @@ static void mf_add_stack_size(struct mf_profile *p, uint32_t stack, const struct
     struct mf_raw_stack *s = &p->stacks[stack];
     uint32_t idx = s->sizes_first, n = 0;
     while (n < s->nsizes && p->stack_sizes[idx].size_class != size_class) {
-        idx = mf_size_next[idx];
+        idx = p->reading.size_next[idx];
         n++;
     }
     if (n == s->nsizes) {
         uint32_t cap = p->stack_sizes_cap;
         MF_GROW(p->stack_sizes, p->nstack_sizes, p->stack_sizes_cap);
         if (p->stack_sizes_cap != cap)
-            mf_size_next = mf_xrealloc(mf_size_next, p->stack_sizes_cap * sizeof *mf_size_next);
+            p->reading.size_next = mf_xrealloc(p->reading.size_next,
+                                               p->stack_sizes_cap * sizeof *p->reading.size_next);
         idx = p->nstack_sizes++;
         p->stack_sizes[idx] = (struct mf_stack_size){stack, size_class, 0, 0, 0, 0, 0};
-        mf_size_next[idx] = s->sizes_first;
+        p->reading.size_next[idx] = s->sizes_first;
         s->sizes_first = idx;
         s->nsizes++;
     }
@@ -722,7 +718,7 @@ static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf
 {
     struct mf_stack_key key = mf_stack_key_of(p, process, e, frames);
     bool added;
-    uint32_t idx = mf_map_put(&mf_stack_ids, hash, mf_stack_eq, &key, p->nstacks, &added);
+    uint32_t idx = mf_map_put(&p->reading.stack_ids, hash, mf_stack_eq, &key, p->nstacks, &added);
     if (added) {
         MF_GROW(p->stacks, p->nstacks, p->stacks_cap);
         struct mf_raw_stack *s = &p->stacks[p->nstacks++];
@@ -733,7 +729,7 @@ static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf
         if (in_place) {
             s->frames = (uint64_t *)frames;
         } else {
-            s->frames = mf_frames_alloc(e->depth);
+            s->frames = mf_frames_alloc(p, e->depth);
             memcpy(s->frames, frames, e->depth * sizeof *frames);
         }
     }
@@ -759,32 +755,36 @@ struct mf_table_id {
     uint32_t pid, tid;
     char *path; /* dir/name, as the message shows it */
 };
-static struct mf_table_id *mf_table_ids;
-static uint32_t mf_ntable_ids, mf_table_ids_cap;
-static struct mf_map mf_table_id_map;
+struct mf_table_key {
+    const struct mf_profile *p;
+    const struct mf_thread_header *h;
+};
 
 static bool mf_table_id_eq(const void *ctx, uint32_t idx)
 {
-    const struct mf_thread_header *h = ctx;
-    const struct mf_table_id *t = &mf_table_ids[idx];
+    const struct mf_table_key *k = ctx;
+    const struct mf_thread_header *h = k->h;
+    const struct mf_table_id *t = &k->p->reading.tables[idx];
     return t->stamp == h->stamp && t->seq == h->seq && t->pid == h->pid && t->tid == h->tid;
 }
 
 /* The file that already gave this table, or NULL (then it is recorded as read from here). */
-static const char *mf_table_seen(const struct mf_thread_header *h, const char *dir,
-                                 const char *name)
+static const char *mf_table_seen(struct mf_profile *p, const struct mf_thread_header *h,
+                                 const char *dir, const char *name)
 {
+    struct mf_read_state *r = &p->reading;
+    struct mf_table_key k = {p, h};
     uint64_t key[3] = {h->stamp, h->seq, (uint64_t)h->pid << 32 | h->tid};
     bool added;
-    uint32_t idx = mf_map_put(&mf_table_id_map, mf_hash_bytes(key, sizeof key, 7),
-                              mf_table_id_eq, h, mf_ntable_ids, &added);
+    uint32_t idx = mf_map_put(&r->table_map, mf_hash_bytes(key, sizeof key, 7), mf_table_id_eq,
+                              &k, r->ntables, &added);
     if (!added)
-        return mf_table_ids[idx].path;
-    MF_GROW(mf_table_ids, mf_ntable_ids, mf_table_ids_cap);
+        return r->tables[idx].path;
+    MF_GROW(r->tables, r->ntables, r->tables_cap);
     size_t n = strlen(mf_basename(dir)) + strlen(name) + 2;
     char *path = mf_xmalloc(n);
     snprintf(path, n, "%s/%s", mf_basename(dir), name);
-    mf_table_ids[mf_ntable_ids++] = (struct mf_table_id){h->stamp, h->seq, h->pid, h->tid, path};
+    r->tables[r->ntables++] = (struct mf_table_id){h->stamp, h->seq, h->pid, h->tid, path};
     return NULL;
 }
 
@@ -816,7 +816,7 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
         free(buf);
         return;
     }
-    const char *first = mf_table_seen(h, dir, name);
+    const char *first = mf_table_seen(p, h, dir, name);
     if (first) {
         char msg[400];
         snprintf(msg, sizeof msg, "the same thread table as %s (its counts are read once)",
@@ -893,7 +893,7 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
             if (i < seg->capacity && e[i].hash != 0 && e[i].calls != 0) { /* at's slot */
                 struct mf_stack_key key = mf_stack_key_of(p, process, &e[i], &frames[e[i].frames]);
                 hashes[i % (MF_AHEAD / 2)] = mf_stack_hash(&key);
-                mf_map_prefetch(&mf_stack_ids, hashes[i % (MF_AHEAD / 2)]);
+                mf_map_prefetch(&p->reading.stack_ids, hashes[i % (MF_AHEAD / 2)]);
             }
         }
         bool later = false; /* a damaged file's segments may overlap: keep what is shared */
@@ -909,8 +909,8 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
     p->nthreads += threads;
     p->nfiles_read++;
     if (keep) {
-        MF_GROW(mf_kept, mf_nkept, mf_kept_cap);
-        mf_kept[mf_nkept++] = buf;
+        MF_GROW(p->kept, p->nkept, p->kept_cap);
+        p->kept[p->nkept++] = buf;
     } else {
         free(buf);
     }
@@ -950,25 +950,27 @@ struct mf_dir_id {
     dev_t dev;
     ino_t ino;
 };
-static struct mf_dir_id *mf_dirs_seen;
-static uint32_t mf_ndirs_seen, mf_dirs_seen_cap;
-static struct mf_map mf_dirs_seen_map;
+struct mf_dir_key {
+    const struct mf_read_state *r;
+    struct mf_dir_id id;
+};
 
 static bool mf_dir_id_eq(const void *ctx, uint32_t idx)
 {
-    const struct mf_dir_id *id = ctx;
-    return mf_dirs_seen[idx].dev == id->dev && mf_dirs_seen[idx].ino == id->ino;
+    const struct mf_dir_key *k = ctx;
+    return k->r->dirs[idx].dev == k->id.dev && k->r->dirs[idx].ino == k->id.ino;
 }
 
-static bool mf_seen_dir(const struct stat *st)
+static bool mf_seen_dir(struct mf_profile *p, const struct stat *st)
 {
-    struct mf_dir_id id = {st->st_dev, st->st_ino};
+    struct mf_read_state *r = &p->reading;
+    struct mf_dir_key k = {r, {st->st_dev, st->st_ino}};
     bool added;
-    mf_map_put(&mf_dirs_seen_map, mf_hash_u64(mf_hash_u64((uint64_t)id.dev) ^ (uint64_t)id.ino),
-               mf_dir_id_eq, &id, mf_ndirs_seen, &added);
+    mf_map_put(&r->dir_map, mf_hash_u64(mf_hash_u64((uint64_t)k.id.dev) ^ (uint64_t)k.id.ino),
+               mf_dir_id_eq, &k, r->ndirs, &added);
     if (added) {
-        MF_GROW(mf_dirs_seen, mf_ndirs_seen, mf_dirs_seen_cap);
-        mf_dirs_seen[mf_ndirs_seen++] = id;
+        MF_GROW(r->dirs, r->ndirs, r->dirs_cap);
+        r->dirs[r->ndirs++] = k.id;
     }
     return !added;
 }
@@ -1051,7 +1053,7 @@ static uint32_t mf_walk(struct mf_profile *p, struct mf_walk *w, int dirfd, cons
             /* O_NOFOLLOW: a directory replaced by a link since it was listed is not entered */
             int sub = openat(dirfd, subdirs[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             struct stat st;
-            if (sub >= 0 && fstat(sub, &st) == 0 && !mf_seen_dir(&st)) {
+            if (sub >= 0 && fstat(sub, &st) == 0 && !mf_seen_dir(p, &st)) {
                 found += mf_walk(p, w, sub, path, depth + 1);
                 sub = -1;
             }
@@ -1081,7 +1083,7 @@ bool mf_profile_read_dir(struct mf_profile *p, const char *dir)
             close(fd);
         return true;
     }
-    if (mf_seen_dir(&st)) {
+    if (mf_seen_dir(p, &st)) {
         mf_error("%s was given twice; reading it once", mf_esc(dir));
         close(fd);
         return false;
@@ -1103,7 +1105,7 @@ void mf_profile_finish(struct mf_profile *p)
     for (uint32_t i = 0; i < p->nstacks; i++) {
         struct mf_raw_stack *s = &p->stacks[i];
         uint32_t first = at, idx = s->sizes_first;
-        for (uint32_t n = 0; n < s->nsizes; n++, idx = mf_size_next[idx]) {
+        for (uint32_t n = 0; n < s->nsizes; n++, idx = p->reading.size_next[idx]) {
             struct mf_stack_size z = p->stack_sizes[idx];
             uint32_t k = at++;
             for (; k > first && row[k - 1].size_class > z.size_class; k--)
@@ -1115,19 +1117,19 @@ void mf_profile_finish(struct mf_profile *p)
     free(p->stack_sizes);
     p->stack_sizes = row;
     p->stack_sizes_cap = p->nstack_sizes + 1;
-    free(mf_size_next);
-    mf_size_next = NULL;
+
     /* What tells files apart while they are read: the next profile (--base's other side)
      * starts afresh. */
-    mf_map_free(&mf_stack_ids);
-    mf_map_free(&mf_table_id_map);
-    for (uint32_t i = 0; i < mf_ntable_ids; i++)
-        free(mf_table_ids[i].path);
-    free(mf_table_ids);
-    mf_table_ids = NULL;
-    mf_ntable_ids = mf_table_ids_cap = 0;
-    mf_ndirs_seen = 0;
-    mf_map_free(&mf_dirs_seen_map);
+    struct mf_read_state *r = &p->reading;
+    free(r->size_next);
+    mf_map_free(&r->stack_ids);
+    mf_map_free(&r->table_map);
+    for (uint32_t i = 0; i < r->ntables; i++)
+        free(r->tables[i].path);
+    free(r->tables);
+    free(r->dirs);
+    mf_map_free(&r->dir_map);
+    memset(r, 0, sizeof *r);
     for (uint32_t i = 0; i < p->nprocs; i++) {
         struct mf_process *pr = &p->procs[i];
         /* Default mode (interval 0) samples only where calls come fast: the weights say, or

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "mf_format.h"
+#include "mf_print.h"
 
 struct mf_module {
     uint64_t bias, lo, hi;
@@ -84,6 +85,19 @@ struct mf_stack_size {
     double bytes_var;
 };
 
+/* What reading needs until mf_profile_finish (profile_read.c): the stacks, thread tables and
+ * directories met so far, so that each is merged or read once. */
+struct mf_read_state {
+    struct mf_map stack_ids; /* a raw stack's identity -> its index */
+    uint32_t *size_next;     /* the chains of the stacks' counts by size class */
+    struct mf_table_id *tables;
+    uint32_t ntables, tables_cap;
+    struct mf_map table_map;
+    struct mf_dir_id *dirs;
+    uint32_t ndirs, dirs_cap;
+    struct mf_map dir_map;
+};
+
 struct mf_profile {
     struct mf_process *procs;
     uint32_t nprocs, procs_cap;
@@ -118,6 +132,12 @@ struct mf_profile {
     uint32_t live_gone_images;
     struct mf_lifetimes *lifetimes; /* per stack: its freed sampled allocations */
     struct mf_live_count *live; /* per stack: its live allocations (mf_live_attach), or NULL */
+    /* What holds the raw stacks' frames until mf_profile_drop_frames: chunks of copies, and
+     * thread files kept whole (their frames point into them). A subset owns none. */
+    struct mf_frame_chunk *frame_chunks;
+    uint8_t **kept;
+    size_t nkept, kept_cap;
+    struct mf_read_state reading;
 };
 
 /* A stack's sampled allocations alive, weighted (the live view's samples, calls, bytes, var
@@ -159,8 +179,9 @@ const char *mf_process_program(const struct mf_process *pr);
 /* Derives what needs every file: which processes were sampled. */
 void mf_profile_finish(struct mf_profile *p);
 
-/* Frees the raw stacks' return addresses (their frames become NULL) once the model has
- * turned them into locations: the largest part of a big profile's memory. */
+/* Frees p's raw stacks' return addresses (their frames become NULL) once the model has
+ * turned them into locations: the largest part of a big profile's memory. Only p's: a
+ * profile read after it keeps its own. */
 void mf_profile_drop_frames(struct mf_profile *p);
 
 /* A raw stack's identity in p: its process image, depth, flags and frames. A stack entry of
