@@ -241,7 +241,7 @@ def test_live_save_and_base_show_growth():
         c.wait_ready()
         d = rt.mf_print(["--live", "--base", saved, "--format", "csv", c.profile]).stdout
         rows = [x for x in csv.DictReader(io.StringIO(d)) if x["level"] == "site"]
-        got = {rt.function_name(rt.csv_frames(x["stack"])[0]): int(x["calls_change"])
+        got = {rt.function_name(rt.csv_frames(x["stack"])[0]): int(x["alive_change"])
                for x in rows}
         expect_eq({k: got.get(k) for k in SETS}, {"site_keep_small": -1000, "site_keep_big": -150},
                   "live allocations' change from the first checkpoint")
@@ -382,9 +382,9 @@ def test_live_json_says_it_is_the_live_view():
 
 @rt.test
 def test_live_every_format_says_it_is_the_live_view():
-    """--live in each format says that its counts are the live heap's, and the run's totals
-    stay the calls made: live_heap temps made 10,003 calls of 640,048 bytes, and 3 blocks of
-    16 bytes (site_before_main's) are alive at exit."""
+    """--live in each format (and a comparison of live heaps) says that its counts are the
+    live heap's, and the run's totals stay the calls made: live_heap temps made 10,003 calls
+    of 640,048 bytes, and 3 blocks of 16 bytes (site_before_main's) are alive at exit."""
     import gzip
     import json
     r = rt.run_ok([rt.c_program("live_heap"), "temps"], sample=None,
@@ -411,6 +411,17 @@ def test_live_every_format_says_it_is_the_live_view():
     html = out("html").decode()
     for want in ('"weight":"live_bytes"', '"total_calls":10003', '"live_calls":3,'):
         expect(want in html, f"the page has no {want}")
+    # A comparison of live heaps: a --live snapshot against the directory.
+    saved = os.path.join(r.outdir, "live.pb.gz")
+    rt.mf_print(["--live", "--save", saved, r.profile])
+    diff = rt.mf_print(["--live", "--base", saved, r.profile]).stdout.splitlines()
+    expect_eq((diff[0], diff[2].split(";")[0], diff[5]),
+              ("malloc_freq comparison: new against old, of the live heap",
+               "             3 allocations alive, 48 B", "  change     0 allocations alive, 0 B"),
+              "the live comparison's header")
+    diff_csv = rt.mf_print(["--live", "--base", saved, "--format", "csv", r.profile]).stdout
+    expect(diff_csv.startswith("level,significant,alive_change,alive_error,live_bytes_change,"),
+           f"the live comparison's CSV header: {diff_csv[:80]!r}")
 
 
 def live_copy(r):

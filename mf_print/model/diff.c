@@ -489,3 +489,8 @@ void mf_diff_build(struct mf_diff *d, const struct mf_side *old, const struct mf
     free(where);
     free(order);
 }
+
+bool mf_diff_live(const struct mf_diff *d)
+{
+    return d->side[0]->model.view == MF_VIEW_LIVE || d->side[1]->model.view == MF_VIEW_LIVE;
+}

@@ -72,6 +72,9 @@ struct mf_diff {
 };
 
 void mf_diff_build(struct mf_diff *d, const struct mf_side *old, const struct mf_side *new_);
+/* Whether d compares live heaps (--live, or a --live snapshot): its counts are allocations
+ * alive and their bytes, not calls. */
+bool mf_diff_live(const struct mf_diff *d);
 
 /* The sampling mode of a profile's processes in words ("exact: every call recorded", "1 in
  * 100 calls sampled", ...), and its programs ("twice (pid 123)"), in buf. */

@@ -154,27 +154,32 @@ static void mf_fold_line(struct mf_dtable *t, const struct mf_diff_row *rows, co
     l->text = mf_xstrdup(text);
 }
 
-static void mf_side_header(FILE *out, const char *label, const struct mf_side *s)
+static void mf_side_header(FILE *out, const char *label, const struct mf_side *s, bool live)
 {
     char programs[600], a[40], b[40];
     mf_side_programs(&s->profile, programs, sizeof programs);
     fprintf(out, "  %-10s %s%s%s: %s\n", label, mf_esc(s->paths[0]),
             s->npaths > 1 ? " and more" : "", s->pprof ? " (pprof)" : "", programs);
-    fprintf(out, "             %s calls (exact), %s requested; sampling: %s\n",
-            mf_fmt_count(a, s->calls), mf_fmt_bytes(b, (double)s->bytes), mf_esc(s->sampling));
+    if (live) /* estimates when sampled, as the tree's live header says */
+        fprintf(out, "             %s allocations alive, %s; sampling: %s\n",
+                mf_fmt_count(a, s->calls), mf_fmt_bytes(b, (double)s->bytes), mf_esc(s->sampling));
+    else
+        fprintf(out, "             %s calls (exact), %s requested; sampling: %s\n",
+                mf_fmt_count(a, s->calls), mf_fmt_bytes(b, (double)s->bytes), mf_esc(s->sampling));
 }
 
 bool mf_report_diff_tree(FILE *out, const struct mf_report_input *v, const struct mf_report_options *o)
 {
     const struct mf_diff *d = v->diff;
     const struct mf_side *old = d->side[0], *new_ = d->side[1];
-    fputs("malloc_freq comparison: new against old\n", out);
-    mf_side_header(out, "old", old);
-    mf_side_header(out, "new", new_);
+    bool live = mf_diff_live(d);
+    fprintf(out, "malloc_freq comparison: new against old%s\n", live ? ", of the live heap" : "");
+    mf_side_header(out, "old", old, live);
+    mf_side_header(out, "new", new_, live);
     char a[48], b[48];
     int64_t dc = mf_change(old->calls, new_->calls), db = mf_change(old->bytes, new_->bytes);
     mf_fmt_signed_bytes(b, db);
-    fprintf(out, "  change     %s calls", mf_fmt_signed(a, dc));
+    fprintf(out, "  change     %s %s", mf_fmt_signed(a, dc), live ? "allocations alive" : "calls");
     if (old->calls)
         fprintf(out, " (%+.1f%%)", 100.0 * (double)dc / (double)old->calls);
     fprintf(out, ", %s\n", b);
@@ -271,8 +276,12 @@ bool mf_report_diff_csv(FILE *out, const struct mf_report_input *v, const struct
 {
     const struct mf_diff *d = v->diff;
     (void)o;
-    fputs("level,significant,calls_change,calls_error,bytes_change,old_calls,new_calls,"
-          "old_bytes,new_bytes,old_samples,new_samples,stack,locations\n", out);
+    if (mf_diff_live(d)) /* the live heap: allocations alive and their bytes */
+        fputs("level,significant,alive_change,alive_error,live_bytes_change,old_alive,new_alive,"
+              "old_live_bytes,new_live_bytes,old_samples,new_samples,stack,locations\n", out);
+    else
+        fputs("level,significant,calls_change,calls_error,bytes_change,old_calls,new_calls,"
+              "old_bytes,new_bytes,old_samples,new_samples,stack,locations\n", out);
     for (uint32_t i = 0; i < d->nsites; i++) {
         const struct mf_diff_row *site = &d->sites[i];
         mf_csv_row(out, "site", site);

@@ -78,6 +78,7 @@ struct mf_pp_mapping {
  * string table and mappings at the end. */
 struct mf_pp {
     bool live; /* --live: inuse_* and alloc_* sample types */
+    bool live_diff; /* a comparison of live heaps: inuse_* sample types */
     struct mf_pb samples, locations, functions, tmp, line, lines, ids, values;
     struct mf_map strings; /* interned id -> string table index */
     uint32_t *strtab;      /* string table index -> interned id */
@@ -435,7 +436,7 @@ static bool mf_pp_finish(struct mf_pp *pp, FILE *out, const char *const *comment
                                                  {"alloc_space", "bytes"},
                                                  {"samples", "count"}};
     for (int i = 0; i < (pp->live ? 5 : 3); i++) {
-        const char *const *ty = pp->live ? live_types[i] : types[i];
+        const char *const *ty = pp->live ? live_types[i] : pp->live_diff && i < 2 ? live_types[i] : types[i];
         mf_pb_uint(&sub, VALUE_TYPE_TYPE, mf_pp_cstr(pp, ty[0]));
         mf_pb_uint(&sub, VALUE_TYPE_UNIT, mf_pp_cstr(pp, ty[1]));
         mf_pb_message(&p, PROFILE_SAMPLE_TYPE, &sub);
@@ -472,7 +473,7 @@ static bool mf_pp_finish(struct mf_pp *pp, FILE *out, const char *const *comment
         mf_pb_varint(&sub, mf_pp_cstr(pp, comments[i]));
     if (sub.n)
         mf_pb_message(&tail, PROFILE_COMMENT, &sub);
-    mf_pb_uint(&tail, PROFILE_DEFAULT_SAMPLE_TYPE, mf_pp_cstr(pp, pp->live ? "inuse_space" : "calls"));
+    mf_pb_uint(&tail, PROFILE_DEFAULT_SAMPLE_TYPE, mf_pp_cstr(pp, pp->live || pp->live_diff ? "inuse_space" : "calls"));
 
     /* Every string is in the table now. */
     struct mf_pb strs = {0};
@@ -560,6 +561,7 @@ bool mf_report_diff_pprof(FILE *out, const struct mf_report_input *v, const stru
     }
     struct mf_pp pp;
     memset(&pp, 0, sizeof pp);
+    pp.live_diff = mf_diff_live(d);
     const struct mf_side *old = d->side[0], *new_ = d->side[1];
     mf_pp_add_model(&pp, 0, &new_->model, 1, d, 1, new_->pprof);
     mf_pp_add_model(&pp, 1, &old->model, -1, d, 0, old->pprof);
@@ -569,11 +571,14 @@ bool mf_report_diff_pprof(FILE *out, const struct mf_report_input *v, const stru
     snprintf(what, sizeof what, "malloc_freq comparison (mf_print --base): %s against the base "
              "%s; OLD's samples are negated and labelled pprof::base=true, as go tool pprof "
              "-diff_base does, so totals and percentages are OLD's", new_->paths[0], old->paths[0]);
+    char counts[2][100];
     for (int k = 0; k < 2; k++) {
         const struct mf_side *s = d->side[k];
-        snprintf(sides[k], sizeof sides[k], "%s: %.300s, %s; calls=%llu bytes=%llu (exact); "
-                 "sampling: %s", k ? "new" : "old", s->paths[0], k ? pb : pa,
-                 (unsigned long long)s->calls, (unsigned long long)s->bytes, s->sampling);
+        snprintf(counts[k], sizeof counts[k], pp.live_diff ? "alive=%llu live_bytes=%llu"
+                                                           : "calls=%llu bytes=%llu (exact)",
+                 (unsigned long long)s->calls, (unsigned long long)s->bytes);
+        snprintf(sides[k], sizeof sides[k], "%s: %.300s, %s; %s; sampling: %s", k ? "new" : "old",
+                 s->paths[0], k ? pb : pa, counts[k], s->sampling);
     }
     snprintf(rule, sizeof rule, "change label: significant (exact counts that differ, or an "
              "estimate that moved by more than %d standard errors of the change), within error, "
