@@ -307,7 +307,7 @@ def exact_calls_per_fn(profile):
     return per_fn
 
 
-# ---- the tree format (mf_print/render.c) ---------------------------------------------
+# ---- the tree format (mf_print/report/report_tree.c) ---------------------------------
 
 def tree_text(*dirs, threshold=None):
     args = []
@@ -323,7 +323,7 @@ def tree_text(*dirs, threshold=None):
 _NUMBER = r"(\d[\d,]*)"
 # A report line: calls (~ when estimated), ±error, percent, bytes ("512 B", "1.2 KiB"),
 # ±error of the bytes (a column 7 wide when the tree has estimates), then the tree glyphs and
-# the function (mf_print/report_tree.c, mf_line).
+# the function (mf_print/report/report_tree.c, mf_line).
 _TREE_LINE = re.compile(r"^\s*(~?)([\d,]+)(?:\s+±(\S+))?\s+(\d+(?:\.\d+)?)%\s+"
                         r"(\d+(?:\.\d+)?\s\S+)(?: (?:±(\S+) *| {7}))?  (.*)$")
 

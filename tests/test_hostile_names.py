@@ -69,7 +69,7 @@ def hostile_run():
 
 
 def esc(b):
-    """mf_esc (mf_print/util.c): how a name reads in text for a person."""
+    """mf_esc (mf_print/base/util.c): how a name reads in text for a person."""
     out, i = [], 0
     while i < len(b):
         for n in (1, 2, 3, 4):

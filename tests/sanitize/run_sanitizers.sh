@@ -104,7 +104,7 @@ rc=0
 check "mf_print_asan_survives_damaged_files" test $rc = 0 -a -s "$out/damaged.csv"
 check "mf_print_names_the_truncated_file" grep -q "$(basename "${files[0]}")" "$out/damaged.err"
 
-# A thread file above 32 MiB (mf_print/profile_read.c's MF_READ_SPLIT_MIN): two threads read
+# A thread file above 32 MiB (mf_print/read/profile_read.c's MF_READ_SPLIT_MIN): two threads read
 # it, two fill its paths (call_tree.c), the tree counts its distinct stacks on a second thread
 # and two walk the CSV's nodes (report_csv.c); 100,000 one-call stacks.
 gcc $cflags_print -fsanitize=thread -o "$out/mf_print_tsan" $print_src -ldw -lelf -liberty -lz
