@@ -223,7 +223,7 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
             r->dirs[r->ndirs++] = optarg;
             break;
         case 'f':
-            if (!mf_report_find(optarg, ~0u)) {
+            if (!mf_report_find(optarg, ~0u)) { /* a format of any kind */
                 char list[200];
                 mf_formats_text(list, sizeof list, 0);
                 mf_usage_error("--format is %s, not '%s'", list, optarg);

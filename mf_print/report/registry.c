@@ -40,10 +40,10 @@ static const struct mf_report mf_reports[] = {
 
 #define MF_NREPORTS (sizeof mf_reports / sizeof *mf_reports)
 
-const struct mf_report *mf_report_find(const char *format, enum mf_kind kind)
+const struct mf_report *mf_report_find(const char *format, unsigned kinds)
 {
     for (size_t i = 0; i < MF_NREPORTS; i++)
-        if ((mf_reports[i].kinds & kind) && strcmp(mf_reports[i].format, format) == 0)
+        if ((mf_reports[i].kinds & kinds) && strcmp(mf_reports[i].format, format) == 0)
             return &mf_reports[i];
     return NULL;
 }

@@ -80,8 +80,9 @@ struct mf_report {
     mf_report_fn *fn;
 };
 
-/* The report that writes format for a request of this kind, or NULL. */
-const struct mf_report *mf_report_find(const char *format, enum mf_kind kind);
+/* The first report that writes format for a request of one of these kinds (enum mf_kind
+ * bits), or NULL. */
+const struct mf_report *mf_report_find(const char *format, unsigned kinds);
 /* The formats that serve kind (0: any), each once, in the registry's order, as words:
  * "tree, csv or json". */
 void mf_formats_text(char *buf, size_t size, unsigned kind);
