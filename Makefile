@@ -43,7 +43,7 @@ INSTALLED := $(DESTDIR)$(LIBDIR)/libmalloc_freq.so $(DESTDIR)$(BINDIR)/mf_print 
              $(DESTDIR)$(BINDIR)/malloc_freq $(DESTDIR)$(MANDIR)/malloc_freq.1 \
              $(DESTDIR)$(MANDIR)/mf_print.1
 # --format html's page, which report_html.c includes with the assembler's .incbin
-PRINT_PAGE  := mf_print/flame_graph/flame_graph.html
+PRINT_PAGE  := mf_print/report/flame_graph/flame_graph.html
 
 # Cargo, through scripts/cargo: Debian's packaged crates when they are installed (this machine
 # has no crates.io), decided when cargo runs, after `deps-test` may have installed them; with

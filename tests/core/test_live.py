@@ -241,7 +241,7 @@ def test_live_save_and_base_show_growth():
         c.wait_ready()
         d = rt.mf_print(["--live", "--base", saved, "--format", "csv", c.profile]).stdout
         rows = [x for x in csv.DictReader(io.StringIO(d)) if x["level"] == "site"]
-        got = {rt.function_name(rt.csv_frames(x["stack"])[0]): int(x["calls_change"])
+        got = {rt.function_name(rt.csv_frames(x["stack"])[0]): int(x["alive_change"])
                for x in rows}
         expect_eq({k: got.get(k) for k in SETS}, {"site_keep_small": -1000, "site_keep_big": -150},
                   "live allocations' change from the first checkpoint")
@@ -340,33 +340,86 @@ def test_live_fork_child_frees_leave_the_parent():
 
 @rt.test
 def test_live_json_says_it_is_the_live_view():
-    """--live --format json: "view": "live", the counts named alive / live_bytes /
-    live_records (the stack's calls as alloc_calls, its frees as freed), what the live files
-    missed; the plain JSON of the same profile has no "view" and counts calls."""
+    """--live --format json: "view": "live", each stack's counts named alive / live_bytes /
+    live_records (its calls as alloc_calls, its frees as freed), the live heap's totals and
+    what its files missed in "live"; "totals" and each process's "calls" stay the run's calls,
+    as the plain JSON of the same profile has them (and no "view")."""
     import json
     r = rt.run_ok([rt.c_program("live_heap"), "leaks"], sample=None,
                   extra_env={"MALLOC_FREQ_LIVE": "all"})
     doc = json.loads(rt.mf_print(["--live", "--format", "json", r.profile]).stdout)
+    plain = json.loads(rt.mf_print(["--format", "json", r.profile]).stdout)
     expect_eq(doc.get("view"), "live", "the live JSON's view")
-    expect_eq(doc.get("live"), {"when": "at exit", "files": 1, "records": 1003, "not_recorded": 0,
-                                "lifetimes_not_recorded": 0, "records_without_stack": 0,
-                                "ended_images_left_out": 0, "ended_allocations_left_out": 0},
+    expect_eq(doc.get("live"), {"when": "at exit", "alive": 1003, "live_bytes": 48048, "files": 1,
+                                "records": 1003, "not_recorded": 0, "lifetimes_not_recorded": 0,
+                                "records_without_stack": 0, "ended_images_left_out": 0,
+                                "ended_allocations_left_out": 0},
               "the live JSON's live object")
-    expect_eq((doc["totals"].get("alive"), doc["totals"].get("live_bytes")), (1003, 48048),
-              "live totals")
-    expect("calls" not in doc["totals"] and "functions" not in doc["totals"],
-           f"live totals named as calls: {doc['totals']}")
-    expect_eq([p.get("alive") for p in doc["processes"]], [1003], "the process's alive")
+    expect_eq(doc["totals"], plain["totals"], "the live JSON's totals (the run's)")
+    expect_eq([(p.get("calls"), p.get("alive")) for p in doc["processes"]],
+              [(plain["processes"][0]["calls"], 1003)], "the process's calls and alive")
     leak = [s for s in doc["stacks"] if s["frames"][0]["function"] == "site_leak"]
     expect_eq([(s.get("alive"), s.get("live_bytes"), s.get("live_records"), s.get("alive_stderr"),
                 s.get("freed"), s.get("alloc_calls")) for s in leak],
               [(1000, 48000, 1000, 0, 0, 1000)], "site_leak's live stack")
     expect(all("calls" not in s and "bytes" not in s for s in doc["stacks"]),
            "a live stack still has calls or bytes")
-    plain = json.loads(rt.mf_print(["--format", "json", r.profile]).stdout)
     expect("view" not in plain and "live" not in plain, "the plain JSON names a view")
     expect_eq(plain["totals"]["calls"], plain["totals"]["functions"]["malloc"]["calls"],
               "the plain JSON's calls")
+    expect(all("alive" not in p for p in plain["processes"]), "a plain process has alive")
+    # temps: 10,003 calls made, 3 blocks alive at exit (site_before_main's): the totals are
+    # the calls, the live object the 3.
+    t = rt.run_ok([rt.c_program("live_heap"), "temps"], sample=None,
+                  extra_env={"MALLOC_FREQ_LIVE": "all"})
+    doc = json.loads(rt.mf_print(["--live", "--format", "json", t.profile]).stdout)
+    expect_eq((doc["totals"]["calls"], doc["totals"]["bytes"], doc["live"]["alive"],
+               doc["live"]["live_bytes"], doc["processes"][0]["calls"], doc["processes"][0]["alive"]),
+              (10003, 640048, 3, 48, 10003, 3), "temps: the run's calls and what is alive")
+
+
+@rt.test
+def test_live_every_format_says_it_is_the_live_view():
+    """--live in each format (and a comparison of live heaps) says that its counts are the
+    live heap's, and the run's totals stay the calls made: live_heap temps made 10,003 calls
+    of 640,048 bytes, and 3 blocks of 16 bytes (site_before_main's) are alive at exit."""
+    import gzip
+    import json
+    r = rt.run_ok([rt.c_program("live_heap"), "temps"], sample=None,
+                  extra_env={"MALLOC_FREQ_LIVE": "all"})
+    out = lambda fmt: subprocess.run([rt.MF_PRINT, "--live", "--format", fmt, r.profile],
+                                     capture_output=True, timeout=rt.TIMEOUT).stdout
+    tree = out("tree").decode().splitlines()
+    expect_eq((tree[0].split(":")[0], tree[2]), ("malloc_freq live heap", "  at exit    3 allocations, 48 B"),
+              "the tree's live header")
+    expect(any(l.split()[:1] == ["alive"] for l in tree), "the tree's alive column")
+    csv_lines = out("csv").decode().splitlines()
+    expect(csv_lines[0].startswith("alive,alive_bytes,"), f"the CSV's header: {csv_lines[0]!r}")
+    doc = json.loads(out("json"))
+    expect_eq((doc["view"], doc["totals"]["calls"], doc["totals"]["bytes"], doc["live"]["alive"],
+               doc["live"]["live_bytes"]), ("live", 10003, 640048, 3, 48), "the JSON's view")
+    collapsed = out("collapsed").decode().splitlines()
+    expect_eq((collapsed[0], sum(int(l.rsplit(" ", 1)[1]) for l in collapsed[1:])),
+              ("# malloc_freq --live: counts are allocations alive, not calls", 3),
+              "the collapsed lines")
+    pprof = gzip.decompress(out("pprof"))
+    for want in (b"inuse_objects", b"inuse_space", b"the live heap (--live)",
+                 b"totals: calls=10003 bytes=640048 (exact, over every thread)"):
+        expect(want in pprof, f"pprof has no {want!r}")
+    html = out("html").decode()
+    for want in ('"weight":"live_bytes"', '"total_calls":10003', '"live_calls":3,'):
+        expect(want in html, f"the page has no {want}")
+    # A comparison of live heaps: a --live snapshot against the directory.
+    saved = os.path.join(r.outdir, "live.pb.gz")
+    rt.mf_print(["--live", "--save", saved, r.profile])
+    diff = rt.mf_print(["--live", "--base", saved, r.profile]).stdout.splitlines()
+    expect_eq((diff[0], diff[2].split(";")[0], diff[5]),
+              ("malloc_freq comparison: new against old, of the live heap",
+               "             3 allocations alive, 48 B", "  change     0 allocations alive (+0.0%), 0 B"),
+              "the live comparison's header")
+    diff_csv = rt.mf_print(["--live", "--base", saved, "--format", "csv", r.profile]).stdout
+    expect(diff_csv.startswith("level,significant,alive_change,alive_error,live_bytes_change,"),
+           f"the live comparison's CSV header: {diff_csv[:80]!r}")
 
 
 def live_copy(r):

@@ -9,7 +9,7 @@
  *      and m bytes of a process file, then the rest: the live file. The thread and live files
  *      are named as the writer names them, by their headers' stamp, seq and tid.
  * The files are written to a directory of their own and go through the real reader (the
- * live reader only through mf_live_read), the model (symbolization included) and the
+ * live reader with the model's live view), the model (symbolization included) and the
  * reports of that reader's modes (to /dev/null), as mf_print runs them. tests/fuzz/
  * run_fuzz.sh builds it with clang -fsanitize=fuzzer,address,undefined, seeds it with real
  * profiles, saved profiles and live files and runs each reader for a share of the time
@@ -65,8 +65,6 @@ static void mf_profile_free(struct mf_profile *p)
     free(p->stack_sizes);
     free(p->live);
     free(p->lifetimes);
-    free(p->alloc_calls);
-    free(p->alloc_bytes);
 }
 
 static void mf_model_free(struct mf_model *m)
@@ -75,12 +73,6 @@ static void mf_model_free(struct mf_model *m)
     free(m->frames);
     free(m->stack_locs);
     free(m->stacks);
-}
-
-static void mf_tree_free(struct mf_tree *t)
-{
-    free(t->nodes);
-    free(t->child_ids); /* every node's children, one array */
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -111,36 +103,26 @@ static uint64_t mf_u64_at(const uint8_t *data, size_t size, size_t at)
     return v;
 }
 
-/* The reports of a profile directory read (with live, after mf_live_read). */
+/* The reports of a profile directory read (with live, of its live view), through the
+ * registry's lines for those kinds, as mf_print runs them. */
 static void mf_fuzz_reports(struct mf_profile *p, bool live)
 {
     const char *dirs[] = {mf_fuzz_dir};
-    struct mf_report_options o = {.threshold = 1.0, .trim = true, .dirs = dirs, .ndirs = 1};
+    struct mf_report_options o = {.threshold = 1.0, .trim = true, .dirs = dirs, .ndirs = 1,
+                                  .sort_temporary = true, .site_depth = 4};
+    struct mf_model_config c = {true, live ? MF_VIEW_LIVE : MF_VIEW_CALLS, NULL};
     struct mf_model m;
-    mf_model_build(&m, p, true);
-    struct mf_tree t;
-    struct mf_model tree_model = m;
-    if (live)
-        mf_model_keep_counted(&tree_model);
-    mf_tree_build(&t, &tree_model, o.threshold, mf_profile_total_calls(p));
-    if (live)
-        mf_report_live_header(mf_devnull, p, &o);
-    mf_report_tree(mf_devnull, p, &t, &o);
-    if (live) {
-        mf_report_lifetimes(mf_devnull, &m, false);
-        mf_report_live_csv(mf_devnull, &m, true);
-        mf_report_json(mf_devnull, &m, &o);
-        free(tree_model.stacks);
-    } else {
-        mf_report_csv(mf_devnull, &m);
-        /* the stacks' size classes: --by site,size and --sizes --tune */
+    mf_model_build(&m, p, &c);
+    const struct mf_model *one = &m;
+    struct mf_report_input in = {.p = p, .model = &m, .parts = &one, .nparts = 1};
+    static const char *const formats[] = {"tree", "csv", "json"};
+    for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
+        mf_report_find(formats[i], live ? MF_KIND_LIVE : MF_KIND_PLAIN)->fn(mf_devnull, &in, &o);
+    if (!live) { /* the stacks' size classes: --by site,size and --sizes --tune */
         o.by_site = o.by_size = true;
-        o.site_depth = 4;
-        const struct mf_model *one = &m;
-        mf_report_sites(mf_devnull, &one, NULL, 1, &o);
-        mf_report_tune(mf_devnull, &m, &o);
+        mf_report_find("csv", MF_KIND_SITES)->fn(mf_devnull, &in, &o);
+        mf_report_find("tree", MF_KIND_TUNE)->fn(mf_devnull, &in, &o);
     }
-    mf_tree_free(&t);
     mf_model_free(&m);
 }
 
@@ -178,14 +160,16 @@ static void mf_fuzz_pprof(const uint8_t *data, size_t size, bool trim)
         return;
     static struct mf_side s;
     const char *paths[] = {mf_pprof_path};
-    if (mf_side_read(&s, paths, 1, trim) == 0) {
+    struct mf_model_config c = {trim, MF_VIEW_CALLS, NULL};
+    if (mf_side_read(&s, paths, 1, &c) == 0) {
         const char *dirs[] = {mf_pprof_path};
         struct mf_report_options o = {.threshold = 1.0, .trim = trim, .dirs = dirs, .ndirs = 1};
         struct mf_diff d;
         mf_diff_build(&d, &s, &s);
-        mf_report_diff_tree(mf_devnull, &d, &o);
-        mf_report_diff_csv(mf_devnull, &d);
-        mf_report_diff_pprof(mf_devnull, &d, &o);
+        struct mf_report_input in = {.diff = &d};
+        static const char *const formats[] = {"tree", "csv", "pprof"};
+        for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
+            mf_report_find(formats[i], MF_KIND_BASE)->fn(mf_devnull, &in, &o);
         mf_diff_free(&d);
     }
     mf_symbolize_end();
@@ -240,7 +224,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct mf_profile p = {0};
     bool bad = mf_profile_read_dir(&p, mf_fuzz_dir);
     mf_profile_finish(&p);
-    if (!bad && p.nfiles_read && (sel != 2 || !mf_live_read(&p)))
+    if (!bad && p.nfiles_read && (sel != 2 || !mf_live_attach(&p, true)))
         mf_fuzz_reports(&p, sel == 2);
     mf_symbolize_end();
     mf_profile_free(&p);

@@ -102,6 +102,18 @@ def build(name, sources, cxx=False, shared=False, libs=()):
     return out
 
 
+def mf_print_sources():
+    """mf_print's .c files (every folder under mf_print/, as the Makefile finds them) and its
+    -I flags (c_core's and each folder's that holds a header): for a test that builds its
+    own mf_print."""
+    src, inc = [], {os.path.join(REPO, "c_core")}
+    for d, _, files in os.walk(os.path.join(REPO, "mf_print")):
+        src += [os.path.join(d, f) for f in files if f.endswith(".c")]
+        if any(f.endswith(".h") for f in files):
+            inc.add(d)
+    return sorted(src), ["-I" + d for d in sorted(inc)]
+
+
 def c_program(name, libs=("-lpthread",)):
     return build(name, [name + ".c"], libs=libs)
 

@@ -7,6 +7,9 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 out=$top/build/sanitize
 rm -rf "$out" && mkdir -p "$out"
 cflags="-O1 -g -fno-omit-frame-pointer -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE -I$top/c_core"
+print_dirs="mf_print mf_print/base mf_print/read mf_print/model mf_print/report" # as the Makefile's
+print_src=$(for d in $print_dirs; do ls "$top/$d"/*.c; done)
+cflags_print="$cflags $(for d in $print_dirs; do echo "-I$top/$d"; done)"
 pass=0 fail=0
 check() { # name, condition-command...
     local name=$1; shift
@@ -105,7 +108,7 @@ rc=0
 check "mf_print_asan_survives_damaged_files" test $rc = 0 -a -s "$out/damaged.csv"
 check "mf_print_names_the_truncated_file" grep -q "$(basename "${files[0]}")" "$out/damaged.err"
 
-# A thread file above 32 MiB (mf_print/profile_read.c's MF_READ_SPLIT_MIN): two threads read
+# A thread file above 32 MiB (mf_print/read/profile_read.c's MF_READ_SPLIT_MIN): two threads read
 # it, two fill its paths (call_tree.c), the tree counts its distinct stacks on a second thread
 # and two walk the CSV's nodes (report_csv.c); 100,000 one-call stacks.
 mf_print_with tsan -fsanitize=thread

@@ -1,4 +1,4 @@
-"""Reading a running program (mf_print/profile_read.c): mf_print reads the files of a process
+"""Reading a running program (mf_print/read/profile_read.c): mf_print reads the files of a process
 whose threads are writing them as fast as they can, one or more on each core, in every sampling
 mode, many times; every read succeeds (status 0, nothing on stderr, so no file
 skipped) and the exact totals never go back from one read to the next. A table that grows tens

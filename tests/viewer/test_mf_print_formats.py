@@ -472,7 +472,7 @@ def test_sampled_formats_show_the_same_estimates():
         rt.expect_eq(shown, errors.get(site), f"{site}: JSON's relative error vs the tree's ±")
 
 
-MF_CACHED_OUT = 64 << 20  # mf_print/main.c: a file's bytes past this are written uncached
+MF_CACHED_OUT = 64 << 20  # mf_print/output.c: a file's bytes past this are written uncached
 
 
 @rt.test

@@ -596,12 +596,11 @@ def test_pprof_and_base_under_sanitizers():
     # reader is hand-written: every prefix and 300 random corruptions of a real profile give a
     # comparison or one line, never a sanitizer report.
     exe = os.path.join(rt.OUT, "mf_print_asan_pprof")
-    src = sorted(os.path.join(rt.REPO, "mf_print", f) for f in os.listdir(
-        os.path.join(rt.REPO, "mf_print")) if f.endswith(".c"))
+    src, inc = rt.mf_print_sources()
     r = subprocess.run(["gcc", "-O1", "-g", "-std=gnu11", "-D_GNU_SOURCE", "-Wall", "-Wextra",
                         "-Werror", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-                        "-I" + os.path.join(rt.REPO, "c_core"), "-o", exe] + src +
-                       ["-ldw", "-lelf", "-liberty", "-lz"], capture_output=True, text=True)
+                        "-o", exe] + inc + src + ["-ldw", "-lelf", "-liberty", "-lz"],
+                       cwd=rt.REPO, capture_output=True, text=True)
     expect(r.returncode == 0, f"cannot build mf_print with sanitizers: {r.stderr[-800:]}")
     old, new = diff_sites_runs(sample="100", seeds=("5", "6"))
     pb = save(old.profile, os.path.join(old.outdir, "old.pb.gz"))

@@ -364,7 +364,7 @@ def test_validate_stacks_cannot_be_chosen_to_share_a_hash():
               f"{times['random']:.2f} s")
 
 
-MF_READ_SPLIT_MIN = 32 << 20  # mf_print/profile_read.c: a file this large is read in halves
+MF_READ_SPLIT_MIN = 32 << 20  # mf_print/read/profile_read.c: a file this large is read in halves
 
 
 @rt.test

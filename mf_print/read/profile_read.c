@@ -1,0 +1,1216 @@
+/* Reads malloc_freq.<pid> directories. Every file is read whole with pread() (not mmap), so a
+ * file that is truncated or rewritten under us can never fault, and is validated completely
+ * before anything in it is used: a bad file is named on stderr and skipped, the rest of the
+ * profile is still printed. Live files (the process still runs) are fine: entries are
+ * published hash-last, so a slot with hash == 0 is simply not there yet. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mf_print.h"
+#include "profile_read.h"
+
+/* A process file is its header and module records, appended as libraries are loaded: 65,536
+ * records with the longest path (4,096 bytes) take 272 MiB. No program loads that many; a
+ * bigger file is refused unread (a symlink to /dev/zero, a sparse file). */
+#define MF_PROCESS_FILE_MAX ((uint64_t)sizeof(struct mf_process_header) + \
+                             65536u * ((uint64_t)sizeof(struct mf_module_record) + 4096u + 8u))
+
+_Static_assert(sizeof(struct mf_segment_header) <= MF_SEGMENT_ENTRIES_OFFSET, "segment header");
+
+/* Reads buf[from, to) of fd with pread, to its end or the first short read (EOF, an error);
+ * returns the bytes read. */
+static size_t mf_pread_range(int fd, uint8_t *buf, size_t from, size_t to)
+{
+    size_t have = from;
+    while (have < to) {
+        ssize_t n = pread(fd, buf + have, to - have, (off_t)have);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+    }
+    return have - from;
+}
+
+/* A file this large has its bulk read by two threads, each half with pread: the kernel's
+ * copy and the first touch of the buffer's pages (most of a read's time: `perf` of a 604 MB
+ * thread file) then run on two CPUs. */
+#define MF_READ_SPLIT_MIN ((size_t)32 << 20)
+/* Read first, alone: the header (a thread file's is 7 KB) is copied before any byte it
+ * announces, as a sequential read would have it (see mf_read_file). */
+#define MF_READ_LEAD ((size_t)64 << 10)
+
+struct mf_read_half {
+    int fd;
+    uint8_t *buf;
+    size_t from, to, got;
+};
+
+static void *mf_read_half(void *arg)
+{
+    struct mf_read_half *h = arg;
+    h->got = mf_pread_range(h->fd, h->buf, h->from, h->to);
+    return NULL;
+}
+
+/* Reads buf[from, mid) and buf[mid, to) at once; returns where the bytes read without a gap
+ * end (to, unless the file was shorter than fstat said). */
+static size_t mf_read_split(int fd, uint8_t *buf, size_t from, size_t mid, size_t to)
+{
+    struct mf_read_half second = {fd, buf, mid, to, 0};
+    pthread_t thread;
+    bool threaded = pthread_create(&thread, NULL, mf_read_half, &second) == 0;
+    size_t got = mf_pread_range(fd, buf, from, mid);
+    if (threaded)
+        pthread_join(thread, NULL);
+    else
+        mf_read_half(&second);
+    if (from + got < mid)
+        return from + got;
+    return mid + second.got;
+}
+
+/* Where a thread file's bulk [from, to) is split between the two readers: at the boundary of
+ * segments (as the header buf[0, have) places them) nearest its middle, so that each segment
+ * is read by one of them, its entries before their frames: the writer publishes an entry
+ * after its frames, and a segment read back to front could give a new entry frames not yet
+ * written. 0 if no boundary lies inside. */
+static size_t mf_segments_split(const uint8_t *buf, size_t have, size_t from, size_t to)
+{
+    const struct mf_thread_header *h = (const struct mf_thread_header *)buf;
+    if (have < sizeof *h)
+        return 0;
+    size_t mid = from + (to - from) / 2, best = 0;
+    for (uint32_t k = 1; k < h->nsegments && k < MF_MAX_SEGMENTS; k++) {
+        uint64_t at = h->segment_offset[k];
+        if (at > from && at < to &&
+            (!best || (at > mid ? at - mid : mid - at) < (best > mid ? best - mid : mid - best)))
+            best = (size_t)at;
+    }
+    return best;
+}
+
+/* Reads the whole file name in the directory dirfd, if it is a regular file of at most max
+ * bytes (never a FIFO, a device or a symbolic link: nothing the writer makes). Reading to
+ * EOF (not to the size fstat saw) matters for live files: a segment is allocated in the file
+ * before the header that announces it is published, so whatever header we copied, the bytes
+ * it refers to are there by our next read, as long as every byte past the header is read
+ * after it. The buffer is sized from fstat (plus a page for a file that grows while we
+ * read), so a file of hundreds of megabytes is read into memory touched once, not a buffer
+ * doubled and copied. With `again` (a thread file), the file's first again_len bytes are
+ * read once more into it after all the rest (if the file has that many): a thread header's
+ * counters, taken after the entries they count (mf_thread_counters). */
+static bool mf_read_file(int dirfd, const char *name, uint64_t max, void *again,
+                         size_t again_len, uint8_t **data, size_t *size, const char **why)
+{
+    int fd = mf_open_regular_at(dirfd, name, false, max, why);
+    if (fd < 0)
+        return true;
+    struct stat st;
+    size_t cap = fstat(fd, &st) == 0 && st.st_size > 0 ? (size_t)st.st_size + 4096 : 4096;
+    uint8_t *buf = mf_xmalloc(cap);
+    size_t have = 0;
+    if (cap - 4096 >= MF_READ_SPLIT_MIN) {
+        have = mf_pread_range(fd, buf, 0, MF_READ_LEAD);
+        size_t to = cap - 4096, mid = again ? mf_segments_split(buf, have, have, to)
+                                            : have + (((to - have) / 2) & ~(size_t)4095);
+        if (have == MF_READ_LEAD && mid > have && mid < to)
+            have = mf_read_split(fd, buf, have, mid, to);
+    }
+    for (;;) {
+        if (have == cap) {
+            if (have > max) { /* it grew past what the writer makes while we read it */
+                static char too_large[64];
+                char a[32];
+                snprintf(too_large, sizeof too_large, "too large (more than %s bytes)",
+                         mf_fmt_count(a, max));
+                *why = too_large;
+                free(buf);
+                close(fd);
+                return true;
+            }
+            cap *= 2;
+            buf = mf_xrealloc(buf, cap);
+        }
+        ssize_t n = pread(fd, buf + have, cap - have, (off_t)have);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (n < 0) {
+            *why = strerror(errno);
+            free(buf);
+            close(fd);
+            return true;
+        }
+        if (n == 0)
+            break;
+        have += (size_t)n;
+    }
+    if (again && have >= again_len) {
+        /* The second copy is a system call made after the first returned: the kernel reads
+         * every word of it after every word of the first (no fence of ours needed, nor one
+         * TSan could follow). */
+        if (mf_pread_range(fd, again, 0, again_len) != again_len) {
+            *why = "truncated while it was read";
+            free(buf);
+            close(fd);
+            return true;
+        }
+    }
+    close(fd);
+    if (have > max) {
+        *why = "too large";
+        free(buf);
+        return true;
+    }
+    *data = buf;
+    *size = have;
+    return false;
+}
+
+/* Gives the pages of buf[off, off + len) back to the system once their stacks are copied:
+ * a thread file of 500 MB then never sits in memory whole next to the stacks read from it.
+ * Only whole pages inside the range, and only of a large buffer (malloc serves those with
+ * mmap); the bytes are never read again. */
+static void mf_release_pages(uint8_t *buf, size_t size, uint64_t off, uint64_t len)
+{
+    const uintptr_t page = 4096;
+    if (size < ((size_t)1 << 20) || off > size || len > size - off)
+        return;
+    uintptr_t lo = ((uintptr_t)buf + off + page - 1) & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)buf + off + len) & ~(page - 1);
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+static char mf_why_buf[160];
+
+static const char *mf_why(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static const char *mf_why(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(mf_why_buf, sizeof mf_why_buf, fmt, ap);
+    va_end(ap);
+    return mf_why_buf;
+}
+
+/* The path as the user will recognise it: "malloc_freq.123/thread....mft". */
+static void mf_skip(struct mf_profile *p, const char *dir, const char *name, const char *why)
+{
+    mf_error("skipping %s/%s: %s", mf_esc(mf_basename(dir)), mf_esc(name), why);
+    p->nfiles_skipped++;
+}
+
+static struct mf_process *mf_process_get(struct mf_profile *p, uint64_t stamp, uint32_t pid,
+                                         const char *dir)
+{
+    for (uint32_t i = 0; i < p->nprocs; i++)
+        if (p->procs[i].stamp == stamp && p->procs[i].pid == pid)
+            return &p->procs[i];
+    MF_GROW(p->procs, p->nprocs, p->procs_cap);
+    struct mf_process *pr = &p->procs[p->nprocs++];
+    memset(pr, 0, sizeof *pr);
+    pr->stamp = stamp;
+    pr->pid = pid;
+    pr->dir = dir;
+    pr->threads_start_ns = UINT64_MAX;
+    return pr;
+}
+
+/* ---- process files ------------------------------------------------------------------ */
+
+static int mf_module_cmp(const void *a, const void *b)
+{
+    const struct mf_module *x = a, *y = b;
+    if (x->lo != y->lo)
+        return x->lo < y->lo ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* Reads name whole from dirfd (the directory dir); a file that cannot be read is named and
+ * skipped (returns true). again: as mf_read_file's. */
+static bool mf_load(struct mf_profile *p, int dirfd, const char *dir, const char *name,
+                    uint64_t max, void *again, size_t again_len, uint8_t **buf, size_t *size)
+{
+    const char *why;
+    if (mf_read_file(dirfd, name, max, again, again_len, buf, size, &why)) {
+        mf_skip(p, dir, name, why);
+        return true;
+    }
+    return false;
+}
+
+static void mf_read_process(struct mf_profile *p, int dirfd, const char *dir, const char *name)
+{
+    uint8_t *buf;
+    size_t size;
+    if (mf_load(p, dirfd, dir, name, MF_PROCESS_FILE_MAX, NULL, 0, &buf, &size))
+        return;
+    struct mf_process_header h;
+    if (size < sizeof h) {
+        mf_skip(p, dir, name, "truncated header");
+        goto out;
+    }
+    memcpy(&h, buf, sizeof h);
+    if (memcmp(h.magic, MF_PROCESS_MAGIC, 8) != 0) {
+        mf_skip(p, dir, name, "not a process file (bad magic)");
+        goto out;
+    }
+    if (h.version != MF_FORMAT_VERSION) {
+        mf_skip(p, dir, name, mf_why("format version %u, this mf_print reads %u", h.version,
+                                     MF_FORMAT_VERSION));
+        goto out;
+    }
+    if (h.header_size < sizeof h || h.header_size > size || h.header_size % 8) {
+        mf_skip(p, dir, name, mf_why("bad header size %u", h.header_size));
+        goto out;
+    }
+    struct mf_process *pr = mf_process_get(p, h.stamp, h.pid, dir);
+    if (pr->has_file) {
+        mf_skip(p, dir, name, "a second file for the same process image (directory given twice?)");
+        goto out;
+    }
+    pr->has_file = true;
+    pr->flags = h.flags;
+    pr->start_ns = h.start_ns;
+    pr->end_ns = h.end_ns;
+    pr->sample_interval = h.sample_interval;
+    pr->exact_calls = h.exact_calls;
+    pr->exact_recorded = h.flags & MF_PROCESS_EXITED ? h.exact_recorded : 0;
+    pr->cost_share_ppm = h.cost_share_ppm;
+    pr->large_bytes = h.large_bytes;
+    memcpy(pr->exe, h.exe, sizeof pr->exe);
+    pr->exe[sizeof pr->exe - 1] = '\0';
+    p->nfiles_read++;
+
+    /* Module records are appended while the process runs: a short last record of a live
+     * process is one being written, not damage. */
+    bool exited = h.flags & MF_PROCESS_EXITED;
+    uint32_t cap = 0;
+    for (size_t off = h.header_size; off < size;) {
+        struct mf_module_record r;
+        size_t left = size - off;
+        if (left < sizeof r) {
+            if (exited)
+                mf_error("%s/%s: truncated module record at offset %zu (ignored)",
+                         mf_esc(mf_basename(dir)), mf_esc(name), off);
+            break;
+        }
+        memcpy(&r, buf + off, sizeof r);
+        if (r.magic != MF_MODULE_MAGIC || r.record_size % 8 || r.build_id_len > sizeof r.build_id ||
+            r.path_len >= r.record_size || r.record_size < sizeof r + r.path_len + 1) {
+            mf_error("%s/%s: bad module record at offset %zu (it and later ones ignored)",
+                     mf_esc(mf_basename(dir)), mf_esc(name), off);
+            break;
+        }
+        if (r.record_size > left) {
+            if (exited)
+                mf_error("%s/%s: truncated module record at offset %zu (ignored)",
+                         mf_esc(mf_basename(dir)), mf_esc(name), off);
+            break;
+        }
+        MF_GROW(pr->modules, pr->nmodules, cap);
+        struct mf_module *m = &pr->modules[pr->nmodules];
+        m->bias = r.bias;
+        m->lo = r.lo;
+        m->hi = r.hi;
+        m->build_id_len = r.build_id_len;
+        memcpy(m->build_id, r.build_id, sizeof m->build_id);
+        m->path = mf_xmalloc(r.path_len + 1);
+        memcpy(m->path, buf + off + sizeof r, r.path_len);
+        m->path[r.path_len] = '\0';
+        m->order = pr->nmodules++;
+        m->epoch = r.epoch;
+        m->modfile = MF_MAP_EMPTY;
+        off += r.record_size;
+    }
+    if (pr->nmodules > 1)
+        qsort(pr->modules, pr->nmodules, sizeof *pr->modules, mf_module_cmp);
+out:
+    free(buf);
+}
+
+/* ---- thread files ------------------------------------------------------------------- */
+
+static const struct mf_segment_header *mf_segment(const uint8_t *buf,
+                                                  const struct mf_thread_header *h, uint32_t k)
+{
+    return (const struct mf_segment_header *)(buf + h->segment_offset[k]);
+}
+
+static const struct mf_entry *mf_entries(const struct mf_segment_header *seg)
+{
+    return (const struct mf_entry *)((const uint8_t *)seg + MF_SEGMENT_ENTRIES_OFFSET);
+}
+
+static const struct mf_frame_node *mf_nodes(const struct mf_segment_header *seg)
+{
+    return (const struct mf_frame_node *)(mf_entries(seg) + seg->capacity);
+}
+
+/* Node ref of a thread file's segments, or NULL if it lies outside them. */
+static const struct mf_frame_node *mf_node_of(const uint8_t *buf, size_t size, uint32_t ref)
+{
+    const struct mf_thread_header *h = (const struct mf_thread_header *)buf;
+    uint32_t k = MF_NODE_REF_SEG(ref), i = MF_NODE_REF_IDX(ref);
+    if (ref == 0 || k >= h->nsegments || k >= MF_MAX_SEGMENTS)
+        return NULL;
+    uint64_t off = h->segment_offset[k], len = h->segment_size[k];
+    if (off > size || len > size - off || len < MF_SEGMENT_ENTRIES_OFFSET || off % 8)
+        return NULL;
+    const struct mf_segment_header *seg = mf_segment(buf, h, k);
+    uint64_t end = MF_SEGMENT_ENTRIES_OFFSET + (uint64_t)seg->capacity * sizeof(struct mf_entry) +
+                   ((uint64_t)i + 1) * sizeof(struct mf_frame_node);
+    if (i >= seg->node_capacity || end > len)
+        return NULL;
+    return &mf_nodes(seg)[i];
+}
+
+bool mf_entry_frames(const uint8_t *buf, size_t size, const struct mf_entry *e, uint64_t *out)
+{
+    uint32_t ref = e->node;
+    if (e->depth > MF_DEPTH_MAX)
+        return false;
+    for (uint32_t i = 0; i < e->depth; i++) {
+        const struct mf_frame_node *n = mf_node_of(buf, size, ref);
+        if (!n || n->depth != e->depth - i || (n->parent && n->parent >= ref))
+            return false;
+        out[i] = n->pc;
+        ref = n->parent;
+    }
+    return ref == 0;
+}
+
+/* A running program's thread file is copied while its threads write it. The writer counts a
+ * call in the header's totals before it adds the call's sample to a stack entry, and adds a
+ * sample to its entry before it adds it to the header's size histogram (or, unattributed,
+ * adds it to the header's unprofiled counts alone). So the header is used as two copies: its
+ * geometry (nsegments and the segments' places) as first read, before the segments, which
+ * are then there whole; its counters (totals, size histogram, unprofiled counts, threads,
+ * flags) as read again after every entry was copied (later). Then each counter is at least
+ * what the copied entries hold, but for the one sample per thread that is between its
+ * entry and the histogram as the header is read again (mf_check_counts allows for it),
+ * however long the copy took and however fast the threads ran meanwhile. Returns the
+ * weight the histogram gained between the two copies: what the samples taken meanwhile
+ * weigh, but for those in flight. */
+static uint64_t mf_thread_counters(uint8_t *buf, const struct mf_thread_header *later)
+{
+    struct mf_thread_header *h = (struct mf_thread_header *)buf, m = *later;
+    uint64_t before = 0, after = 0;
+    for (int c = 0; c < MF_SIZE_CLASSES; c++) { /* wraps only in a damaged file */
+        before += h->sizes[c].calls;
+        after += m.sizes[c].calls;
+    }
+    m.nsegments = h->nsegments;
+    memcpy(m.segment_offset, h->segment_offset, sizeof m.segment_offset);
+    memcpy(m.segment_size, h->segment_size, sizeof m.segment_size);
+    *h = m;
+    return after > before ? after - before : 0;
+}
+
+/* NULL if everything the reader will touch lies inside the file, makes sense, and is there
+ * once: segments and the frames of entries never overlap (the writer hands both out one
+ * after the other), so the work and memory a file costs are bounded by its size. */
+static const char *mf_check_thread(const uint8_t *buf, size_t size)
+{
+    const struct mf_thread_header *h = (const struct mf_thread_header *)buf;
+    if (size < sizeof *h)
+        return "truncated header";
+    if (memcmp(h->magic, MF_THREAD_MAGIC, 8) != 0)
+        return "not a thread file (bad magic)";
+    if (h->version != MF_FORMAT_VERSION)
+        return mf_why("format version %u, this mf_print reads %u", h->version, MF_FORMAT_VERSION);
+    if (h->header_size < sizeof *h || h->header_size > size)
+        return mf_why("bad header size %u", h->header_size);
+    if (h->nsegments > MF_MAX_SEGMENTS)
+        return mf_why("bad segment count %llu", (unsigned long long)h->nsegments);
+    if (h->max_depth == 0 || h->max_depth > MF_DEPTH_MAX)
+        return mf_why("bad max_depth %u (malloc_freq records at most %u frames)", h->max_depth,
+                      MF_DEPTH_MAX);
+    if (h->threads > UINT32_MAX)
+        return mf_why("bad thread count %llu", (unsigned long long)h->threads);
+    /* The nodes checked so far, by segment: each chain is followed until a node checked
+     * before, so a file's check costs its entries and nodes once each. */
+    uint64_t *checked[MF_MAX_SEGMENTS] = {0};
+    const char *why = NULL;
+    for (uint32_t k = 0; k < h->nsegments && !why; k++) {
+        uint64_t off = h->segment_offset[k], len = h->segment_size[k];
+        if (off < h->header_size || off % 8 || off > size || len > size - off) {
+            why = off <= size && off >= h->header_size && off % 8 == 0
+                      ? mf_why("truncated: segment %u ends past the end of the file", k)
+                      : mf_why("segment %u lies outside the file", k);
+            break;
+        }
+        if (k && off < h->segment_offset[k - 1] + h->segment_size[k - 1]) {
+            why = mf_why("segment %u overlaps segment %u", k, k - 1);
+            break;
+        }
+        if (len < MF_SEGMENT_ENTRIES_OFFSET) {
+            why = mf_why("segment %u is too small", k);
+            break;
+        }
+        const struct mf_segment_header *seg = mf_segment(buf, h, k);
+        uint64_t cap = seg->capacity, ncap = seg->node_capacity;
+        if (cap == 0 || (cap & (cap - 1)) || cap > MF_SEG_ENTRIES_MAX) {
+            why = mf_why("segment %u: bad capacity %llu", k, (unsigned long long)cap);
+            break;
+        }
+        if (ncap > cap * MF_NODES_PER_ENTRY) {
+            why = mf_why("segment %u: bad node capacity %llu", k, (unsigned long long)ncap);
+            break;
+        }
+        /* cap and ncap are 32-bit: no overflow in 64 bits */
+        if (MF_SEGMENT_ENTRIES_OFFSET + cap * sizeof(struct mf_entry) +
+                ncap * sizeof(struct mf_frame_node) > len) {
+            why = mf_why("segment %u: its entries do not fit in it", k);
+            break;
+        }
+        checked[k] = mf_xcalloc(ncap / 64 + 1, sizeof *checked[k]);
+    }
+    for (uint32_t k = 0; k < h->nsegments && !why; k++) {
+        const struct mf_segment_header *seg = mf_segment(buf, h, k);
+        const struct mf_entry *e = mf_entries(seg);
+        for (uint64_t i = 0; i < seg->capacity && !why; i++) {
+            if (e[i].hash == 0)
+                continue;
+            if (e[i].depth > h->max_depth) {
+                why = mf_why("segment %u entry %llu: depth %u > max_depth %u", k,
+                             (unsigned long long)i, e[i].depth, h->max_depth);
+                break;
+            }
+            if ((e[i].flags & MF_ENTRY_SIZED) && e[i].size_class >= MF_SIZE_CLASSES) {
+                why = mf_why("segment %u entry %llu: bad size class %u", k,
+                             (unsigned long long)i, e[i].size_class);
+                break;
+            }
+            /* Its chain: depth nodes, each of one frame less, each's caller made before it. */
+            uint32_t ref = e[i].node, d = e[i].depth;
+            for (;;) {
+                if (ref == 0) {
+                    if (d)
+                        why = mf_why("segment %u entry %llu: its stack ends %u frames short", k,
+                                     (unsigned long long)i, d);
+                    break;
+                }
+                const struct mf_frame_node *n = mf_node_of(buf, size, ref);
+                uint32_t nk = MF_NODE_REF_SEG(ref), ni = MF_NODE_REF_IDX(ref);
+                if (!n || n->depth != d || (n->parent && n->parent >= ref)) {
+                    why = mf_why("segment %u entry %llu: bad node %u of its stack", k,
+                                 (unsigned long long)i, ref);
+                    break;
+                }
+                if (checked[nk][ni / 64] >> (ni % 64) & 1)
+                    break;
+                checked[nk][ni / 64] |= 1ull << (ni % 64);
+                ref = n->parent;
+                d--;
+            }
+        }
+    }
+    for (uint32_t k = 0; k < MF_MAX_SEGMENTS; k++)
+        free(checked[k]);
+    return why;
+}
+
+/* The calls one thread file adds to the profile's sums, each checked against wrapping. */
+struct mf_file_sums {
+    uint64_t calls;             /* exact, from the header */
+    uint64_t samples, st_calls; /* its stacks and [not profiled] */
+    uint64_t frames;            /* of its stacks */
+};
+
+#define MF_CALLS_MAX (1ull << 60)
+
+/* Bytes and variances are not checked: a program may ask for SIZE_MAX bytes (and fail), and
+ * a weight of 10^9 squared wraps in the writer's own sum; the exact numbers are the calls. */
+static bool mf_add(uint64_t *sum, uint64_t x)
+{
+    return __builtin_add_overflow(*sum, x, sum);
+}
+
+/* NULL if the counts of a checked thread file add up: no sum wraps, within the file or
+ * added to what was read before, and its stacks hold no more calls than it counted. */
+static const char *mf_check_counts(const struct mf_profile *p, const struct mf_process *pr,
+                                   const uint8_t *buf, uint64_t moved, struct mf_file_sums *fs)
+{
+    const struct mf_thread_header *h = (const struct mf_thread_header *)buf;
+    bool wrap = false;
+    memset(fs, 0, sizeof *fs);
+    for (int f = 0; f < MF_FN_COUNT; f++)
+        wrap |= mf_add(&fs->calls, h->totals.calls[f]);
+    fs->samples = h->unprofiled_samples;
+    fs->st_calls = h->unprofiled_calls;
+    uint64_t by_class[MF_SIZE_CLASSES] = {0}; /* the sized entries' calls, by class */
+    for (uint32_t k = 0; k < h->nsegments && !wrap; k++) {
+        const struct mf_segment_header *seg = mf_segment(buf, h, k);
+        const struct mf_entry *e = mf_entries(seg);
+        for (uint32_t i = 0; i < seg->capacity; i++) {
+            if (e[i].hash == 0 || e[i].calls == 0)
+                continue;
+            wrap |= mf_add(&fs->samples, e[i].samples);
+            wrap |= mf_add(&fs->st_calls, e[i].calls);
+            fs->frames += e[i].depth;
+            if (e[i].flags & MF_ENTRY_SIZED) /* its class was checked (mf_check_thread) */
+                wrap |= mf_add(&by_class[e[i].size_class], e[i].calls);
+        }
+    }
+    /* 2^60 calls take a thread 36 years at one a nanosecond: a count beyond is damage, and
+     * it is this file's, not that of the file whose sum would wrap after it. */
+    char a1[32], a2[32], a3[32];
+    if (!wrap && fs->calls > MF_CALLS_MAX)
+        return mf_why("it counts %s calls, more than a thread can make (2^60; damaged?)",
+                      mf_fmt_count(a1, fs->calls));
+    if (!wrap && fs->st_calls > MF_CALLS_MAX)
+        return mf_why("its stacks hold %s calls, more than a thread can make (2^60; damaged?)",
+                      mf_fmt_count(a1, fs->st_calls));
+    /* With what was read before: the grand totals and every sum of stacks stay in 64 bits. */
+    uint64_t t = mf_profile_total_calls(p), a = p->stacks_calls;
+    uint32_t threads = p->nthreads;
+    wrap = wrap || mf_add(&t, fs->calls) || mf_add(&a, fs->st_calls) ||
+           __builtin_add_overflow(threads, h->threads ? (uint32_t)h->threads : 1u, &threads);
+    if (wrap)
+        return "its counts overflow 64 bits (damaged?)";
+    /* A sample is a call, counted in the totals before its sample is taken (and the totals
+     * are read after the stacks: mf_thread_counters): the stacks may run ahead of the header's
+     * count only by the calls a thread killed mid-flush had not yet added there
+     * (MF_FLUSH_CALLS a thread); a sample weighs at most the interval. */
+    uint64_t threads_here = h->threads ? h->threads : 1;
+    uint64_t slack = (uint64_t)MF_FLUSH_CALLS * threads_here;
+    if (fs->samples > fs->calls && fs->samples - fs->calls > slack)
+        return mf_why("its stacks hold %s samples, more than the %s calls it counted",
+                      mf_fmt_count(a1, fs->samples), mf_fmt_count(a2, fs->calls));
+    /* The slow path adds a sample to its entry, then to the header's histogram, under the
+     * table's lock, and the histogram is read after the entries (mf_thread_counters): a
+     * class's entries hold no more calls than the histogram counts, but for the sample a
+     * thread is between the two as the header is read, of weight at most the interval. */
+    uint64_t w_max = pr->has_file && pr->sample_interval ? pr->sample_interval : MF_INTERVAL_MAX;
+    for (uint32_t c = 0; c < MF_SIZE_CLASSES; c++) {
+        uint64_t most;
+        if (__builtin_mul_overflow(w_max, threads_here, &most) ||
+            __builtin_add_overflow(most, h->sizes[c].calls, &most))
+            most = UINT64_MAX;
+        if (by_class[c] > most)
+            return mf_why("its stacks hold %s calls of sizes %s and up, more than the %s its "
+                          "size histogram counts", mf_fmt_count(a1, by_class[c]),
+                          mf_fmt_count(a2, mf_size_class_lo(c)),
+                          mf_fmt_count(a3, h->sizes[c].calls));
+    }
+    /* The writer adds a sample to an entry's samples, then its weight to calls, and an
+     * entry's words are copied in no order we choose, maybe apart (a reader preempted
+     * mid-copy): its calls may hold samples its samples do not yet, each taken while the
+     * file was copied. Those the histogram gained between the header's two copies (moved),
+     * and one in flight a thread (the unprofiled counts likewise). A file at rest has
+     * none: its calls are within what its samples can weigh. */
+    if (pr->has_file) {
+        uint64_t w = pr->sample_interval == 0 ? MF_INTERVAL_MAX : pr->sample_interval, most;
+        if (__builtin_add_overflow(fs->samples, threads_here, &most) ||
+            __builtin_mul_overflow(most, w, &most) || __builtin_add_overflow(most, moved, &most))
+            most = UINT64_MAX;
+        if (fs->st_calls > most)
+            return mf_why("its stacks hold %s calls, more than its %s samples can weigh",
+                          mf_fmt_count(a1, fs->st_calls), mf_fmt_count(a2, fs->samples));
+    }
+    return NULL;
+}
+
+struct mf_stack_key mf_stack_key_of(const struct mf_profile *p, uint32_t process,
+                                    const struct mf_entry *e, const uint64_t *frames)
+{
+    return (struct mf_stack_key){p, process, e->depth, e->flags & ~MF_ENTRY_SIZED, frames};
+}
+
+uint64_t mf_stack_hash(const struct mf_stack_key *k)
+{
+    return mf_hash_u64s(k->frames, k->depth,
+                        ((uint64_t)k->process << 32) ^ ((uint64_t)k->flags << 20) ^ k->depth);
+}
+
+bool mf_stack_eq(const void *ctx, uint32_t idx)
+{
+    const struct mf_stack_key *k = ctx;
+    const struct mf_raw_stack *s = &k->p->stacks[idx];
+    return s->process == k->process && s->depth == k->depth && s->flags == k->flags &&
+           memcmp(s->frames, k->frames, k->depth * sizeof *k->frames) == 0;
+}
+
+/* Identical stacks of the threads of one process image are merged (p->reading.stack_ids),
+ * before the expensive symbolization. */
+
+/* The raw stacks' return addresses, in chunks that never move (no malloc per stack; a
+ * profile of 10^6 stacks of depth 46 holds 370 MB of them). mf_profile_drop_frames gives
+ * them back once the model has its locations. */
+#define MF_FRAME_CHUNK ((size_t)4 << 20) /* frames: 32 MiB */
+struct mf_frame_chunk {
+    struct mf_frame_chunk *next;
+    size_t used, cap;
+    uint64_t v[];
+};
+
+static uint64_t *mf_frames_alloc(struct mf_profile *p, size_t n)
+{
+    struct mf_frame_chunk *c = p->frame_chunks;
+    if (!c || c->cap - c->used < n) {
+        size_t cap = n > MF_FRAME_CHUNK ? n : MF_FRAME_CHUNK;
+        c = mf_xmalloc(sizeof *c + cap * sizeof *c->v);
+        c->next = p->frame_chunks;
+        c->used = 0;
+        c->cap = cap;
+        p->frame_chunks = c;
+    }
+    uint64_t *v = c->v + c->used;
+    c->used += n;
+    return v;
+}
+
+void mf_profile_drop_frames(struct mf_profile *p)
+{
+    while (p->frame_chunks) {
+        struct mf_frame_chunk *c = p->frame_chunks;
+        p->frame_chunks = c->next;
+        free(c);
+    }
+    for (uint32_t i = 0; i < p->nstacks; i++)
+        p->stacks[i].frames = NULL;
+    mf_map_free(&p->reading.stack_ids);
+}
+
+/* A raw stack's counts by size class, merged over its entries (one per class and thread):
+ * while files are read, each stack's records are a chain from sizes_first (nsizes long)
+ * through p->reading.size_next, at most MF_SIZE_CLASSES links; mf_profile_finish lays them out in
+ * a row. No map: 10^6 stacks' classes cost a hashed slot (a cache miss) each. */
+
+static void mf_add_stack_size(struct mf_profile *p, uint32_t stack, const struct mf_entry *e,
+                              uint32_t size_class)
+{
+    struct mf_raw_stack *s = &p->stacks[stack];
+    uint32_t idx = s->sizes_first, n = 0;
+    while (n < s->nsizes && p->stack_sizes[idx].size_class != size_class) {
+        idx = p->reading.size_next[idx];
+        n++;
+    }
+    if (n == s->nsizes) {
+        uint32_t cap = p->stack_sizes_cap;
+        MF_GROW(p->stack_sizes, p->nstack_sizes, p->stack_sizes_cap);
+        if (p->stack_sizes_cap != cap)
+            p->reading.size_next = mf_xrealloc(p->reading.size_next,
+                                               p->stack_sizes_cap * sizeof *p->reading.size_next);
+        idx = p->nstack_sizes++;
+        p->stack_sizes[idx] = (struct mf_stack_size){stack, size_class, 0, 0, 0, 0, 0};
+        p->reading.size_next[idx] = s->sizes_first;
+        s->sizes_first = idx;
+        s->nsizes++;
+    }
+    struct mf_stack_size *z = &p->stack_sizes[idx];
+    z->samples += e->samples;
+    z->calls += e->calls;
+    z->bytes += e->bytes;
+    z->var += e->calls_sq > e->calls ? e->calls_sq - e->calls : 0;
+    z->bytes_var += e->bytes_var;
+}
+
+/* frames: the entry's, decoded (copied if the stack is new). A sized entry's class goes to
+ * the stack's counts by class; the stack itself is all its classes' (its flags without
+ * MF_ENTRY_SIZED). */
+static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf_entry *e,
+                         const uint64_t *frames, uint64_t hash)
+{
+    struct mf_stack_key key = mf_stack_key_of(p, process, e, frames);
+    bool added;
+    uint32_t idx = mf_map_put(&p->reading.stack_ids, hash, mf_stack_eq, &key, p->nstacks, &added);
+    if (added) {
+        MF_GROW(p->stacks, p->nstacks, p->stacks_cap);
+        struct mf_raw_stack *s = &p->stacks[p->nstacks++];
+        memset(s, 0, sizeof *s);
+        s->process = process;
+        s->depth = e->depth;
+        s->flags = key.flags;
+        s->frames = mf_frames_alloc(p, e->depth);
+        memcpy(s->frames, frames, e->depth * sizeof *frames);
+    }
+    struct mf_raw_stack *s = &p->stacks[idx];
+    s->samples += e->samples;
+    s->calls += e->calls;
+    s->bytes += e->bytes;
+    s->var += e->calls_sq > e->calls ? e->calls_sq - e->calls : 0;
+    s->bytes_var += e->bytes_var;
+    if (e->flags & MF_ENTRY_SIZED) /* the class was checked (mf_check_thread) */
+        mf_add_stack_size(p, idx, e, e->size_class);
+    p->procs[process].attributed += e->calls;
+    if (e->calls != e->samples)
+        p->procs[process].weighted = true;
+    if (e->calls && e->calls_sq / e->calls > p->procs[process].max_weight)
+        p->procs[process].max_weight = e->calls_sq / e->calls;
+}
+
+/* The thread tables read so far, by identity: a copy of a directory (or a file copied into
+ * another) holds the same table, whose counts must not be added twice. */
+struct mf_table_id {
+    uint64_t stamp, seq;
+    uint32_t pid, tid;
+    char *path; /* dir/name, as the message shows it */
+};
+struct mf_table_key {
+    const struct mf_profile *p;
+    const struct mf_thread_header *h;
+};
+
+static bool mf_table_id_eq(const void *ctx, uint32_t idx)
+{
+    const struct mf_table_key *k = ctx;
+    const struct mf_thread_header *h = k->h;
+    const struct mf_table_id *t = &k->p->reading.tables[idx];
+    return t->stamp == h->stamp && t->seq == h->seq && t->pid == h->pid && t->tid == h->tid;
+}
+
+/* The file that already gave this table, or NULL (then it is recorded as read from here). */
+static const char *mf_table_seen(struct mf_profile *p, const struct mf_thread_header *h,
+                                 const char *dir, const char *name)
+{
+    struct mf_read_state *r = &p->reading;
+    struct mf_table_key k = {p, h};
+    uint64_t key[3] = {h->stamp, h->seq, (uint64_t)h->pid << 32 | h->tid};
+    bool added;
+    uint32_t idx = mf_map_put(&r->table_map, mf_hash_bytes(key, sizeof key, 7), mf_table_id_eq,
+                              &k, r->ntables, &added);
+    if (!added)
+        return r->tables[idx].path;
+    MF_GROW(r->tables, r->ntables, r->tables_cap);
+    size_t n = strlen(mf_basename(dir)) + strlen(name) + 2;
+    char *path = mf_xmalloc(n);
+    snprintf(path, n, "%s/%s", mf_basename(dir), name);
+    r->tables[r->ntables++] = (struct mf_table_id){h->stamp, h->seq, h->pid, h->tid, path};
+    return NULL;
+}
+
+static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, const char *name)
+{
+    uint8_t *buf;
+    size_t size;
+    const char *why;
+    struct mf_thread_header later;
+    if (mf_load(p, dirfd, dir, name, MF_THREAD_FILE_MAX, &later, sizeof later, &buf, &size))
+        return;
+    uint64_t moved = size >= sizeof later ? mf_thread_counters(buf, &later) : 0;
+    if ((why = mf_check_thread(buf, size))) {
+        mf_skip(p, dir, name, why);
+        free(buf);
+        return;
+    }
+    const struct mf_thread_header *h = (const struct mf_thread_header *)buf;
+    /* Only a process file read before names a process here; the lookup must not add one
+     * for a file that is then skipped. */
+    struct mf_process *known = NULL;
+    for (uint32_t i = 0; i < p->nprocs && !known; i++)
+        if (p->procs[i].stamp == h->stamp && p->procs[i].pid == h->pid)
+            known = &p->procs[i];
+    struct mf_process none = {0};
+    struct mf_file_sums fs;
+    if ((why = mf_check_counts(p, known ? known : &none, buf, moved, &fs))) {
+        mf_skip(p, dir, name, why);
+        free(buf);
+        return;
+    }
+    /* Stacks share their nodes, so they hold more frames than the file has bytes; but not
+     * more than 64 bytes of frames a byte of it (depth 512 everywhere over a short trunk is
+     * 51x): what a damaged file makes this reader allocate stays bounded by its size. */
+    if (fs.frames / 8 > size) {
+        char a1[32];
+        mf_skip(p, dir, name, mf_why("its stacks hold %s frames, more than 64 bytes of frames "
+                                     "a byte of the file (damaged?)", mf_fmt_count(a1, fs.frames)));
+        free(buf);
+        return;
+    }
+    const char *first = mf_table_seen(p, h, dir, name);
+    if (first) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "the same thread table as %s (its counts are read once)",
+                 mf_esc(first));
+        mf_skip(p, dir, name, msg);
+        free(buf);
+        return;
+    }
+    struct mf_process *pr = mf_process_get(p, h->stamp, h->pid, dir);
+    uint32_t process = (uint32_t)(pr - p->procs);
+    uint32_t threads = h->threads ? (uint32_t)h->threads : 1; /* a table serves many in turn */
+    pr->nthreads += threads;
+    MF_GROW(pr->tables, pr->ntables, pr->tables_cap);
+    pr->tables[pr->ntables++] = h->seq;
+    if (h->start_ns < pr->threads_start_ns)
+        pr->threads_start_ns = h->start_ns;
+    if (h->last_ns > pr->threads_last_ns)
+        pr->threads_last_ns = h->last_ns;
+    for (int f = 0; f < MF_FN_COUNT; f++) { /* calls never wrap: mf_check_counts */
+        pr->totals.calls[f] += h->totals.calls[f];
+        pr->totals.bytes[f] += h->totals.bytes[f];
+        p->totals.calls[f] += h->totals.calls[f];
+        p->totals.bytes[f] += h->totals.bytes[f];
+    }
+    pr->calls += fs.calls;
+    p->stacks_calls += fs.st_calls;
+    uint64_t unprofiled_var =
+        h->unprofiled_calls_sq > h->unprofiled_calls ? h->unprofiled_calls_sq - h->unprofiled_calls : 0;
+    p->unprofiled_samples += h->unprofiled_samples;
+    p->unprofiled_calls += h->unprofiled_calls;
+    pr->attributed += h->unprofiled_calls;
+    p->unprofiled_bytes += h->unprofiled_bytes;
+    p->unprofiled_var += unprofiled_var;
+    pr->unprofiled_samples += h->unprofiled_samples;
+    pr->unprofiled_calls += h->unprofiled_calls;
+    pr->unprofiled_bytes += h->unprofiled_bytes;
+    pr->unprofiled_var += unprofiled_var;
+    p->unprofiled_bytes_var += h->unprofiled_bytes_var;
+    if (!pr->sizes)
+        pr->sizes = mf_xcalloc(MF_SIZE_CLASSES, sizeof *pr->sizes);
+    for (int c = 0; c < MF_SIZE_CLASSES; c++) {
+        pr->sizes[c].calls += h->sizes[c].calls;
+        pr->sizes[c].bytes += h->sizes[c].bytes;
+        pr->sizes[c].calls_var += h->sizes[c].calls_var;
+        pr->sizes[c].bytes_var += h->sizes[c].bytes_var;
+        p->sizes[c].calls += h->sizes[c].calls;
+        p->sizes[c].bytes += h->sizes[c].bytes;
+        p->sizes[c].calls_var += h->sizes[c].calls_var;
+        p->sizes[c].bytes_var += h->sizes[c].bytes_var;
+    }
+    if (h->unprofiled_calls != h->unprofiled_samples)
+        pr->weighted = true;
+    uint64_t frames[MF_DEPTH_MAX];
+    for (uint32_t k = 0; k < h->nsegments; k++) {
+        const struct mf_segment_header *seg = mf_segment(buf, h, k);
+        const struct mf_entry *e = mf_entries(seg);
+        for (uint32_t i = 0; i < seg->capacity; i++) {
+            if (e[i].hash == 0 || e[i].calls == 0)
+                continue;
+            mf_entry_frames(buf, size, &e[i], frames); /* checked: mf_check_thread */
+            struct mf_stack_key key = mf_stack_key_of(p, process, &e[i], frames);
+            mf_add_stack(p, process, &e[i], frames, mf_stack_hash(&key));
+        }
+        /* Its entries are read (its nodes may be later entries' too); segments never
+         * overlap (mf_check_thread) */
+        mf_release_pages(buf, size, h->segment_offset[k] + MF_SEGMENT_ENTRIES_OFFSET,
+                         (uint64_t)seg->capacity * sizeof(struct mf_entry));
+    }
+    p->nthreads += threads;
+    p->nfiles_read++;
+    free(buf);
+}
+
+/* ---- directories -------------------------------------------------------------------- */
+
+static bool mf_has_suffix(const char *s, const char *prefix, const char *suffix)
+{
+    size_t n = strlen(s), a = strlen(prefix), b = strlen(suffix);
+    return n > a + b && strncmp(s, prefix, a) == 0 && strcmp(s + n - b, suffix) == 0;
+}
+
+static int mf_name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* dir/name, without doubling a '/' that dir ends in: the name a message shows, and a
+ * process's directory as reported. Files are opened relative to directory descriptors
+ * (openat), so a path of any length is read. */
+static char *mf_path_join(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    bool slash = a && dir[a - 1] == '/';
+    char *s = mf_xmalloc(a + b + 2);
+    memcpy(s, dir, a);
+    if (!slash)
+        s[a++] = '/';
+    memcpy(s + a, name, b + 1);
+    return s;
+}
+
+/* Directories read so far (device, inode): one given twice, or found again by a walk,
+ * is read once. Hashed: a run tree may hold 10^5 directories. */
+struct mf_dir_id {
+    dev_t dev;
+    ino_t ino;
+};
+struct mf_dir_key {
+    const struct mf_read_state *r;
+    struct mf_dir_id id;
+};
+
+static bool mf_dir_id_eq(const void *ctx, uint32_t idx)
+{
+    const struct mf_dir_key *k = ctx;
+    return k->r->dirs[idx].dev == k->id.dev && k->r->dirs[idx].ino == k->id.ino;
+}
+
+static bool mf_seen_dir(struct mf_profile *p, const struct stat *st)
+{
+    struct mf_read_state *r = &p->reading;
+    struct mf_dir_key k = {r, {st->st_dev, st->st_ino}};
+    bool added;
+    mf_map_put(&r->dir_map, mf_hash_u64(mf_hash_u64((uint64_t)k.id.dev) ^ (uint64_t)k.id.ino),
+               mf_dir_id_eq, &k, r->ndirs, &added);
+    if (added) {
+        MF_GROW(r->dirs, r->ndirs, r->dirs_cap);
+        r->dirs[r->ndirs++] = k.id;
+    }
+    return !added;
+}
+
+/* Reads the profile files of one process directory (dirfd, named dir). */
+static void mf_read_process_dir(struct mf_profile *p, int dirfd, const char *dir, char **names,
+                                size_t n)
+{
+    qsort(names, n, sizeof *names, mf_name_cmp);
+    char *dir_copy = mf_xstrdup(dir); /* processes keep pointing at it */
+    for (size_t len = strlen(dir_copy); len > 1 && dir_copy[len - 1] == '/';)
+        dir_copy[--len] = '\0'; /* "malloc_freq.1/" names its files as "malloc_freq.1/x" */
+    /* Process files first, so that thread files find their process. */
+    for (size_t i = 0; i < n; i++)
+        if (names[i][0] == 'p')
+            mf_read_process(p, dirfd, dir_copy, names[i]);
+    for (size_t i = 0; i < n; i++)
+        if (names[i][0] == 't')
+            mf_read_thread(p, dirfd, dir_copy, names[i]);
+    p->ndirs_read++;
+}
+
+struct mf_walk {
+    bool too_deep; /* said once: directories below MF_WALK_DEPTH were not looked at */
+};
+
+/* Reads the directory dirfd (named dir; the walk takes it over and closes it) if it holds
+ * profile files, then the directories under it, in name order, without following symbolic
+ * links. Returns the process directories read. */
+static uint32_t mf_walk(struct mf_profile *p, struct mf_walk *w, int dirfd, const char *dir,
+                        unsigned depth)
+{
+    DIR *d = fdopendir(dirfd); /* it owns dirfd from here: closedir closes it */
+    if (!d) {
+        mf_error("cannot open directory %s: %s (skipped)", mf_esc(dir), strerror(errno));
+        close(dirfd);
+        return 0;
+    }
+    char **names = NULL, **subdirs = NULL;
+    size_t n = 0, cap = 0, nsub = 0, subcap = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (mf_has_suffix(de->d_name, "process.", ".mfp") ||
+            mf_has_suffix(de->d_name, "thread.", ".mft")) {
+            MF_GROW(names, n, cap);
+            names[n++] = mf_xstrdup(de->d_name);
+            continue;
+        }
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        bool is_dir = de->d_type == DT_DIR;
+        if (de->d_type == DT_UNKNOWN) { /* some file systems do not say: lstat, no links */
+            struct stat st;
+            is_dir = fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                     S_ISDIR(st.st_mode);
+        }
+        if (is_dir) {
+            MF_GROW(subdirs, nsub, subcap);
+            subdirs[nsub++] = mf_xstrdup(de->d_name);
+        }
+    }
+    uint32_t found = 0;
+    if (n) {
+        mf_read_process_dir(p, dirfd, dir, names, n);
+        found++;
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    if (nsub > 1)
+        qsort(subdirs, nsub, sizeof *subdirs, mf_name_cmp);
+    for (size_t i = 0; i < nsub; i++) {
+        char *path = mf_path_join(dir, subdirs[i]);
+        if (depth >= MF_WALK_DEPTH) {
+            if (!w->too_deep)
+                mf_error("not looking into %s and other directories more than %d levels down",
+                         mf_esc(path), MF_WALK_DEPTH);
+            w->too_deep = true;
+        } else {
+            /* O_NOFOLLOW: a directory replaced by a link since it was listed is not entered */
+            int sub = openat(dirfd, subdirs[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            struct stat st;
+            if (sub >= 0 && fstat(sub, &st) == 0 && !mf_seen_dir(p, &st)) {
+                found += mf_walk(p, w, sub, path, depth + 1);
+                sub = -1;
+            }
+            if (sub >= 0)
+                close(sub);
+        }
+        free(path);
+        free(subdirs[i]);
+    }
+    free(subdirs);
+    closedir(d);
+    return found;
+}
+
+bool mf_profile_read_dir(struct mf_profile *p, const char *dir)
+{
+    struct stat st;
+    int fd = mf_open_dir(dir);
+    if (fd < 0 && errno == ENOTDIR && stat(dir, &st) == 0) {
+        mf_error("%s is not a directory (mf_print wants a malloc_freq.<pid> directory, or one "
+                 "that holds them)", mf_esc(dir));
+        return true;
+    }
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        mf_error("cannot open directory %s: %s", mf_esc(dir), strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return true;
+    }
+    if (mf_seen_dir(p, &st)) {
+        mf_error("%s was given twice; reading it once", mf_esc(dir));
+        close(fd);
+        return false;
+    }
+    struct mf_walk w = {0};
+    if (mf_walk(p, &w, fd, dir, 0) == 0) {
+        mf_error("no profile files in %s or under it (expected process.*.mfp and thread.*.mft, "
+                 "or malloc_freq.<pid> directories holding them)", mf_esc(dir));
+        return true;
+    }
+    return false;
+}
+
+void mf_profile_finish(struct mf_profile *p)
+{
+    /* Each stack's counts by class, in a row, by stack then class. */
+    struct mf_stack_size *row = mf_xmalloc(((size_t)p->nstack_sizes + 1) * sizeof *row);
+    uint32_t at = 0;
+    for (uint32_t i = 0; i < p->nstacks; i++) {
+        struct mf_raw_stack *s = &p->stacks[i];
+        uint32_t first = at, idx = s->sizes_first;
+        for (uint32_t n = 0; n < s->nsizes; n++, idx = p->reading.size_next[idx]) {
+            struct mf_stack_size z = p->stack_sizes[idx];
+            uint32_t k = at++;
+            for (; k > first && row[k - 1].size_class > z.size_class; k--)
+                row[k] = row[k - 1];
+            row[k] = z;
+        }
+        s->sizes_first = s->nsizes ? first : 0;
+    }
+    free(p->stack_sizes);
+    p->stack_sizes = row;
+    p->stack_sizes_cap = p->nstack_sizes + 1;
+
+    /* What tells files apart while they are read: the next profile (--base's other side)
+     * starts afresh. */
+    struct mf_read_state *r = &p->reading;
+    free(r->size_next);
+    mf_map_free(&r->stack_ids);
+    mf_map_free(&r->table_map);
+    for (uint32_t i = 0; i < r->ntables; i++)
+        free(r->tables[i].path);
+    free(r->tables);
+    free(r->dirs);
+    mf_map_free(&r->dir_map);
+    memset(r, 0, sizeof *r);
+    for (uint32_t i = 0; i < p->nprocs; i++) {
+        struct mf_process *pr = &p->procs[i];
+        /* Default mode (interval 0) samples only where calls come fast: the weights say, or
+         * the calls no stack accounts for (a sampled stretch that drew no sample). */
+        pr->sampled = pr->has_file && (pr->sample_interval > 1 ? pr->calls > pr->exact_calls
+                                       : pr->sample_interval == 0 &&
+                                             (pr->weighted || pr->attributed != pr->calls));
+        if (!pr->has_file)
+            mf_error("%s: no process file for process image %016llx: its frames stay unsymbolized",
+                     mf_esc(mf_basename(pr->dir)), (unsigned long long)pr->stamp);
+    }
+}
+
+uint64_t mf_profile_total_calls(const struct mf_profile *p)
+{
+    uint64_t n = 0;
+    for (int f = 0; f < MF_FN_COUNT; f++)
+        n += p->totals.calls[f];
+    return n;
+}
+
+uint64_t mf_profile_total_bytes(const struct mf_profile *p)
+{
+    uint64_t n = 0;
+    for (int f = 0; f < MF_FN_COUNT; f++)
+        n += p->totals.bytes[f];
+    return n;
+}
+
+uint64_t mf_profile_wall_ns(const struct mf_profile *p)
+{
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (uint32_t i = 0; i < p->nprocs; i++) {
+        const struct mf_process *pr = &p->procs[i];
+        uint64_t start = pr->has_file ? pr->start_ns : pr->threads_start_ns;
+        bool ended = pr->has_file && (pr->flags & MF_PROCESS_EXITED);
+        uint64_t end = ended ? pr->end_ns : pr->threads_last_ns;
+        if (start == UINT64_MAX)
+            continue; /* a process file without threads and without an end */
+        if (end < start)
+            end = start;
+        lo = start < lo ? start : lo;
+        hi = end > hi ? end : hi;
+    }
+    return hi > lo ? hi - lo : 0;
+}
+
+const char *mf_process_program(const struct mf_process *pr)
+{
+    return pr->has_file && pr->exe[0] ? mf_basename(pr->exe) : "?";
+}
+
+void mf_profile_subset(struct mf_profile *dst, const struct mf_profile *src,
+                       bool (*keep)(const struct mf_process *pr, void *ctx), void *ctx)
+{
+    memset(dst, 0, sizeof *dst);
+    uint32_t *index = mf_xmalloc((src->nprocs + 1) * sizeof *index);
+    for (uint32_t i = 0; i < src->nprocs; i++) {
+        const struct mf_process *pr = &src->procs[i];
+        index[i] = UINT32_MAX;
+        if (!keep(pr, ctx))
+            continue;
+        index[i] = dst->nprocs;
+        MF_GROW(dst->procs, dst->nprocs, dst->procs_cap);
+        dst->procs[dst->nprocs++] = *pr;
+        for (int f = 0; f < MF_FN_COUNT; f++) {
+            dst->totals.calls[f] += pr->totals.calls[f];
+            dst->totals.bytes[f] += pr->totals.bytes[f];
+        }
+        dst->unprofiled_samples += pr->unprofiled_samples;
+        dst->unprofiled_calls += pr->unprofiled_calls;
+        dst->unprofiled_bytes += pr->unprofiled_bytes;
+        dst->unprofiled_var += pr->unprofiled_var;
+        dst->nthreads += pr->nthreads;
+        for (int c = 0; c < MF_SIZE_CLASSES && pr->sizes; c++) {
+            dst->sizes[c].calls += pr->sizes[c].calls;
+            dst->sizes[c].bytes += pr->sizes[c].bytes;
+            dst->sizes[c].calls_var += pr->sizes[c].calls_var;
+            dst->sizes[c].bytes_var += pr->sizes[c].bytes_var;
+        }
+    }
+    for (uint32_t i = 0; i < src->nstacks; i++) {
+        const struct mf_raw_stack *s = &src->stacks[i];
+        if (index[s->process] == UINT32_MAX)
+            continue;
+        MF_GROW(dst->stacks, dst->nstacks, dst->stacks_cap);
+        dst->stacks[dst->nstacks] = *s;
+        dst->stacks[dst->nstacks++].process = index[s->process];
+    }
+    dst->stack_sizes = src->stack_sizes; /* the stacks keep their ranges in it */
+    dst->nstack_sizes = src->nstack_sizes;
+    dst->nfiles_read = src->nfiles_read;
+    dst->nfiles_skipped = src->nfiles_skipped;
+    dst->ndirs_read = src->ndirs_read;
+    free(index);
+}

@@ -1,0 +1,209 @@
+/* Reading a profile: the files of one or more malloc_freq.<pid> directories, validated and
+ * merged into processes (with their module lists) and distinct raw stacks. */
+#ifndef MF_PROFILE_READ_H
+#define MF_PROFILE_READ_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mf_format.h"
+#include "mf_print.h"
+
+struct mf_module {
+    uint64_t bias, lo, hi;
+    uint32_t build_id_len;
+    uint8_t build_id[32];
+    char *path;
+    uint32_t order;   /* record index in the process file: later records win overlaps */
+    uint32_t epoch;   /* stacks of an earlier module epoch never lie in it */
+    uint32_t modfile; /* the symbolizer's id for this file, MF_MAP_EMPTY until looked up */
+};
+
+struct mf_process {
+    uint64_t stamp;
+    uint32_t pid;
+    const char *dir;
+    bool has_file; /* its process file was read: the fields below it are valid */
+    uint32_t flags;
+    uint64_t start_ns, end_ns, sample_interval, exact_calls;
+    /* At exit: the calls the exact stretch really recorded (fewer than exact_calls when its
+     * time cap ended it first, or the process made fewer calls); 0 while it runs. */
+    uint64_t exact_recorded;
+    uint32_t cost_share_ppm; /* default mode (sample_interval 0): the cost budget */
+    uint64_t large_bytes;    /* MALLOC_FREQ_LARGE: calls this large were all recorded; 0 off */
+    char exe[256];
+    struct mf_module *modules; /* sorted by lo */
+    uint32_t nmodules;
+    uint32_t nthreads;
+    uint64_t threads_start_ns, threads_last_ns; /* min start, max last of its threads */
+    uint64_t calls; /* exact, over its threads */
+    /* It ran past its exact stretch: any count of it may be an estimate, even one whose
+     * samples all had weight 1 (calls after the stretch may have gone unsampled). */
+    bool sampled;
+    bool weighted; /* some sample of it had a weight > 1 */
+    /* calls its stacks (and [not profiled]) account for: short of `calls` when the calls
+     * after its exact stretch drew no sample before it ended */
+    uint64_t attributed;
+    uint64_t max_weight; /* the largest sum w^2 / sum w of its stacks: about its interval */
+    /* Its share of the profile's totals, for a report of some processes (--program). */
+    struct mf_totals totals;
+    uint64_t unprofiled_samples, unprofiled_calls, unprofiled_bytes, unprofiled_var;
+    /* Its threads' size histograms summed, for a report of some processes (--program
+     * --sizes); NULL until a thread file of it is read. */
+    struct mf_size_class *sizes;
+    /* The seq of each of its thread files that was read (not skipped): the live heap's
+     * records name their stacks through these only (live_read.c). */
+    uint64_t *tables;
+    uint32_t ntables, tables_cap;
+    /* Its live heap's largest sampling interval (the header's interval_max, or a record's
+     * weight if larger; live_read.c): the live view's error bars are at least one sample
+     * of it. */
+    uint64_t live_interval;
+};
+
+/* One distinct stack of one process image (identical stacks of its threads merged). */
+struct mf_raw_stack {
+    uint32_t process;
+    uint32_t depth;
+    uint32_t flags; /* MF_ENTRY_* */
+    uint64_t *frames; /* return addresses, innermost first */
+    uint64_t samples, calls, bytes;
+    uint64_t var; /* the estimated variance of calls: the sum of w(w-1) over the samples */
+    double bytes_var; /* the estimated variance of bytes: the sum of w(w-1) size^2 */
+    /* Its counts by size class: profile->stack_sizes[sizes_first .. + nsizes), by class
+     * (set by mf_profile_finish). Calls of entries without a class (MF_ENTRY_SIZED) are in
+     * none: the classes' calls may sum to less than the stack's. */
+    uint32_t sizes_first, nsizes;
+};
+
+/* One raw stack's samples of one size class (format 5 keys entries by class, mf_format.h). */
+struct mf_stack_size {
+    uint32_t stack;      /* profile->stacks index */
+    uint32_t size_class; /* < MF_SIZE_CLASSES */
+    uint64_t samples, calls, bytes;
+    uint64_t var;     /* as mf_raw_stack's */
+    double bytes_var;
+};
+
+/* What reading needs until mf_profile_finish (profile_read.c): the stacks, thread tables and
+ * directories met so far, so that each is merged or read once. */
+struct mf_read_state {
+    struct mf_map stack_ids; /* a raw stack's identity -> its index */
+    uint32_t *size_next;     /* the chains of the stacks' counts by size class */
+    struct mf_table_id *tables;
+    uint32_t ntables, tables_cap;
+    struct mf_map table_map;
+    struct mf_dir_id *dirs;
+    uint32_t ndirs, dirs_cap;
+    struct mf_map dir_map;
+};
+
+struct mf_profile {
+    struct mf_process *procs;
+    uint32_t nprocs, procs_cap;
+    struct mf_raw_stack *stacks;
+    uint32_t nstacks, stacks_cap;
+    /* the stacks' counts by size class, sorted by stack then class (mf_profile_finish); a
+     * subset shares its source's */
+    struct mf_stack_size *stack_sizes;
+    uint32_t nstack_sizes, stack_sizes_cap;
+    struct mf_totals totals; /* exact, summed over all threads */
+    uint64_t unprofiled_samples, unprofiled_calls, unprofiled_bytes, unprofiled_var;
+    /* calls of every stack and [not profiled]: no sum of calls a report makes exceeds it,
+     * and it never wraps (a file that would make it, or the totals, wrap is skipped) */
+    uint64_t stacks_calls;
+    double unprofiled_bytes_var;
+    /* the size histogram, summed over all threads (struct mf_size_class: calls and bytes
+     * estimated from the samples, and their variances) */
+    struct mf_size_class sizes[MF_SIZE_CLASSES];
+    uint32_t nthreads;
+    uint32_t nfiles_read; /* valid thread and process files */
+    uint32_t nfiles_skipped;
+    uint32_t ndirs_read; /* process directories read (a run directory holds many) */
+    /* The live heap (live_read.c), beside the counts, which stay as read: */
+    uint32_t live_files;      /* live.<stamp>.mfl files read */
+    uint64_t live_dropped;    /* allocations the writer found no slot for (weighted) */
+    uint64_t live_stats_dropped; /* frees whose stack found no statistics slot (weighted) */
+    uint64_t live_records;    /* live records read */
+    uint64_t live_unmatched;  /* live records whose stack entry was not in the profile read */
+    /* While some image runs, the records of images that ended (exited, exec'd, killed) are
+     * not alive now: left out of the view, their allocations (weighted) and images here. */
+    uint64_t live_gone;
+    uint32_t live_gone_images;
+    struct mf_lifetimes *lifetimes; /* per stack: its freed sampled allocations */
+    struct mf_live_count *live; /* per stack: its live allocations (mf_live_attach), or NULL */
+    /* What holds the raw stacks' frames until mf_profile_drop_frames: chunks of the frames
+     * decoded from the files' node chains. A subset owns none. */
+    struct mf_frame_chunk *frame_chunks;
+    struct mf_read_state reading;
+};
+
+/* A stack's sampled allocations alive, weighted (the live view's samples, calls, bytes, var
+ * and bytes_var). */
+struct mf_live_count {
+    uint64_t samples, calls, bytes, var;
+    double bytes_var;
+};
+
+/* The freed sampled allocations of a stack (struct mf_live_stats, summed), weighted. */
+struct mf_lifetimes {
+    uint64_t freed, freed_samples, freed_bytes, temporary, same_thread;
+    uint64_t life_calls[MF_LIVE_CALL_BUCKETS];
+    uint64_t life_ns[MF_LIVE_NS_BUCKETS];
+};
+
+/* Reads the live heap files of p's processes (after mf_profile_finish, before
+ * mf_profile_drop_frames) into p->live and p->lifetimes; the counts stay as read (a model
+ * built with MF_VIEW_LIVE weighs its stacks by p->live). Returns true if no process of p
+ * recorded its live heap, after saying so if required. */
+bool mf_live_attach(struct mf_profile *p, bool required);
+
+/* Adds the files of one malloc_freq.<pid> directory to p (call mf_profile_finish after the
+ * last one), or of every process directory under dir (a run directory, or the directories
+ * a build ran in: subdirectories are walked, symbolic links not followed, MF_WALK_DEPTH
+ * levels at most). A bad file is named on stderr and skipped. Returns true on error (no
+ * such directory, no profile files in it or under it), after saying so. */
+#define MF_WALK_DEPTH 32
+bool mf_profile_read_dir(struct mf_profile *p, const char *dir);
+
+/* The processes of src for which keep(process, ctx) is true, as a profile of their own:
+ * their stacks and their totals (stacks share src's frame arrays: free src last). */
+void mf_profile_subset(struct mf_profile *dst, const struct mf_profile *src,
+                       bool (*keep)(const struct mf_process *pr, void *ctx), void *ctx);
+
+/* The program of a process image: the basename of its executable, "?" if unknown. */
+const char *mf_process_program(const struct mf_process *pr);
+
+/* Derives what needs every file: which processes were sampled. */
+void mf_profile_finish(struct mf_profile *p);
+
+/* Frees p's raw stacks' return addresses (their frames become NULL) once the model has
+ * turned them into locations: the largest part of a big profile's memory. Only p's: a
+ * profile read after it keeps its own. */
+void mf_profile_drop_frames(struct mf_profile *p);
+
+/* A raw stack's identity in p: its process image, depth, flags and frames. A stack entry of
+ * a thread file is keyed without MF_ENTRY_SIZED: the reader keeps one stack for all its size
+ * classes' entries (mf_stack_key_of). mf_stack_eq compares p->stacks[idx] with a key, for
+ * an mf_map keyed by mf_stack_hash. */
+struct mf_stack_key {
+    const struct mf_profile *p;
+    uint32_t process, depth, flags;
+    const uint64_t *frames;
+};
+struct mf_stack_key mf_stack_key_of(const struct mf_profile *p, uint32_t process,
+                                    const struct mf_entry *e, const uint64_t *frames);
+uint64_t mf_stack_hash(const struct mf_stack_key *k);
+/* An entry's frames, innermost first, decoded from its nodes in the thread file buf (size
+ * bytes, segments as its header says) into out (e->depth of them); false if its chain is not
+ * whole: a node outside the file, of the wrong depth, or not made before its callee. */
+bool mf_entry_frames(const uint8_t *buf, size_t size, const struct mf_entry *e, uint64_t *out);
+bool mf_stack_eq(const void *ctx, uint32_t idx);
+
+/* All calls counted in the thread headers (exact). */
+uint64_t mf_profile_total_calls(const struct mf_profile *p);
+uint64_t mf_profile_total_bytes(const struct mf_profile *p);
+/* Wall time of the run in ns: max end - min start over processes. */
+uint64_t mf_profile_wall_ns(const struct mf_profile *p);
+
+#endif

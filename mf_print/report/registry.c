@@ -1,0 +1,89 @@
+/* The registry of reports (report.h): one line per report. The usage text's --format lines,
+ * the option compatibility rules (request.c) and the dispatch (run.c) read it; nothing else
+ * lists the formats. A format's first line holds its usage text. */
+#include <stdio.h>
+#include <string.h>
+
+#include "report.h"
+
+#define MF_CALLS (MF_KIND_PLAIN | MF_KIND_LIVE)
+
+static const struct mf_report mf_reports[] = {
+    {"tree", "caller tree with totals (default)", MF_CALLS, MF_INPUT_MODEL, true, false,
+     mf_report_tree},
+    {"tree", NULL, MF_KIND_BY_PROGRAM, MF_INPUT_PARTS, true, false, mf_report_tree_by_program},
+    {"tree", NULL, MF_KIND_SIZES, MF_INPUT_MODEL, false, false, mf_report_sizes_text},
+    {"tree", NULL, MF_KIND_TUNE, MF_INPUT_MODEL, true, false, mf_report_tune},
+    {"tree", NULL, MF_KIND_BASE, MF_INPUT_DIFF, true, false, mf_report_diff_tree},
+    {"csv", "one row per stack, for scripts", MF_KIND_PLAIN | MF_KIND_BY_PROGRAM, MF_INPUT_PARTS,
+     false, false, mf_report_csv},
+    {"csv", NULL, MF_KIND_LIVE, MF_INPUT_MODEL, false, false, mf_report_live_csv},
+    {"csv", NULL, MF_KIND_SITES, MF_INPUT_PARTS, false, false, mf_report_sites},
+    {"csv", NULL, MF_KIND_SIZES, MF_INPUT_MODEL, false, false, mf_report_sizes_csv},
+    {"csv", NULL, MF_KIND_BASE, MF_INPUT_DIFF, false, false, mf_report_diff_csv},
+    {"collapsed", "root;...;site COUNT lines, for flame graphs", MF_CALLS, MF_INPUT_MODEL, false,
+     false, mf_report_collapsed},
+    /* --by program: every sample is labelled with its program already */
+    {"pprof", "gzipped profile.proto (go tool pprof, ...)", MF_CALLS | MF_KIND_BY_PROGRAM,
+     MF_INPUT_MODEL, false, false, mf_report_pprof},
+    {"pprof", NULL, MF_KIND_BASE, MF_INPUT_DIFF, false, false, mf_report_diff_pprof},
+    {"html", "a self-contained interactive flame graph", MF_CALLS, MF_INPUT_MODEL, false, true,
+     mf_report_html},
+    {"json", "the model, for scripts", MF_CALLS, MF_INPUT_MODEL, false, false, mf_report_json},
+    {"json", NULL, MF_KIND_SIZES, MF_INPUT_MODEL, false, false, mf_report_sizes_json},
+#ifdef MF_TEST_REPORT
+    /* a test build's throw-away report (tests/test_mf_print_registry.py) */
+    {"test-report", "a line of what its model holds (a test build's)",
+     MF_CALLS | MF_KIND_SIZES, MF_INPUT_MODEL, true, false, mf_report_test},
+#endif
+};
+
+#define MF_NREPORTS (sizeof mf_reports / sizeof *mf_reports)
+
+const struct mf_report *mf_report_find(const char *format, unsigned kinds)
+{
+    for (size_t i = 0; i < MF_NREPORTS; i++)
+        if ((mf_reports[i].kinds & kinds) && strcmp(mf_reports[i].format, format) == 0)
+            return &mf_reports[i];
+    return NULL;
+}
+
+/* Whether line i is the first of its format among those serving kind (0: any). */
+static bool mf_first_of_format(size_t i, unsigned kind)
+{
+    if (kind && !(mf_reports[i].kinds & kind))
+        return false;
+    for (size_t j = 0; j < i; j++)
+        if ((!kind || (mf_reports[j].kinds & kind)) &&
+            strcmp(mf_reports[j].format, mf_reports[i].format) == 0)
+            return false;
+    return true;
+}
+
+void mf_formats_text(char *buf, size_t size, unsigned kind)
+{
+    size_t n = 0, k = 0, at = 0;
+    for (size_t i = 0; i < MF_NREPORTS; i++)
+        n += mf_first_of_format(i, kind);
+    buf[0] = '\0';
+    for (size_t i = 0; i < MF_NREPORTS && at < size; i++) {
+        if (!mf_first_of_format(i, kind))
+            continue;
+        const char *sep = k == 0 ? "" : k + 1 == n ? " or " : ", ";
+        int w = snprintf(buf + at, size - at, "%s%s", sep, mf_reports[i].format);
+        at += w > 0 ? (size_t)w : 0;
+        k++;
+    }
+}
+
+void mf_usage_formats(FILE *out)
+{
+    bool first = true;
+    for (size_t i = 0; i < MF_NREPORTS; i++) {
+        if (!mf_first_of_format(i, 0))
+            continue;
+        fprintf(out, "%-25s%-10s %s\n", first ? "  -f, --format FORMAT" : "", mf_reports[i].format,
+                mf_reports[i].help);
+        first = false;
+    }
+}

@@ -1,0 +1,211 @@
+/* The tree report's footer: the modules symbolization could not read in full (no debug
+ * information, stripped, missing, rebuilt since), each with the calls whose stacks pass
+ * through it, and what would fix it: the Debian package of its debug information, a
+ * rebuild with -g, --debug-dir, --sysroot. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mf_print.h"
+#include "report.h"
+
+struct mf_unresolved {
+    uint32_t id; /* module file (mf_module_debug) */
+    enum mf_debug_state state;
+    char *path, *opened;
+    uint64_t calls;
+    bool estimated;
+};
+
+static struct mf_unresolved *mf_unresolved_of(struct mf_unresolved_list *list,
+                                              const struct mf_module_debug *d)
+{
+    for (uint32_t i = 0; i < list->n; i++)
+        if (list->v[i].id == d->id)
+            return &list->v[i];
+    MF_GROW(list->v, list->n, list->cap);
+    struct mf_unresolved *u = &list->v[list->n++];
+    *u = (struct mf_unresolved){d->id, d->state, mf_xstrdup(d->path), mf_xstrdup(d->opened), 0,
+                                false};
+    return u;
+}
+
+void mf_unresolved_add(struct mf_unresolved_list *list, const struct mf_model *m)
+{
+    /* Each location asked once (10^6 stacks are 4x10^7 frames over a few thousand
+     * locations): the entry it counts for, UINT32_MAX if its module read in full. */
+    uint32_t *unres_of = mf_xmalloc(((size_t)m->nlocs + 1) * sizeof *unres_of);
+    bool any = false;
+    for (uint32_t i = 0; i < m->nlocs; i++) {
+        const struct mf_location *l = &m->locs[i];
+        struct mf_module_debug d;
+        unres_of[i] = UINT32_MAX;
+        if (l->module == MF_NO_MODULE ||
+            !mf_module_debug(&m->p->procs[l->process].modules[l->module], &d) ||
+            d.state == MF_DEBUG_OK || d.state == MF_DEBUG_NO_FILE || d.plumbing)
+            continue;
+        unres_of[i] = (uint32_t)(mf_unresolved_of(list, &d) - list->v);
+        any = true;
+    }
+    uint32_t *seen = NULL, nseen, cap = 0;
+    for (uint32_t i = 0; i < m->nstacks; i++) {
+        const struct mf_stack *s = &m->stacks[i];
+        list->total += s->calls;
+        nseen = 0;
+        for (uint32_t k = 0; any && k < s->depth; k++) {
+            uint32_t u = unres_of[m->stack_locs[s->first + k]];
+            if (u == UINT32_MAX)
+                continue;
+            uint32_t j = 0;
+            while (j < nseen && seen[j] != u)
+                j++;
+            if (j < nseen)
+                continue; /* a stack through a module twice counts once */
+            MF_GROW(seen, nseen, cap);
+            seen[nseen++] = u;
+            list->v[u].calls += s->calls;
+            list->v[u].estimated |= s->estimated;
+        }
+    }
+    free(seen);
+    free(unres_of);
+}
+
+/* The Debian package whose file list (/var/lib/dpkg/info/<pkg>.list, under --sysroot
+ * first) names path, also as /usr/lib <-> /lib (merged /usr); NULL if none. */
+static char *mf_dpkg_owner(const char *path, const char *sysroot)
+{
+    char alt[4200] = "";
+    if (strncmp(path, "/usr/", 5) == 0)
+        snprintf(alt, sizeof alt, "%s", path + 4);
+    else
+        snprintf(alt, sizeof alt, "/usr%s", path);
+    const char *roots[2] = {sysroot, ""};
+    for (int r = 0; r < 2; r++) {
+        if (r == 0 && !roots[0])
+            continue;
+        char dir[4200];
+        snprintf(dir, sizeof dir, "%s/var/lib/dpkg/info", roots[r]);
+        DIR *d = opendir(dir);
+        if (!d)
+            continue;
+        struct dirent *de;
+        char *owner = NULL, *line = NULL;
+        size_t cap = 0;
+        while (!owner && (de = readdir(d))) {
+            size_t n = strlen(de->d_name);
+            if (n < 6 || strcmp(de->d_name + n - 5, ".list") != 0)
+                continue;
+            char file[4600];
+            snprintf(file, sizeof file, "%s/%s", dir, de->d_name);
+            FILE *f = fopen(file, "r");
+            if (!f)
+                continue;
+            ssize_t len;
+            while ((len = getline(&line, &cap, f)) > 0) {
+                if (line[len - 1] == '\n')
+                    line[--len] = '\0';
+                if (strcmp(line, path) == 0 || strcmp(line, alt) == 0) {
+                    owner = mf_xstrdup(de->d_name);
+                    owner[strcspn(owner, ":")] = '\0'; /* zlib1g:amd64.list */
+                    char *dot = strstr(owner, ".list");
+                    if (dot)
+                        *dot = '\0';
+                    break;
+                }
+            }
+            fclose(f);
+        }
+        free(line);
+        closedir(d);
+        if (owner)
+            return owner;
+    }
+    return NULL;
+}
+
+/* What would give the module's frames names and lines. */
+static void mf_fix(char *buf, size_t size, const struct mf_unresolved *u, const char *sysroot)
+{
+    if (u->state == MF_DEBUG_UNREADABLE || u->state == MF_DEBUG_OTHER_FILE) {
+        snprintf(buf, size, "%s: a profile taken on another machine is read with --sysroot "
+                 "DIR, DIR holding a copy of that machine's files",
+                 u->state == MF_DEBUG_UNREADABLE ? "cannot be read"
+                                                 : "not the file that ran (build-id differs)");
+        return;
+    }
+    const char *what = u->state == MF_DEBUG_STRIPPED ? "stripped, no debug information"
+                                                     : "no debug information";
+    char *pkg = mf_dpkg_owner(u->path, sysroot);
+    if (!pkg) {
+        snprintf(buf, size, "%s: rebuild it with -g, or give --debug-dir DIR holding its "
+                 "separate debug file (DIR/.build-id/xx/yyyy.debug)", what);
+        return;
+    }
+    char dbg[300];
+    size_t n = strlen(pkg);
+    if (strcmp(pkg, "libc6") == 0)
+        snprintf(dbg, sizeof dbg, "install libc6-dbg");
+    else if (strncmp(pkg, "python3.", 8) == 0 && n > 8 && strcmp(pkg + n - 8, "-minimal") == 0)
+        snprintf(dbg, sizeof dbg, "install %.*s-dbg", (int)(n - 8), pkg);
+    else
+        snprintf(dbg, sizeof dbg, "install %s-dbgsym (from the debian-debug archive)", pkg);
+    snprintf(buf, size, "%s: %s", what, dbg);
+    free(pkg);
+}
+
+static int mf_unres_cmp(const void *a, const void *b)
+{
+    const struct mf_unresolved *x = a, *y = b;
+    if (x->calls != y->calls)
+        return x->calls > y->calls ? -1 : 1;
+    return strcmp(x->path, y->path);
+}
+
+void mf_report_unresolved(FILE *out, struct mf_unresolved_list *list, const char *sysroot)
+{
+    /* Of the calls the stacks hold: with estimates, the exact total is not what they add to. */
+    uint64_t total = list->total;
+    struct mf_unresolved *rows = list->v;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < list->n; i++) {
+        if (rows[i].calls) {
+            rows[n++] = rows[i];
+        } else {
+            free(rows[i].path);
+            free(rows[i].opened);
+        }
+    }
+    list->n = n;
+    if (n == 0) {
+        free(list->v);
+        *list = (struct mf_unresolved_list){0};
+        return;
+    }
+    qsort(rows, n, sizeof *rows, mf_unres_cmp);
+    fprintf(out, "\nnot symbolized in full: %u module%s without debug information or not found, "
+            "with the calls whose stacks pass through %s:\n", n, n == 1 ? "" : "s",
+            n == 1 ? "it" : "each");
+    int width = 5;
+    char num[48];
+    for (uint32_t i = 0; i < n; i++) {
+        int w = (int)strlen(mf_fmt_count(num, rows[i].calls)) + rows[i].estimated;
+        width = w > width ? w : width;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const struct mf_unresolved *u = &rows[i];
+        char calls[48], fix[600];
+        snprintf(calls, sizeof calls, "%s%s", u->estimated ? "~" : "", mf_fmt_count(num, u->calls));
+        mf_fix(fix, sizeof fix, u, sysroot);
+        fprintf(out, "%*s %7.2f%%  %s", width, calls,
+                total ? (double)u->calls * 100.0 / (double)total : 0.0, mf_esc(u->opened));
+        fprintf(out, "\n%*s %s\n", width + 11, "", mf_esc(fix));
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        free(rows[i].path);
+        free(rows[i].opened);
+    }
+    free(list->v);
+    *list = (struct mf_unresolved_list){0};
+}
