@@ -34,6 +34,9 @@ static void mf_usage(FILE *out)
           "                         --live html opens on live bytes)\n"
           "  -t, --threshold PCT    tree: fold entries under PCT % of all calls (0..100,\n"
           "                         default 1)\n"
+          "      --depth N          tree: show N levels (a site and N - 1 of its callers)\n"
+          "      --top N            tree: show at least the N largest sites, under the\n"
+          "                         threshold too (not expanded)\n"
           "      --no-trim          keep allocator and profiler frames (malloc, operator new)\n"
           "      --no-fold          keep allocation wrappers (xmalloc, g_malloc,\n"
           "                         PyObject_Malloc, std::, Rust's alloc::) as sites;\n"
@@ -143,14 +146,21 @@ static void mf_parse_by(const char *arg, bool *by_program, struct mf_report_opti
         mf_usage_error("%s", "--by size splits sites: --by site,size");
 }
 
-static uint32_t mf_parse_site_depth(const char *s)
+/* A whole number from lo to hi for option opt, or a usage error naming what it counts. */
+static uint32_t mf_parse_count(const char *opt, const char *what, const char *s, uint32_t lo,
+                               uint32_t hi)
 {
     char *end;
     errno = 0;
     unsigned long v = strtoul(s, &end, 10);
-    if (!*s || *end || errno || *s == '-' || v < 1 || v > 64)
-        mf_usage_error("--site-depth wants frames from 1 to 64, not '%s'", s);
+    if (!*s || *end || errno || *s == '-' || v < lo || v > hi)
+        mf_usage_error("%s wants %s from %u to %u, not '%s'", opt, what, lo, hi, s);
     return (uint32_t)v;
+}
+
+static uint32_t mf_parse_site_depth(const char *s)
+{
+    return mf_parse_count("--site-depth", "frames", s, 1, 64);
 }
 
 /* --fold and --hide: a POSIX extended regular expression each, matched anywhere in the name. */
@@ -183,7 +193,7 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
         MF_OPT_NO_TRIM = 256, MF_OPT_SAVE, MF_OPT_NO_FOLD, MF_OPT_FOLD, MF_OPT_HIDE,
         MF_OPT_FULL_STACKS, MF_OPT_FULL_NAMES, MF_OPT_WIDTH, MF_OPT_BY, MF_OPT_PROGRAM,
         MF_OPT_DEBUG_DIR, MF_OPT_SYSROOT, MF_OPT_SIZES, MF_OPT_SITE_DEPTH, MF_OPT_TUNE,
-        MF_OPT_TUNE_HEADER, MF_OPT_LIVE, MF_OPT_SORT
+        MF_OPT_TUNE_HEADER, MF_OPT_LIVE, MF_OPT_SORT, MF_OPT_DEPTH, MF_OPT_TOP
     };
     static const struct option longopts[] = {
         {"dir", required_argument, NULL, 'd'},
@@ -210,6 +220,8 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
         {"tune-header", required_argument, NULL, MF_OPT_TUNE_HEADER},
         {"live", no_argument, NULL, MF_OPT_LIVE},
         {"sort", required_argument, NULL, MF_OPT_SORT},
+        {"depth", required_argument, NULL, MF_OPT_DEPTH},
+        {"top", required_argument, NULL, MF_OPT_TOP},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -274,6 +286,12 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
             break;
         case MF_OPT_BY:
             mf_parse_by(optarg, &r->by_program, &r->o);
+            break;
+        case MF_OPT_DEPTH:
+            r->o.depth = mf_parse_count("--depth", "levels", optarg, 1, MF_DEPTH_MAX);
+            break;
+        case MF_OPT_TOP:
+            r->o.top = mf_parse_count("--top", "sites", optarg, 0, 1000);
             break;
         case MF_OPT_SITE_DEPTH:
             r->o.site_depth = mf_parse_site_depth(optarg);

@@ -12,6 +12,8 @@
 
 struct mf_report_options {
     double threshold; /* percent of all calls below which entries are folded */
+    uint32_t depth;   /* --depth: the tree's levels shown, 0 all */
+    uint32_t top;     /* --top: the tree's top-level entries shown at least, under the threshold too */
     bool trim;
     bool full_names;   /* --full-names: the tree shows names as demangled */
     unsigned width;    /* tree: lines cut to this many columns, 0 not cut */

@@ -42,6 +42,7 @@ struct mf_tree_ctx {
     FILE *out;
     const struct mf_tree *t;
     double threshold;
+    uint32_t depth, top; /* --depth (0: all levels), --top */
     bool full_names; /* --full-names: names as demangled, not shortened (names.h) */
     uint64_t total;  /* exact calls: the 100 % */
     uint64_t interval; /* the sample interval behind the estimates */
@@ -114,6 +115,14 @@ static bool mf_below(const struct mf_tree_ctx *c, uint64_t calls)
     return c->total && (double)calls * 100.0 / (double)c->total < c->threshold;
 }
 
+/* Whether the i-th largest child of a node is folded: under the threshold, unless it is
+ * one of the --top largest entries of the top level (shown, not expanded: the tree was
+ * built to the threshold). */
+static bool mf_folded(const struct mf_tree_ctx *c, bool top, uint32_t i, uint64_t calls)
+{
+    return mf_below(c, calls) && !(top && i < c->top);
+}
+
 /* A node's function as the tree shows it: shortened unless --full-names, a site with the
  * wrapper folded into it ("parse_args via xmalloc"). */
 static const char *mf_node_text(const struct mf_tree_ctx *c, const struct mf_node *x)
@@ -153,7 +162,7 @@ static void mf_level_init(const struct mf_tree_ctx *c, struct mf_level *l, uint3
     uint32_t shown = 0;
     for (uint32_t i = 0; i < n->nchildren; i++) { /* sorted: the small ones are at the end */
         const struct mf_node *x = &c->t->nodes[n->children[i]];
-        if (!mf_below(c, x->calls)) {
+        if (!mf_folded(c, node == 0, i, x->calls)) {
             shown++;
             continue;
         }
@@ -181,13 +190,15 @@ static void mf_children(struct mf_tree_ctx *c)
         const struct mf_node *n = &c->t->nodes[l->node];
         bool top = l->node == 0;
         if (l->next < n->nchildren) {
-            uint32_t child = n->children[l->next++];
+            uint32_t i = l->next++, child = n->children[i];
             const struct mf_node *x = &c->t->nodes[child];
-            if (mf_below(c, x->calls))
+            if (mf_folded(c, top, i, x->calls))
                 continue;
             bool last = --l->lines == 0;
             mf_line(c, x->calls, x->var, x->bytes, x->bytes_var, x->estimated,
                     top ? "" : last ? "└─ " : "├─ ", mf_esc(mf_node_text(c, x)), mf_node_loc(x));
+            if (c->depth && depth >= c->depth) /* --depth: its callers are not shown */
+                continue;
             size_t saved = c->prefix_len;
             if (!top)
                 mf_prefix_push(c, last ? "   " : "│  ");
@@ -416,8 +427,8 @@ void mf_tree_print(FILE *out, const struct mf_model *m, const struct mf_tree *t,
                    const struct mf_report_options *o)
 {
     bool live = m->view == MF_VIEW_LIVE;
-    struct mf_tree_ctx c = {.out = out, .t = t, .threshold = o->threshold,
-                            .full_names = o->full_names};
+    struct mf_tree_ctx c = {.out = out, .t = t, .threshold = o->threshold, .depth = o->depth,
+                            .top = o->top, .full_names = o->full_names};
     c.total = mf_share_base(m, t); /* never a share above 100 % */
     if (live)
         mf_report_live_header(out, m, o);

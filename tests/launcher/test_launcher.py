@@ -278,9 +278,10 @@ def test_launcher_terminal_interrupt_stops_a_shell_loop():
 
 @rt.test
 def test_launcher_summary_on_a_full_file_system():
-    # A run directory on a 1 MiB tmpfs filled but for 8 KiB, then 32 KiB: room for run.txt
-    # and the first process's process file (a page each), then for its thread table (24 KiB)
-    # too, never for fork_children's three children. The library says on stderr what it
+    # A run directory on a 1 MiB tmpfs filled but for 8 KiB, then 28 KiB: room for run.txt
+    # and the first process's process file (a page each), then for its thread table (20 KiB:
+    # the header's 8 and a first segment of 64 entries and 256 nodes, 12) too, never for
+    # fork_children's three children. The library says on stderr what it
     # could not make and runs on; the summary must not add up what was written and call it
     # the program's exact count ("calls 0 (exact) ... every call was recorded" it said of a
     # program that made 1,000 calls), but say whose data is missing and why.
@@ -294,7 +295,7 @@ def test_launcher_summary_on_a_full_file_system():
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", mnt],
                    check=True, capture_output=True)
     try:
-        for keep in (8, 32):
+        for keep in (8, 28):
             for name in os.listdir(mnt):
                 path = os.path.join(mnt, name)
                 shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
@@ -335,7 +336,7 @@ def test_launcher_summary_on_a_full_file_system():
 
 @rt.test
 def test_launcher_summary_under_a_file_size_limit():
-    # RLIMIT_FSIZE of 16 KiB, below a thread table's 24 KiB: every process makes its process
+    # RLIMIT_FSIZE of 16 KiB, below a thread table's 20 KiB: every process makes its process
     # file and no table (EFBIG, not SIGXFSZ), the launcher none of its own either.
     prog = rt.c_program("fork_children")
     cwd = rt.fresh_dir()
@@ -492,14 +493,13 @@ def test_launcher_summary_shows_top_sites_under_the_threshold():
 def test_launcher_summary_escapes_hostile_names():
     # hostile_names' ten largest sites renamed to terminal escapes (clear screen, OSC 52,
     # a hyperlink, BEL CR LF, U+2028, bytes that are not UTF-8, C1 CSI), formula starts
-    # and a '@'-led wrapper with OSC 52: the summary, which reads them from mf_print's CSV
-    # (percent-encoded there), writes each as mf_print writes it for a terminal, on its
-    # line with its exact count, and no raw control character or byte that is not UTF-8.
-    import test_hostile_names as hn
+    # and a '@'-led wrapper with OSC 52: the summary, mf_print's own text, writes each as
+    # mf_print writes it for a terminal, on its line with its exact count, and no raw
+    # control character or byte that is not UTF-8.
     plain = rt.build("hostile_names", ["hostile_names.c"], libs=("-g0",))
     renamed = plain + ".summary"
-    names = {17 - k: name for k, name in hn.HOSTILE_NAMES.items()}  # the nastiest the largest
-    argv = [b"objcopy", b"--redefine-sym", b"wrap=" + hn.WRAPPER]
+    names = {17 - k: name for k, name in rt.HOSTILE_NAMES.items()}  # the nastiest the largest
+    argv = [b"objcopy", b"--redefine-sym", b"wrap=" + rt.HOSTILE_WRAPPER]
     for k, name in names.items():
         argv += [b"--redefine-sym", b"hostile_%d=" % k + name]
     p = subprocess.run(argv + [plain.encode(), renamed.encode()], capture_output=True)
@@ -508,9 +508,9 @@ def test_launcher_summary_escapes_hostile_names():
     p = subprocess.run([LAUNCHER, "-s", "1", "--", renamed], cwd=cwd, env=clean_env(),
                        capture_output=True, timeout=rt.TIMEOUT)
     rt.expect_eq(p.returncode, 0, f"the program's exit status; stderr {p.stderr!r}")
-    text = hn.check_text("the launcher's summary", p.stderr)
+    text = rt.check_text("the launcher's summary", p.stderr)
     got = sorted((int(s[1]), s[6]) for s in site_lines(summary_table(text)))
-    want = sorted([(2 * k, hn.esc(names[k])) for k in range(8, 17)] + [(30, hn.esc(hn.WRAPPER))])
+    want = sorted([(2 * k, rt.esc(names[k])) for k in range(8, 17)] + [(30, rt.esc(rt.HOSTILE_WRAPPER))])
     rt.expect_eq(got, want, "the summary's sites, (calls, name as a terminal shows it)")
 
 

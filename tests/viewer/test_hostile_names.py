@@ -24,31 +24,8 @@ import zlib
 import harness as rt
 from harness import expect, expect_eq
 
-# hostile_K (tests/programs/hostile_names.c): 2K calls of 8K bytes, K alive at exit.
-HOSTILE_NAMES = {
-    1: b"esc\x1b[2Jclear",
-    2: b"osc52\x1b]52;c;SGVsbG8=\x07",
-    3: b"\x1b]8;;http://evil.example/\x1b\\link\x1b]8;;\x1b\\",
-    4: b"bel\x07cr\rlf\nend",
-    5: b"ls\xe2\x80\xa8ps\xe2\x80\xa9",
-    6: b"bad\xff\xfe\xc0\xafutf8",
-    7: b'=HYPERLINK("http://evil.example","x")',
-    8: b"+1+2",
-    9: b"-2+3",
-    10: b"@SUM(A1)",
-    11: b"\tlead tab",
-    12: b"\rlead cr",
-    13: b'q"uo,te;semi',
-    14: b"</script><script>alert(1)</script>",
-    15: b"L" * 5000 + b"\x1b[31m",
-    16: b"c1\xc2\x9b31m\\",
-}
-WRAPPER = b"@wrap\x1b]52;c;d3JhcA==\x07"  # folded with --fold '^@wrap'
+HOSTILE_NAMES, WRAPPER, RAW = rt.HOSTILE_NAMES, rt.HOSTILE_WRAPPER, rt.RAW
 FOLD = ["--fold", "^@wrap"]
-
-# What may not reach a terminal (or a CSV, whose controls are percent-encoded): C0 but the
-# newline, DEL, C1, U+2028/9; and bytes that are not UTF-8 (checked by decoding).
-RAW = re.compile(rb"[\x00-\x09\x0b-\x1f\x7f]|\xc2[\x80-\x9f]|\xe2\x80[\xa8\xa9]")
 NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?$")
 
 
@@ -67,30 +44,7 @@ def hostile_run():
     return rt.run_ok([hostile_program()], extra_env={"MALLOC_FREQ_LIVE": "all"})
 
 
-def esc(b):
-    """mf_esc (mf_print/base/util.c): how a name reads in text for a person."""
-    out, i = [], 0
-    while i < len(b):
-        for n in (1, 2, 3, 4):
-            try:
-                ch = b[i:i + n].decode("utf-8")
-                break
-            except UnicodeDecodeError:
-                ch = None
-        if ch is None:
-            out.append("\\x%02x" % b[i])
-            i += 1
-            continue
-        cp = ord(ch)
-        control = cp < 0x20 or cp == 0x7f or 0x80 <= cp < 0xa0 or cp in (0x2028, 0x2029)
-        if control:
-            out.append("\\x%02x" % cp if cp < 0x80 else "\\u%04x" % cp)
-        elif ch == "\\":
-            out.append("\\\\")
-        else:
-            out.append(ch)
-        i += n
-    return "".join(out)
+esc = rt.esc
 
 
 def formats_from_help():
@@ -104,16 +58,7 @@ def formats_from_help():
     return formats
 
 
-def check_text(what, data):
-    """For a terminal: UTF-8, and no control character but the newline."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise rt.TestFailure(f"{what}: bytes that are not UTF-8 reach the terminal: {e}")
-    m = RAW.search(data)
-    expect(not m, f"{what}: a raw control character reaches the terminal: "
-                  f"{data[max(0, m.start() - 40):m.end() + 40]!r}" if m else "")
-    return text
+check_text = rt.check_text
 
 
 def check_csv(what, data):
