@@ -1,4 +1,5 @@
-/* What a front end (lib_preload, the Rust crate) needs from the core: the hot path. */
+/* What a front end (lib_preload, the Rust crate) needs from the core: the hot path, start-up,
+ * and the calls the preload library's guards make. */
 #ifndef MF_CORE_H
 #define MF_CORE_H
 
@@ -195,5 +196,25 @@ void mf_live_free(void *p);
 bool mf_live_enabled(void);
 /* The filter check and mf_live_free, out of line, for the Rust crate. */
 void mf_live_free_call(void *p);
+
+/* ---- start-up and the guards: what lib_preload/mf_preload.c and mf_guard.c call ---- */
+
+/* A front end that sees seccomp filters coming (prctl) allows the PROCMAP_QUERY ioctl, and
+ * calls mf_procmap_query_off() before one is installed; a kernel without the query turns it
+ * off too (mf_unwind.c, mf_stack_bounds). */
+extern bool mf_procmap_query_allowed;
+void mf_procmap_query_off(void);
+/* Set by a front end before mf_core_init(): files and libunwind wait for the first
+ * allocation call (mf_process.c); mf_core_start_now() makes them at once. */
+extern bool mf_lazy_start;
+void mf_core_start_now(void);
+void mf_core_before_threads(void); /* pthread_create: load libunwind while it may be */
+/* setuid, chroot, setrlimit... (the front end's guards): everything made while it can be;
+ * uid: the effective uid a setuid sets, else UINT64_MAX. */
+bool mf_core_before_loss(uint64_t uid);
+void mf_core_after_loss(bool handed, bool failed, uint64_t uid); /* root again: back to root */
+/* A seccomp filter is installed, or about to be (the front end's prctl): nothing may be
+ * opened from then on, a refused open may kill the process. */
+void mf_filter_seen(void);
 
 #endif

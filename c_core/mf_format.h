@@ -49,6 +49,8 @@ enum mf_fn {
         "valloc", "pvalloc", "rust alloc", "rust alloc_zeroed", "rust realloc",          \
         "operator new", "operator new[]", "operator new aligned", "operator new[] aligned"
 #define MF_FN_NAMED 15
+/* By enum mf_fn: each named function's name, as the reports print it. */
+static const char *const mf_fn_names[MF_FN_NAMED] = {MF_FN_NAMES};
 
 /* Exact counters of every allocation call. The hot path counts in TLS; the thread's slow
  * path adds those counts here at least every 4,096 calls, and thread and process exit do

@@ -305,20 +305,6 @@ void mf_unwind_init(void);
  * child); else the frame-pointer walk goes on until a later new stack. */
 void mf_unwind_load_if_safe(void);
 extern bool mf_unwind_frozen; /* a fork child of a threaded parent: never load it */
-/* A front end that sees seccomp filters coming (prctl) allows the PROCMAP_QUERY ioctl, and
- * calls mf_procmap_query_off() before one is installed; a kernel without the query turns it
- * off too (mf_unwind.c, mf_stack_bounds). */
-extern bool mf_procmap_query_allowed;
-void mf_procmap_query_off(void);
-/* Set by a front end before mf_core_init(): files and libunwind wait for the first
- * allocation call (mf_process.c); mf_core_start_now() makes them at once. */
-extern bool mf_lazy_start;
-void mf_core_start_now(void);
-void mf_core_before_threads(void); /* pthread_create: load libunwind while it may be */
-/* setuid, chroot, setrlimit... (the front end's guards): everything made while it can be;
- * uid: the effective uid a setuid sets, else UINT64_MAX. */
-bool mf_core_before_loss(uint64_t uid);
-void mf_core_after_loss(bool handed, bool failed, uint64_t uid); /* root again: back to root */
 extern int (*mf_unw_backtrace)(void **, int); /* NULL: the frame-pointer walk */
 int mf_unwind_fp(void **pcs, int max); /* from the calling thread's slot's entry_fp */
 /* The stack from the unwind rules read from each return address's CFI (mf_unwind.c,
@@ -432,9 +418,6 @@ uint64_t mf_mono_ns(void); /* CLOCK_MONOTONIC */
 pid_t mf_gettid(void);
 bool mf_parse_u64(const char *s, uint64_t *out);
 bool mf_getcwd(char *buf, size_t size); /* errno untouched */
-/* A seccomp filter is installed, or about to be (the front end's prctl): nothing may be
- * opened from then on, a refused open may kill the process. */
-void mf_filter_seen(void);
 bool mf_filtered(void);
 
 #endif

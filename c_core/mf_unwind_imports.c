@@ -36,6 +36,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "mf_elf.h"
 #include "mf_internal.h"
 #include "mf_unwind_imports.h"
 
@@ -230,13 +231,6 @@ static int mf_find_object(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
-/* The dynamic section's addresses: glibc has already added the load bias to most of them in
- * place; other loaders (and some architectures) leave them as they are in the file. */
-static uintptr_t mf_dyn_addr(const struct mf_object *o, uintptr_t v)
-{
-    return v < o->base ? o->base + v : v;
-}
-
 /* Whether [slot, slot + 8) lies in a writable PT_LOAD segment (RELRO pages are part of one). */
 static bool mf_slot_writable(const struct mf_object *o, uintptr_t slot)
 {
@@ -316,29 +310,11 @@ bool mf_unwind_redirect_imports(void *lib)
             o.relro_hi = (o.base + o.phdr[i].p_vaddr + o.phdr[i].p_memsz) & ~(page_size - 1);
         }
 
-    const ElfW(Sym) *symtab = NULL;
-    const char *strtab = NULL;
-    size_t strsz = 0, relasz = 0, pltrelsz = 0;
-    const ElfW(Rela) *rela = NULL, *jmprel = NULL;
-    long pltrel = DT_RELA;
-    bool rel_style = false;
-    for (const ElfW(Dyn) *d = o.dynamic; d->d_tag != DT_NULL; d++) {
-        switch (d->d_tag) {
-        case DT_SYMTAB: symtab = (const ElfW(Sym) *)mf_dyn_addr(&o, d->d_un.d_ptr); break;
-        case DT_STRTAB: strtab = (const char *)mf_dyn_addr(&o, d->d_un.d_ptr); break;
-        case DT_STRSZ: strsz = d->d_un.d_val; break;
-        case DT_RELA: rela = (const ElfW(Rela) *)mf_dyn_addr(&o, d->d_un.d_ptr); break;
-        case DT_RELASZ: relasz = d->d_un.d_val; break;
-        case DT_JMPREL: jmprel = (const ElfW(Rela) *)mf_dyn_addr(&o, d->d_un.d_ptr); break;
-        case DT_PLTRELSZ: pltrelsz = d->d_un.d_val; break;
-        case DT_PLTREL: pltrel = (long)d->d_un.d_val; break;
-        case DT_REL: rel_style = true; break; /* not used on x86-64 or AArch64 */
-        default: break;
-        }
-    }
-    if (!symtab || !strtab || rel_style || (jmprel && pltrel != DT_RELA))
+    struct mf_elf_dynamic d;
+    mf_elf_dynamic_read(o.dynamic, o.base, &d);
+    if (!d.symtab || !d.strtab || d.rel || (d.jmprel && d.pltrel != DT_RELA))
         return true;
-    return (rela && mf_redirect_table(&o, rela, relasz, symtab, strtab, strsz)) ||
-           (jmprel && mf_redirect_table(&o, jmprel, pltrelsz, symtab, strtab, strsz));
+    return (d.rela && mf_redirect_table(&o, d.rela, d.relasz, d.symtab, d.strtab, d.strsz)) ||
+           (d.jmprel && mf_redirect_table(&o, d.jmprel, d.pltrelsz, d.symtab, d.strtab, d.strsz));
 #endif
 }

@@ -18,14 +18,10 @@
 #include <stddef.h>
 #include <sys/prctl.h>
 
-void mf_core_before_threads(void);
-_Bool mf_core_before_loss(unsigned long long uid);
-void mf_core_after_loss(_Bool handed, _Bool failed, unsigned long long uid);
-void mf_procmap_query_off(void);
-void mf_filter_seen(void);
+#include "mf_core.h"
 
-#define MF_NO_UID (~0ull) /* the call sets no effective uid */
-#define MF_UID(u) ((u) == ~0u ? MF_NO_UID : (unsigned long long)(u)) /* -1: left as it is */
+#define MF_NO_UID UINT64_MAX /* the call sets no effective uid */
+#define MF_UID(u) ((u) == ~0u ? MF_NO_UID : (uint64_t)(u)) /* -1: left as it is */
 
 /* The next definition, looked up at the first call (not in malloc: the loader's lock is
  * free to take). Threads racing it store the same answer. */
@@ -46,10 +42,10 @@ static void *mf_guard_next(void **slot, const char *name)
     __attribute__((visibility("default"))) int name params                                 \
     {                                                                                       \
         static void *next;                                                                  \
-        _Bool handed = mf_core_before_loss(uid);                                            \
+        bool handed = mf_core_before_loss(uid);                                             \
         int(*f) params = (int(*) params)mf_guard_next(&next, #name);                        \
         if (!f) {                                                                           \
-            mf_core_after_loss(handed, 1, uid);                                             \
+            mf_core_after_loss(handed, true, uid);                                          \
             errno = ENOSYS;                                                                 \
             return -1;                                                                      \
         }                                                                                   \

@@ -42,6 +42,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mf_elf.h"
 #include "mf_preload.h"
 
 /* Per thread: the lookup in progress, and the decisions in progress (probes). */
@@ -278,16 +279,6 @@ static void mf_detectors_set(void)
 
 /* ---- finding the next operator new ----------------------------------------------------- */
 
-/* An object's dynamic symbol table. */
-struct mf_dynsym {
-    ElfW(Addr) base;
-    const ElfW(Sym) *symtab;
-    const char *strtab;
-    const ElfW(Half) *versym;
-    const uint32_t *gnu_hash;
-    const ElfW(Word) *sysv_hash;
-};
-
 static bool mf_object_contains(const struct dl_phdr_info *info, uintptr_t addr)
 {
     for (int i = 0; i < info->dlpi_phnum; i++) {
@@ -298,39 +289,20 @@ static bool mf_object_contains(const struct dl_phdr_info *info, uintptr_t addr)
     return false;
 }
 
-/* A dynamic-section address: glibc relocates them in place, except in a read-only dynamic
- * section (the vDSO's). */
-static uintptr_t mf_dyn_addr(const struct dl_phdr_info *info, ElfW(Addr) p)
+/* The object's dynamic symbol table; false without one, or without a hash table to find a
+ * name in it. */
+static bool mf_dynsym_read(const struct dl_phdr_info *info, struct mf_elf_dynamic *o)
 {
-    return p < info->dlpi_addr ? info->dlpi_addr + p : p;
-}
-
-static bool mf_dynsym_read(const struct dl_phdr_info *info, struct mf_dynsym *o)
-{
-    const ElfW(Dyn) *dyn = NULL;
-    for (int i = 0; i < info->dlpi_phnum; i++)
-        if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
-            dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+    const ElfW(Dyn) *dyn = mf_elf_dynamic_of(info);
     if (!dyn)
         return false;
-    memset(o, 0, sizeof *o);
-    o->base = info->dlpi_addr;
-    for (; dyn->d_tag != DT_NULL; dyn++) {
-        uintptr_t p = mf_dyn_addr(info, dyn->d_un.d_ptr);
-        switch (dyn->d_tag) {
-        case DT_SYMTAB: o->symtab = (const ElfW(Sym) *)p; break;
-        case DT_STRTAB: o->strtab = (const char *)p; break;
-        case DT_VERSYM: o->versym = (const ElfW(Half) *)p; break;
-        case DT_GNU_HASH: o->gnu_hash = (const uint32_t *)p; break;
-        case DT_HASH: o->sysv_hash = (const ElfW(Word) *)p; break;
-        }
-    }
+    mf_elf_dynamic_read(dyn, info->dlpi_addr, o);
     return o->symtab && o->strtab && (o->gnu_hash || o->sysv_hash);
 }
 
 /* Symbol i, if it defines `name` as the dynamic linker would bind an unversioned reference
  * to it: a global or weak function, not a hidden (non-default) version. */
-static mf_fnptr mf_dynsym_match(const struct mf_dynsym *o, uint32_t i, const char *name)
+static mf_fnptr mf_dynsym_match(const struct mf_elf_dynamic *o, uint32_t i, const char *name)
 {
     const ElfW(Sym) *s = &o->symtab[i];
     int type = s->st_info & 0xf, bind = s->st_info >> 4; /* ELF{32,64}_ST_TYPE, _ST_BIND */
@@ -348,7 +320,7 @@ static mf_fnptr mf_dynsym_match(const struct mf_dynsym *o, uint32_t i, const cha
     return (mf_fnptr)at;
 }
 
-static mf_fnptr mf_dynsym_lookup(const struct mf_dynsym *o, const char *name)
+static mf_fnptr mf_dynsym_lookup(const struct mf_elf_dynamic *o, const char *name)
 {
     if (o->gnu_hash) {
         const uint32_t *h = o->gnu_hash;
@@ -410,7 +382,7 @@ static int mf_search_object(struct dl_phdr_info *info, size_t size, void *arg)
         s->after_self = mf_object_contains(info, s->self);
         return 0;
     }
-    struct mf_dynsym o;
+    struct mf_elf_dynamic o;
     if (!mf_dynsym_read(info, &o))
         return 0;
     bool all = true;

@@ -3,8 +3,6 @@
  * in line is mf_next.c's. */
 #include "mf_preload.h"
 
-extern bool mf_lazy_start, mf_procmap_query_allowed; /* c_core/mf_internal.h */
-
 /* Runs before the core's constructor (priority 101). The next allocator is looked up at the
  * first allocation call (mf_next.c), not here: a process that never allocates does not pay
  * for the lookups (13,500 instructions of /bin/true's 63,000 over an empty library), and

@@ -1,5 +1,6 @@
 /* Small helpers shared by mf_print's files: messages, allocation that cannot fail, growable
- * arrays, a hash map, and interned strings (function and file names are compared by id). */
+ * arrays, a hash map, and interned strings (function and file names are compared by id);
+ * text.h's escaping and widths come with them. */
 #ifndef MF_PRINT_H
 #define MF_PRINT_H
 
@@ -8,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "text.h"
 
 /* One line on stderr, prefixed "mf_print: ". */
 void mf_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -93,11 +96,6 @@ const char *mf_str(uint32_t id);
 uint32_t *mf_str_ranks(void);
 
 const char *mf_basename(const char *path);
-/* s for a human reader (the tree, stderr): control characters (C0, DEL, C1, U+2028/9) as
- * \xNN or \uNNNN, bytes that are not UTF-8 as \xNN, a backslash as \\, so that a name
- * from a file cannot move the cursor or recolour the terminal. The result lives until the
- * 8th call after this one. */
-const char *mf_esc(const char *s);
 /* Opens path for reading if it is a regular file of at most max_size bytes (never blocks:
  * a FIFO is refused, not waited for; with follow false a symbolic link is refused too).
  * Returns the descriptor, or -1 with *why saying why (a static string). */

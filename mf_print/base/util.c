@@ -288,49 +288,6 @@ const char *mf_fmt_bytes(char *buf, double bytes)
 
 /* ---- hostile text and files -------------------------------------------------------------- */
 
-#define MF_ESC_SLOTS 8
-static char *mf_esc_buf[MF_ESC_SLOTS];
-static size_t mf_esc_cap[MF_ESC_SLOTS];
-static unsigned mf_esc_next;
-
-const char *mf_esc(const char *s)
-{
-    size_t need = strlen(s) * 4 + 1; /* each byte at most \xNN; a control char of 2..4
-                                        bytes at most \uXXXX (6 < 8) */
-    unsigned k = mf_esc_next++ % MF_ESC_SLOTS;
-    if (mf_esc_cap[k] < need) {
-        mf_esc_cap[k] = need;
-        mf_esc_buf[k] = mf_xrealloc(mf_esc_buf[k], need);
-    }
-    char *o = mf_esc_buf[k];
-    while (*s) {
-        bool control;
-        size_t len = mf_utf8_char(s, &control);
-        if (len == 0) { /* not UTF-8: the byte */
-            o += sprintf(o, "\\x%02x", (unsigned char)*s++);
-        } else if (control && len == 1) {
-            o += sprintf(o, "\\x%02x", (unsigned char)*s++);
-        } else if (control) { /* C1, U+2028, U+2029 */
-            unsigned cp = len == 2 ? ((unsigned char)s[0] & 0x1fu) << 6 | ((unsigned char)s[1] & 0x3fu)
-                                   : ((unsigned char)s[0] & 0x0fu) << 12 |
-                                         ((unsigned char)s[1] & 0x3fu) << 6 |
-                                         ((unsigned char)s[2] & 0x3fu);
-            o += sprintf(o, "\\u%04x", cp);
-            s += len;
-        } else if (*s == '\\') {
-            *o++ = '\\';
-            *o++ = '\\';
-            s++;
-        } else {
-            memcpy(o, s, len);
-            o += len;
-            s += len;
-        }
-    }
-    *o = '\0';
-    return mf_esc_buf[k];
-}
-
 const char *mf_file_kind(mode_t mode)
 {
     return S_ISREG(mode)    ? "a regular file"

@@ -111,30 +111,3 @@ uint32_t mf_short_name(uint32_t name)
     }
     return mf_short[name] - 1;
 }
-
-void mf_cut_lines(FILE *out, const char *text, size_t len, unsigned width)
-{
-    const char *end = text + len;
-    while (text < end) {
-        const char *nl = memchr(text, '\n', (size_t)(end - text));
-        const char *stop = nl ? nl : end;
-        unsigned cols = 0;
-        const char *p = text, *keep = text; /* keep: the end of the first width-1 columns */
-        for (; p < stop; p++) {
-            if (((unsigned char)*p & 0xc0) == 0x80)
-                continue;
-            if (width && cols == width - 1)
-                keep = p;
-            cols++;
-        }
-        if (width && cols > width) {
-            fwrite(text, 1, (size_t)(keep - text), out);
-            fputs("\xe2\x80\xa6", out); /* … */
-        } else {
-            fwrite(text, 1, (size_t)(stop - text), out);
-        }
-        if (nl)
-            fputc('\n', out);
-        text = nl ? nl + 1 : end;
-    }
-}

@@ -1,5 +1,5 @@
-/* Names for people (the tree): C++ template and Rust generic arguments collapsed, and lines
- * cut to a width. The formats for scripts (CSV, JSON, pprof, collapsed) keep full names. */
+/* Names for people (the tree): C++ template and Rust generic arguments collapsed. The
+ * formats for scripts (CSV, JSON, pprof, collapsed) keep full names. */
 #ifndef MF_NAMES_H
 #define MF_NAMES_H
 
@@ -12,9 +12,5 @@
  * -> "<alloc::vec::Vec<…> as core::ops::Drop>::drop" (a qualified path's own brackets stay).
  * operator<, operator<<, operator->, ... are not brackets; a Rust hash ("::h0123...") goes. */
 uint32_t mf_short_name(uint32_t name);
-
-/* Copies text to out with every line cut to width columns (characters), the last shown as
- * "…" where something was cut. width 0: unchanged. */
-void mf_cut_lines(FILE *out, const char *text, size_t len, unsigned width);
 
 #endif

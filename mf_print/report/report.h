@@ -184,11 +184,5 @@ struct mf_unresolved_list {
 void mf_unresolved_add(struct mf_unresolved_list *u, const struct mf_model *m);
 void mf_report_unresolved(FILE *out, struct mf_unresolved_list *u, const char *sysroot);
 
-/* The length (1..4) of the valid UTF-8 character s starts with, 1 for the terminating NUL,
- * or 0 if the bytes there are not one: a stray continuation byte, an overlong form, a
- * surrogate, past U+10FFFF or cut short. *control tells whether it is a control character
- * (C0 but NUL, DEL, C1) or U+2028/U+2029, which some readers take for a line break.
- * (report_csv.c: names are bytes, the text formats UTF-8.) */
-size_t mf_utf8_char(const char *s, bool *control);
 
 #endif

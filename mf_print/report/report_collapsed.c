@@ -26,23 +26,6 @@
 #include "mf_print.h"
 #include "report.h"
 
-/* A growing buffer of text. */
-struct mf_text {
-    char *s;
-    size_t n, cap;
-};
-
-static void mf_text_add(struct mf_text *t, const char *s, size_t len)
-{
-    if (t->n + len + 1 > t->cap) {
-        t->cap = (t->n + len + 1) * 2;
-        t->s = mf_xrealloc(t->s, t->cap);
-    }
-    memcpy(t->s + t->n, s, len);
-    t->n += len;
-    t->s[t->n] = '\0';
-}
-
 /* A name as a line holds it: escaped (a character at a time, once a name). */
 static void mf_escape(struct mf_text *t, uint32_t id)
 {
@@ -50,9 +33,9 @@ static void mf_escape(struct mf_text *t, uint32_t id)
     if (!*s)
         mf_text_add(t, "?", 1);
     while (*s) {
-        bool control;
-        size_t len = mf_utf8_char(s, &control);
-        if (len == 0 || control)
+        uint32_t cp;
+        size_t len = mf_utf8_decode(s, &cp);
+        if (len == 0 || mf_is_control(cp))
             mf_text_add(t, "?", 1);
         else
             mf_text_add(t, *s == ';' ? ":" : s, len);

@@ -11,87 +11,14 @@
  * name byte for byte (Rust's `<[u8; 4] as T>::f`, a C++ `operator,`), and the file is valid
  * UTF-8. ',' '"' and spaces are left to the CSV quoting. A name's first byte is encoded too
  * when it is '=', '+', '-' or '@' (TAB and CR are control characters): a spreadsheet takes a
- * cell that starts so for a formula, and every cell of text here starts with a name. */
+ * cell that starts so for a formula, and every cell of text here starts with a name
+ * (mf_csv_encode, text.c). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mf_print.h"
 #include "report.h"
-
-/* A growable string. */
-struct mf_buf {
-    char *s;
-    size_t n, cap;
-};
-
-static void mf_buf_addn(struct mf_buf *b, const char *s, size_t len)
-{
-    if (b->n + len + 1 > b->cap) {
-        b->cap = (b->n + len + 1) * 2;
-        b->s = mf_xrealloc(b->s, b->cap);
-    }
-    memcpy(b->s + b->n, s, len);
-    b->n += len;
-    b->s[b->n] = '\0';
-}
-
-size_t mf_utf8_char(const char *str, bool *control)
-{
-    const unsigned char *s = (const unsigned char *)str;
-    *control = false;
-    if (s[0] < 0x80) {
-        *control = (s[0] < 0x20 && s[0]) || s[0] == 0x7f;
-        return 1;
-    }
-    if (s[0] < 0xc2) /* a continuation byte, or the start of an overlong form */
-        return 0;
-    if (s[0] < 0xe0) {
-        if ((s[1] & 0xc0) != 0x80)
-            return 0;
-        *control = s[0] == 0xc2 && s[1] < 0xa0; /* C1: U+0080..U+009F, NEL among them */
-        return 2;
-    }
-    if (s[0] < 0xf0) {
-        if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80)
-            return 0;
-        if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0))
-            return 0; /* overlong, or a surrogate */
-        *control = s[0] == 0xe2 && s[1] == 0x80 && (s[2] == 0xa8 || s[2] == 0xa9);
-        return 3;
-    }
-    if (s[0] < 0xf5) {
-        if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80)
-            return 0;
-        if ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
-            return 0; /* overlong, or past U+10FFFF */
-        return 4;
-    }
-    return 0;
-}
-
-/* Appends one frame's text, percent-encoded where it could be taken for a separator or,
- * at its start, for a formula. */
-static void mf_buf_add_frame(struct mf_buf *b, const char *s)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    const char *first = s;
-    while (*s) {
-        bool control;
-        size_t len = mf_utf8_char(s, &control);
-        if (len == 0 || control || *s == '%' || *s == ';' ||
-            (s == first && strchr("=+-@", *s))) {
-            for (size_t i = 0; i < (len ? len : 1); i++, s++) {
-                unsigned char c = (unsigned char)*s;
-                char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
-                mf_buf_addn(b, esc, 3);
-            }
-        } else {
-            mf_buf_addn(b, s, len);
-            s += len;
-        }
-    }
-}
 
 /* Each interned string percent-encoded once, with whether a CSV field holding it must be
  * quoted (after encoding only ',' and '"' can call for it) and its text with '"' doubled. */
@@ -118,18 +45,12 @@ static const struct mf_enc *mf_enc_make(uint32_t id)
     mf_encs = mf_grow_zeroed(mf_encs, &mf_nencs, id, sizeof *mf_encs);
     struct mf_enc *e = &mf_encs[id];
     if (!e->text) {
-        struct mf_buf b = {0}, q = {0};
-        mf_buf_addn(&b, "", 0);
-        mf_buf_add_frame(&b, mf_str(id));
+        struct mf_text b = {0}, q = {0};
+        mf_csv_encode(&b, mf_str(id));
         e->text = b.s;
         e->len = (uint32_t)b.n;
-        e->needs_quotes = strpbrk(b.s, ",\"\r\n") != NULL;
-        mf_buf_addn(&q, "", 0);
-        for (const char *c = b.s; *c; c++) {
-            if (*c == '"')
-                mf_buf_addn(&q, "\"", 1); /* doubled */
-            mf_buf_addn(&q, c, 1);
-        }
+        e->needs_quotes = mf_csv_needs_quotes(b.s);
+        mf_csv_quote(&q, b.s);
         e->quoted = q.s;
         e->quoted_len = (uint32_t)q.n;
     }

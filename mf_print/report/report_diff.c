@@ -24,21 +24,6 @@ struct mf_dtable {
     uint32_t n, cap;
 };
 
-/* Display width of UTF-8 text: bytes that do not continue a character. */
-static int mf_width(const char *s)
-{
-    int w = 0;
-    for (; *s; s++)
-        w += ((unsigned char)*s & 0xc0) != 0x80;
-    return w;
-}
-
-static void mf_pad(FILE *out, int n)
-{
-    while (n-- > 0)
-        fputc(' ', out);
-}
-
 static void mf_fmt_side(char *buf, size_t size, const struct mf_diff_vals *v)
 {
     char num[40];
@@ -223,10 +208,10 @@ bool mf_report_diff_tree(FILE *out, const struct mf_report_input *v, const struc
     int w[MF_NCOLS];
     bool err_col = false;
     for (int c = 0; c < MF_NCOLS; c++)
-        w[c] = mf_width(heads[c]);
+        w[c] = mf_text_width(heads[c]);
     for (uint32_t i = 0; i < t.n; i++)
         for (int c = 0; c < MF_NCOLS; c++) {
-            int x = mf_width(t.v[i].cell[c]);
+            int x = mf_text_width(t.v[i].cell[c]);
             w[c] = x > w[c] ? x : w[c];
             err_col |= c == MF_COL_ERROR && x > 0;
         }
@@ -234,7 +219,7 @@ bool mf_report_diff_tree(FILE *out, const struct mf_report_input *v, const struc
     for (int c = 0; c < MF_NCOLS; c++) {
         if (c == MF_COL_ERROR && !err_col)
             continue;
-        mf_pad(out, w[c] - mf_width(heads[c]) + (c ? 1 : 0));
+        mf_pad(out, w[c] - mf_text_width(heads[c]) + (c ? 1 : 0));
         fputs(heads[c], out);
     }
     fputs("  allocation site, then its stacks (callers)\n", out);
@@ -244,7 +229,7 @@ bool mf_report_diff_tree(FILE *out, const struct mf_report_input *v, const struc
         for (int c = 0; c < MF_NCOLS; c++) {
             if (c == MF_COL_ERROR && !err_col)
                 continue;
-            mf_pad(out, w[c] - mf_width(l->cell[c]) + (c ? 1 : 0));
+            mf_pad(out, w[c] - mf_text_width(l->cell[c]) + (c ? 1 : 0));
             fputs(l->cell[c], out);
         }
         fprintf(out, "  %s\n", l->text);

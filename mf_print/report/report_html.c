@@ -56,94 +56,6 @@ __asm__(".pushsection .rodata,\"a\",@progbits\n"
         ".popsection\n");
 extern const char mf_flame_graph_html[], mf_flame_graph_html_end[];
 
-static const char *const mf_fn_names[] = {MF_FN_NAMES};
-
-/* ---- escaping ------------------------------------------------------------------------- */
-
-/* The length of the valid UTF-8 sequence at s (1..4), or 0 if it is not one (overlong
- * forms, surrogates and code points past U+10FFFF are not). */
-static int mf_utf8_len(const unsigned char *s, uint32_t *cp)
-{
-    unsigned char c = s[0];
-    int n;
-    uint32_t v, min;
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    } else if ((c & 0xe0) == 0xc0) {
-        n = 2, v = c & 0x1f, min = 0x80;
-    } else if ((c & 0xf0) == 0xe0) {
-        n = 3, v = c & 0x0f, min = 0x800;
-    } else if ((c & 0xf8) == 0xf0) {
-        n = 4, v = c & 0x07, min = 0x10000;
-    } else {
-        return 0;
-    }
-    for (int i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80) /* also stops at the NUL */
-            return 0;
-        v = v << 6 | (s[i] & 0x3f);
-    }
-    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
-        return 0;
-    *cp = v;
-    return n;
-}
-
-/* Text into HTML (element content or a quoted attribute): markup characters as entities,
- * control characters as spaces, bytes that are not UTF-8 as U+FFFD. */
-static void mf_html_text(FILE *out, const char *text)
-{
-    for (const unsigned char *s = (const unsigned char *)text; *s;) {
-        uint32_t cp;
-        int n = mf_utf8_len(s, &cp);
-        if (n == 0) {
-            fputs("\xef\xbf\xbd", out);
-            s++;
-            continue;
-        }
-        switch (cp) {
-        case '&': fputs("&amp;", out); break;
-        case '<': fputs("&lt;", out); break;
-        case '>': fputs("&gt;", out); break;
-        case '"': fputs("&quot;", out); break;
-        case '\'': fputs("&#39;", out); break;
-        default:
-            if (cp < 0x20 || cp == 0x7f)
-                fputc(' ', out);
-            else
-                fwrite(s, 1, (size_t)n, out);
-        }
-        s += n;
-    }
-}
-
-/* A JSON string that is safe inside <script>: no '<', '>' or '&' (so no "</script>" and no
- * "<!--"), no raw control characters (C0, DEL, C1) or line separators, bytes that are not
- * UTF-8 as U+FFFD. */
-static void mf_json_str(FILE *out, const char *text)
-{
-    fputc('"', out);
-    for (const unsigned char *s = (const unsigned char *)text; *s;) {
-        uint32_t cp;
-        int n = mf_utf8_len(s, &cp);
-        if (n == 0) {
-            fputs("\\ufffd", out);
-            s++;
-            continue;
-        }
-        if (cp == '"' || cp == '\\')
-            fprintf(out, "\\%c", (char)cp);
-        else if (cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || cp == '<' || cp == '>' || cp == '&' ||
-                 cp == 0x2028 || cp == 0x2029)
-            fprintf(out, "\\u%04x", (unsigned)cp);
-        else
-            fwrite(s, 1, (size_t)n, out);
-        s += n;
-    }
-    fputc('"', out);
-}
-
 /* ---- the header ----------------------------------------------------------------------- */
 
 static const char *mf_exe(const struct mf_process *pr)
@@ -529,7 +441,7 @@ static void mf_html_data(FILE *out, const struct mf_model *m, const struct mf_hg
             fputc(',', out);
         if (i % 16 == 0)
             fputc('\n', out);
-        mf_json_str(out, mf_str(g->strs.order[i]));
+        mf_json_str_in_script(out, mf_str(g->strs.order[i]));
     }
     fputs("],\n\"frames\":[", out);
     for (uint32_t i = 0; i < g->nframes; i++)

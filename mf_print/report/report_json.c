@@ -24,50 +24,6 @@
 
 #define MF_JSON_VERSION 1
 
-static const char *const mf_fn_names[] = {MF_FN_NAMES};
-
-static void mf_json_str(FILE *out, const char *s)
-{
-    if (!s) {
-        fputs("null", out);
-        return;
-    }
-    fputc('"', out);
-    const char *run = s; /* characters that need no escape go out together */
-    while (*s) {
-        const unsigned char *c = (const unsigned char *)s;
-        bool control;
-        size_t len = mf_utf8_char(s, &control);
-        if (len != 0 && *c != '"' && *c != '\\' && !control) {
-            s += len;
-            continue;
-        }
-        fwrite(run, 1, (size_t)(s - run), out);
-        if (len == 0) {
-            fputs("\xef\xbf\xbd", out); /* U+FFFD REPLACEMENT CHARACTER */
-            s++;
-            run = s;
-            continue;
-        }
-        if (*c == '"' || *c == '\\')
-            fprintf(out, "\\%c", *c);
-        else if (*c == '\n')
-            fputs("\\n", out);
-        else if (*c == '\t')
-            fputs("\\t", out);
-        else /* the code point of a 1-, 2- or 3-byte control character */
-            fprintf(out, "\\u%04x",
-                    len == 1 ? *c
-                    : len == 2 ? (unsigned)(c[0] & 0x1f) << 6 | (c[1] & 0x3f)
-                               : (unsigned)(c[0] & 0x0f) << 12 | (unsigned)(c[1] & 0x3f) << 6 |
-                                     (c[2] & 0x3f));
-        s += len;
-        run = s;
-    }
-    fwrite(run, 1, (size_t)(s - run), out);
-    fputc('"', out);
-}
-
 static void mf_json_key(FILE *out, const char *key)
 {
     fputc('"', out);

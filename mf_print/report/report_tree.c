@@ -16,8 +16,6 @@
 #include "process_life.h"
 #include "report.h"
 
-static const char *const mf_fn_names[] = {MF_FN_NAMES};
-
 /* The relative standard errors of an estimate, in percent (mf_calls_se, mf_bytes_se). */
 static double mf_rel_error_pct(uint64_t calls, uint64_t var, uint64_t interval)
 {
@@ -52,21 +50,6 @@ struct mf_tree_ctx {
     size_t prefix_len, prefix_cap;
 };
 
-/* Display width of UTF-8 text: bytes that do not continue a character. */
-static int mf_width(const char *s)
-{
-    int w = 0;
-    for (; *s; s++)
-        w += ((unsigned char)*s & 0xc0) != 0x80;
-    return w;
-}
-
-static void mf_pad(FILE *out, int n)
-{
-    while (n-- > 0)
-        fputc(' ', out);
-}
-
 static void mf_line(struct mf_tree_ctx *c, uint64_t calls, uint64_t var, uint64_t bytes,
                     double bytes_var, bool estimated, const char *glyph, const char *text,
                     const struct mf_loc *loc)
@@ -80,18 +63,18 @@ static void mf_line(struct mf_tree_ctx *c, uint64_t calls, uint64_t var, uint64_
     }
     snprintf(pct, sizeof pct, "%.2f%%", c->total ? (double)calls * 100.0 / (double)c->total : 0.0);
     mf_fmt_bytes(bytes_s, (double)bytes);
-    mf_pad(c->out, c->calls_width - mf_width(calls_s));
+    mf_pad(c->out, c->calls_width - mf_text_width(calls_s));
     fputs(calls_s, c->out);
     if (c->err_column) {
         fputc(' ', c->out);
         fputs(err, c->out);
-        mf_pad(c->out, 7 - mf_width(err));
+        mf_pad(c->out, 7 - mf_text_width(err));
     }
     fprintf(c->out, " %8s %10s", pct, bytes_s);
     if (c->err_column) { /* always 7 wide: the tree's glyphs follow */
         fputc(' ', c->out);
         fputs(bytes_err, c->out);
-        mf_pad(c->out, 7 - mf_width(bytes_err));
+        mf_pad(c->out, 7 - mf_text_width(bytes_err));
     }
     fprintf(c->out, "  %.*s%s%s", (int)c->prefix_len, c->prefix, glyph, text);
     if (loc)
