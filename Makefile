@@ -144,7 +144,8 @@ uninstall:
 
 # The main job: profile the bundled example and print its caller tree.
 demo: deps-demo
-	@$(MAKE) --no-print-directory all
+	@echo "building (make all)..."
+	@$(MAKE) --no-print-directory -s all
 	$(CC) -O1 -g -fno-omit-frame-pointer -o $(BUILD)/demo examples/demo.c -lpthread
 	rm -rf $(BUILD)/demo-out && mkdir -p $(BUILD)/demo-out
 	MALLOC_FREQ_DIR=$(BUILD)/demo-out LD_PRELOAD=$(CURDIR)/$(BUILD)/libmalloc_freq.so $(BUILD)/demo

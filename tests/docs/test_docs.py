@@ -4,8 +4,8 @@ and their output must still have the shape the document shows (the same lines on
 times, hex and paths are set aside), so a change that alters a report's layout fails here
 until the documents are re-pasted.
 
-    python3 tests/test_docs.py [-k SUBSTRING] [FILE.md ...]           check
-    python3 tests/test_docs.py --update [-k SUBSTRING] [FILE.md ...]  re-paste the outputs
+    python3 tests/docs/test_docs.py [-k SUBSTRING] [FILE.md ...]           check
+    python3 tests/docs/test_docs.py --update [-k SUBSTRING] [FILE.md ...]  re-paste the outputs
 
 A marked example is a fenced block preceded by an HTML comment (invisible on GitHub):
 
@@ -38,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("MF_DOCS_BUILD", os.path.join(REPO, "build"))
 DISPLAY_DIR = "/tmp/demo"  # how the scratch directory reads in the documents
 TIMEOUT = 600  # seconds, per command
@@ -303,11 +303,8 @@ def broken_links(paths):
     return bad
 
 
-try:
-    import run_tests as rt
-except ImportError:  # run on its own, from another directory
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import run_tests as rt
+sys.path.insert(0, os.path.join(REPO, "tests", "lib"))  # also when run on its own
+import harness as rt  # noqa: E402
 
 
 @rt.test
@@ -316,7 +313,7 @@ def test_docs_examples_match_the_code():
     shows (in shape: numbers, times, hex and paths aside)."""
     failures = check(documents(), log=lambda s: None)
     rt.expect(not failures, "\n".join(failures) +
-              "\n(re-paste with `python3 tests/test_docs.py --update` if the change is meant)")
+              "\n(re-paste with `python3 tests/docs/test_docs.py --update` if the change is meant)")
 
 
 @rt.test
