@@ -547,3 +547,32 @@ def test_a_full_disk_is_named_in_one_line():
                      "> on a full disk: status, stderr")
     finally:
         subprocess.run(["umount", mnt], check=False)
+
+
+@rt.test
+def test_tree_depth_and_top():
+    """--depth N cuts the tree to N levels; --top N shows at least the N largest sites under
+    the threshold, without their callers. spread_sites: thirty sites of 101..130 calls (2.9 to
+    3.75 % of 3,465), each called from main."""
+    r = rt.run_ok([rt.c_program("spread_sites")])
+    full = rt.tree_lines(rt.mf_print(["--threshold", "0", r.profile]).stdout)
+    sites = [x for x in full if x.name.startswith("site_")]
+    rt.expect_eq(len(sites), 30, "sites in the whole tree")
+    rt.expect(any(x.name == "main" for x in full), "main under the sites in the whole tree")
+    one = rt.tree_lines(rt.mf_print(["--threshold", "0", "--depth", "1", r.profile]).stdout)
+    rt.expect_eq([(x.name, x.calls) for x in one], [(x.name, x.calls) for x in sites],
+                 "--depth 1: the sites alone, with the whole tree's counts")
+    text = rt.mf_print(["--threshold", "5", "--top", "3", "--depth", "1", r.profile]).stdout
+    top = rt.tree_lines(text)
+    rt.expect_eq([(x.name, x.calls) for x in top[:3]], [("site_30", 130), ("site_29", 129),
+                                                        ("site_28", 128)], "--top 3's sites")
+    rt.expect_eq(len(top), 4, f"--top 3: three sites and the rest's line: {text!r}")
+    rt.expect("… 27 more entries below 5%" in text and top[3].calls == 3465 - 387,
+              f"the rest's line: 27 entries, {3465 - 387} calls: {text!r}")
+    two = rt.tree_lines(rt.mf_print(["--threshold", "0", "--depth", "2", r.profile]).stdout)
+    rt.expect_eq(len(two), 60, "--depth 2: each site and its caller, main")
+    for args, want in ((["--depth", "0"], "--depth wants levels from 1 to 512, not '0'"),
+                       (["--top", "x"], "--top wants sites from 0 to 1000, not 'x'")):
+        p = rt.mf_print(args + [r.profile], check=False)
+        rt.expect_eq((p.returncode, p.stderr), (2, f"mf_print: {want} (see mf_print --help)\n"),
+                     f"mf_print {args}")
