@@ -292,6 +292,10 @@ struct mf_process_header {
     /* MALLOC_FREQ_LARGE: every call of at least this many bytes is recorded, with weight 1,
      * outside the sampled stream; 0 = off. */
     uint64_t large_bytes;
+    /* Written at exit: the unwind rules this process image read from its modules' CFI, and
+     * those it took from the rule cache of earlier processes instead (MALLOC_FREQ_RULE_CACHE). */
+    uint64_t rules_learned;
+    uint64_t rules_loaded;
 };
 
 /* Appended to the process file, one write() each. */
