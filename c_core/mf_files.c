@@ -212,7 +212,7 @@ static const char *mf_dir_accept(const char *dir, bool created, const char **wha
     return NULL;
 }
 
-int mf_base_subdir_open(const char *name, bool create)
+int mf_base_subdir_open(const char *name, bool create, struct stat *st)
 {
     if (mf_opt.secure || __atomic_load_n(&mf_base_state, __ATOMIC_RELAXED) <= 0 ||
         mf_files_sealed()) {
@@ -231,9 +231,8 @@ int mf_base_subdir_open(const char *name, bool create)
     int fd = mf_sys_openat(AT_FDCWD, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    struct stat st;
     const char *what;
-    if (mf_dir_check(fd, dir, created, &st, &what)) {
+    if (mf_dir_check(fd, dir, created, st, &what)) {
         mf_sys_close(fd);
         errno = EPERM;
         return -1;

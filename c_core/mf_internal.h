@@ -246,8 +246,7 @@ extern uint64_t mf_rules_learned; /* rules read from the CFI by this process ima
 uint64_t mf_rule_epoch_now(void);
 bool mf_rule_sane(uint64_t rule); /* a rule the CFI could have given */
 bool mf_rule_load(uintptr_t pc, uint64_t rule, uint64_t epoch); /* false: the table keeps no more */
-/* This epoch's rules of the return addresses whose call lies in [lo, hi): pairs (pc, rule). */
-uint64_t mf_rules_in(uintptr_t lo, uintptr_t hi, uint64_t epoch, uint64_t *out, uint64_t max);
+uint64_t mf_rules_in(uint64_t epoch, uint64_t *out, uint64_t max); /* pairs (pc, rule) */
 /* The rule cache (mf_rule_cache.c): each module's learned rules on disk, keyed by its build
  * id, so that the next process of the same build learns none of them. pc's module (0: none
  * or not cached), its cached rules stored into the table at its first miss. */
@@ -305,8 +304,10 @@ int mf_file_create(const char *name); /* a new file in mf_dir: O_RDWR, O_EXCL, 0
 int mf_file_open(const char *name);   /* an existing file of ours in mf_dir, O_RDWR */
 void mf_file_unlink(const char *name);
 /* <base>/<name>: a directory of the effective user's that nobody else can write to (made
- * 0700 if create and missing), not a symlink; an O_PATH descriptor for openat, or -1. */
-int mf_base_subdir_open(const char *name, bool create);
+ * 0700 if create and missing), not a symlink; an O_PATH descriptor for openat (*st: its
+ * status), or -1. */
+struct stat;
+int mf_base_subdir_open(const char *name, bool create, struct stat *st);
 /* Disk blocks for [off, off + len), so that a full disk is an error here and not a SIGBUS
  * later; past RLIMIT_FSIZE it fails with EFBIG instead of raising SIGXFSZ. */
 bool mf_file_reserve(int fd, uint64_t off, uint64_t len);

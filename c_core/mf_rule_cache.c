@@ -100,13 +100,7 @@ static void mf_rc_name(const struct mf_rc_module *m, const char *tail, char *buf
     mf_append(p, end, tail);
 }
 
-/* ---- the module of a return address --------------------------------------------------- */
-
-struct mf_rc_find {
-    uintptr_t target; /* the call */
-    bool found;
-    struct mf_rc_module m;
-};
+/* ---- the modules ------------------------------------------------------------------- */
 
 static uint64_t mf_rc_mix(uint64_t h, uint64_t v)
 {
@@ -114,12 +108,12 @@ static uint64_t mf_rc_mix(uint64_t h, uint64_t v)
     return h ^ (h >> 32);
 }
 
+/* Appends each loaded module not met yet in this epoch (mf_rc.busy held: the only writer). */
 static int mf_rc_visit(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
-    struct mf_rc_find *q = arg;
+    uint64_t epoch = *(const uint64_t *)arg;
     uintptr_t lo = UINTPTR_MAX, hi = 0;
-    bool holds = false;
     uint64_t layout = 0xcbf29ce484222325u;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -134,23 +128,35 @@ static int mf_rc_visit(struct dl_phdr_info *info, size_t size, void *arg)
         if (ph->p_type != PT_LOAD)
             continue;
         uintptr_t a = info->dlpi_addr + ph->p_vaddr;
-        holds = holds || (a <= q->target && q->target - a < ph->p_memsz);
         lo = a < lo ? a : lo;
         hi = a + ph->p_memsz > hi ? a + ph->p_memsz : hi;
     }
-    if (!holds)
+    uint32_t n = mf_rc.n;
+    if (hi == 0)
         return 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const struct mf_rc_module *m = &mf_rc.m[i];
+        if (m->epoch == epoch && m->lo == lo && m->hi == hi && m->bias == info->dlpi_addr)
+            return 0;
+    }
+    if (n == MF_RC_MODULES)
+        return 1;
     struct mf_module_record r;
     r.build_id_len = 0;
     mf_build_id(info, &r);
-    q->found = true;
-    q->m = (struct mf_rc_module){.lo = lo, .hi = hi, .bias = info->dlpi_addr, .layout = layout,
-                                 .build_id_len = r.build_id_len};
-    memcpy(q->m.build_id, r.build_id, r.build_id_len);
-    return 1;
+    struct mf_rc_module *m = &mf_rc.m[n];
+    *m = (struct mf_rc_module){.lo = lo, .hi = hi, .bias = info->dlpi_addr, .epoch = epoch,
+                               .layout = layout, .build_id_len = r.build_id_len};
+    memcpy(m->build_id, r.build_id, r.build_id_len);
+    __atomic_store_n(&mf_rc.n, n + 1, __ATOMIC_RELEASE);
+    return 0;
 }
 
 /* ---- reading a file ------------------------------------------------------------------ */
+
+/* A file is read here (under mf_rc.busy) if it fits, else into memory mapped for it. */
+#define MF_RC_BUF_BYTES (16u << 10)
+static uint64_t mf_rc_buf[MF_RC_BUF_BYTES / 8] MF_LARGE_ZEROED;
 
 struct mf_rc_data {
     void *map;
@@ -185,13 +191,13 @@ static bool mf_rc_valid(const struct mf_rc_module *m, const struct mf_rc_data *d
 
 static void mf_rc_free(struct mf_rc_data *d)
 {
-    if (d->map)
+    if (d->map && d->map != mf_rc_buf)
         munmap(d->map, d->size);
     d->map = NULL;
 }
 
-/* Module m's file in the directory dfd (owned by uid), read whole and checked: false if it
- * is missing or may not be used. */
+/* Module m's file in the directory dfd (owned by uid), read whole and checked (mf_rc.busy
+ * held): false if it is missing or may not be used. */
 static bool mf_rc_read(int dfd, uid_t uid, const struct mf_rc_module *m, struct mf_rc_data *d)
 {
     char name[MF_RC_NAME_MAX];
@@ -207,7 +213,8 @@ static bool mf_rc_read(int dfd, uid_t uid, const struct mf_rc_module *m, struct 
               (uint64_t)st.st_size <= sizeof(struct mf_rc_header) + MF_RC_RULES_MAX * 16;
     if (ok) {
         d->size = (size_t)st.st_size;
-        void *map = mmap(NULL, d->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        void *map = d->size <= sizeof mf_rc_buf ? mf_rc_buf
+                    : mmap(NULL, d->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         d->map = map == MAP_FAILED ? NULL : map;
         size_t have = 0;
         ssize_t n = 1;
@@ -231,27 +238,29 @@ static int mf_rc_dir_open(bool create, struct stat *st)
     char name[40];
     mf_append_u64(mf_append(name, name + sizeof name, MF_RC_DIR), name + sizeof name,
                   (uint64_t)geteuid());
-    int dfd = mf_base_subdir_open(name, create);
-    if (dfd >= 0 && fstat(dfd, st) != 0) {
-        mf_sys_close(dfd);
-        dfd = -1;
-    }
-    return dfd;
+    return mf_base_subdir_open(name, create, st);
 }
 
-/* Module m's cached rules into the rule table, with the walk's epoch. */
-static void mf_rc_load(const struct mf_rc_module *m, uint64_t epoch)
+/* The cached rules of the modules from .. to - 1 into the rule table, with the walk's
+ * epoch: one opening of the directory for all. */
+static void mf_rc_load(uint32_t from, uint32_t to, uint64_t epoch)
 {
+    bool any = false;
+    for (uint32_t i = from; i < to; i++)
+        any = any || mf_rc.m[i].build_id_len;
     struct stat st;
-    int dfd = mf_rc_dir_open(false, &st);
+    int dfd = any ? mf_rc_dir_open(false, &st) : -1;
     if (dfd < 0)
         return;
-    struct mf_rc_data d;
-    if (mf_rc_read(dfd, st.st_uid, m, &d)) {
-        uint64_t i = 0;
-        while (i < d.count && mf_rule_load(m->bias + d.pair[2 * i], d.pair[2 * i + 1], epoch))
-            i++;
-        __atomic_fetch_add(&mf_rules_loaded, i, __ATOMIC_RELAXED);
+    for (uint32_t i = from; i < to; i++) {
+        const struct mf_rc_module *m = &mf_rc.m[i];
+        struct mf_rc_data d;
+        if (!m->build_id_len || !mf_rc_read(dfd, st.st_uid, m, &d))
+            continue;
+        uint64_t k = 0;
+        while (k < d.count && mf_rule_load(m->bias + d.pair[2 * k], d.pair[2 * k + 1], epoch))
+            k++;
+        __atomic_fetch_add(&mf_rules_loaded, k, __ATOMIC_RELAXED);
         mf_rc_free(&d);
     }
     mf_sys_close(dfd);
@@ -267,6 +276,9 @@ static uint32_t mf_rc_find_known(uintptr_t pc, uint64_t epoch, uint32_t from, ui
     return 0;
 }
 
+/* At a miss in a module not met yet: every module loaded and not met yet is met now, its
+ * cached rules stored (a short process meets most of its modules in its first walks: one
+ * look at the loader's list and one opening of the directory, not one a module). */
 uint32_t mf_rule_cache_module(uintptr_t pc, uint64_t epoch)
 {
     if (!mf_opt.rule_cache || mf_opt.secure)
@@ -275,21 +287,14 @@ uint32_t mf_rule_cache_module(uintptr_t pc, uint64_t epoch)
     uint32_t k = mf_rc_find_known(pc, epoch, 0, n);
     if (k || n == MF_RC_MODULES || __atomic_exchange_n(&mf_rc.busy, 1, __ATOMIC_ACQUIRE))
         return k;
-    uint32_t now = __atomic_load_n(&mf_rc.n, __ATOMIC_ACQUIRE); /* added meanwhile? */
-    k = mf_rc_find_known(pc, epoch, n, now);
-    if (!k && now < MF_RC_MODULES && mf_check_pid()) {
+    uint32_t first = __atomic_load_n(&mf_rc.n, __ATOMIC_ACQUIRE); /* added meanwhile? */
+    k = mf_rc_find_known(pc, epoch, n, first);
+    if (!k && mf_check_pid()) {
         int err = errno;
-        struct mf_rc_find q = {.target = pc - 1};
-        mf_dl_iterate(mf_rc_visit, &q);
-        if (q.found) {
-            struct mf_rc_module *m = &mf_rc.m[now];
-            *m = q.m;
-            m->epoch = epoch;
-            __atomic_store_n(&mf_rc.n, now + 1, __ATOMIC_RELEASE);
-            k = now + 1;
-            if (m->build_id_len)
-                mf_rc_load(m, epoch);
-        }
+        mf_dl_iterate(mf_rc_visit, &epoch);
+        uint32_t now = mf_rc.n;
+        k = mf_rc_find_known(pc, epoch, first, now);
+        mf_rc_load(first, now, epoch);
         errno = err;
     }
     __atomic_store_n(&mf_rc.busy, 0, __ATOMIC_RELEASE);
@@ -330,33 +335,42 @@ static void mf_rc_sort(uint64_t *p, uint64_t n)
     }
 }
 
-/* buf (the header, then room for 2 * MF_RC_RULES_MAX pairs) gets
- * module m's rules in the table merged with those of its file (a rule just learned wins);
- * returns the file's size, or 0 if the file has every one already. */
-static size_t mf_rc_merge(int dfd, uid_t uid, const struct mf_rc_module *m, uint64_t epoch,
-                          uint64_t *buf)
+/* The first of the n pairs p (sorted) whose key is above key. */
+static uint64_t mf_rc_above(const uint64_t *p, uint64_t n, uint64_t key)
+{
+    uint64_t a = 0, b = n;
+    while (a < b) {
+        uint64_t m = a + (b - a) / 2;
+        if (p[2 * m] <= key)
+            a = m + 1;
+        else
+            b = m;
+    }
+    return a;
+}
+
+/* buf (the header, then room for MF_RC_RULES_MAX pairs) gets module m's rules, the n pairs
+ * mine (the table's, sorted by return address), merged with those of its file (a rule just
+ * learned wins); returns the file's size, or 0 if the file has every one already. */
+static size_t mf_rc_merge(int dfd, uid_t uid, const struct mf_rc_module *m, const uint64_t *mine,
+                          uint64_t n, uint64_t *buf)
 {
     struct mf_rc_header *h = (struct mf_rc_header *)buf;
-    uint64_t *out = (uint64_t *)(h + 1), *mine = out + 2 * MF_RC_RULES_MAX;
-    uint64_t n = mf_rules_in(m->lo, m->hi, epoch, mine, MF_RC_RULES_MAX);
-    for (uint64_t i = 0; i < n; i++)
-        mine[2 * i] -= m->bias;
-    mf_rc_sort(mine, n);
+    uint64_t *out = (uint64_t *)(h + 1);
     struct mf_rc_data d;
     bool had = mf_rc_read(dfd, uid, m, &d);
     uint64_t i = 0, j = 0, c = 0, added = 0;
     while ((i < n || j < d.count) && c < MF_RC_RULES_MAX) {
-        bool take_mine = j == d.count || (i < n && mine[2 * i] <= d.pair[2 * j]);
-        const uint64_t *from = take_mine ? &mine[2 * i] : &d.pair[2 * j];
-        out[2 * c] = from[0];
-        out[2 * c + 1] = from[1];
-        if (take_mine) {
-            bool same = j < d.count && d.pair[2 * j] == mine[2 * i];
+        uint64_t pc = i < n ? mine[2 * i] - m->bias : 0;
+        if (i < n && (j == d.count || pc <= d.pair[2 * j])) {
+            bool same = j < d.count && d.pair[2 * j] == pc;
             added += !same || d.pair[2 * j + 1] != mine[2 * i + 1];
             j += same;
-            i++;
+            out[2 * c] = pc;
+            out[2 * c + 1] = mine[2 * i++ + 1];
         } else {
-            j++;
+            out[2 * c] = d.pair[2 * j];
+            out[2 * c + 1] = d.pair[2 * j++ + 1];
         }
         c++;
     }
@@ -402,6 +416,9 @@ static void mf_rc_write(int dfd, const struct mf_rc_module *m, const void *buf, 
         unlinkat(dfd, tmp, 0);
 }
 
+/* Rules the table may hold: the largest one's slots. */
+#define MF_RC_TABLE_MAX (1u << 16)
+
 void mf_rule_cache_save(void)
 {
     if (!mf_opt.rule_cache || mf_opt.secure || !mf_rules)
@@ -412,19 +429,30 @@ void mf_rule_cache_save(void)
         const struct mf_rc_module *m = &mf_rc.m[i];
         todo += m->epoch == epoch && m->build_id_len && __atomic_load_n(&m->learned, __ATOMIC_RELAXED);
     }
-    if (!todo || !mf_check_pid())
+    /* A thread loading rules right now holds the read buffer: no save then. */
+    if (!todo || __atomic_exchange_n(&mf_rc.busy, 1, __ATOMIC_ACQUIRE))
         return;
+    if (!mf_check_pid()) {
+        __atomic_store_n(&mf_rc.busy, 0, __ATOMIC_RELEASE);
+        return;
+    }
     int err = errno;
-    size_t size = sizeof(struct mf_rc_header) + 2 * (size_t)MF_RC_RULES_MAX * 16;
+    /* A file's header and rules, then every rule of the table, sorted once: each module's
+     * are a stretch of them. */
+    size_t size = sizeof(struct mf_rc_header) + ((size_t)MF_RC_RULES_MAX + MF_RC_TABLE_MAX) * 16;
     void *buf = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                      -1, 0);
     struct stat st;
     int dfd = buf == MAP_FAILED ? -1 : mf_rc_dir_open(true, &st);
+    uint64_t *all = dfd < 0 ? NULL : (uint64_t *)((char *)buf + size) - 2 * MF_RC_TABLE_MAX;
+    uint64_t total = all ? mf_rules_in(epoch, all, MF_RC_TABLE_MAX) : 0;
+    mf_rc_sort(all, total);
     for (uint32_t i = 0; dfd >= 0 && i < n; i++) {
         const struct mf_rc_module *m = &mf_rc.m[i];
         if (m->epoch != epoch || !m->build_id_len || !__atomic_load_n(&m->learned, __ATOMIC_RELAXED))
             continue;
-        size_t len = mf_rc_merge(dfd, st.st_uid, m, epoch, buf);
+        uint64_t from = mf_rc_above(all, total, m->lo), to = mf_rc_above(all, total, m->hi);
+        size_t len = mf_rc_merge(dfd, st.st_uid, m, all + 2 * from, to - from, buf);
         if (len)
             mf_rc_write(dfd, m, buf, len);
     }
@@ -432,5 +460,6 @@ void mf_rule_cache_save(void)
         mf_sys_close(dfd);
     if (buf != MAP_FAILED)
         munmap(buf, size);
+    __atomic_store_n(&mf_rc.busy, 0, __ATOMIC_RELEASE);
     errno = err;
 }

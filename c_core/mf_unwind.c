@@ -520,18 +520,16 @@ bool mf_rule_load(uintptr_t pc, uint64_t rule, uint64_t epoch)
     return true;
 }
 
-/* The rules of this epoch for return addresses whose call lies in [lo, hi), as pairs (pc, rule without its
- * epoch) in out, at most max of them; returns how many. */
-uint64_t mf_rules_in(uintptr_t lo, uintptr_t hi, uint64_t epoch, uint64_t *out, uint64_t max)
+/* The table's rules of this epoch as pairs (pc, rule without its epoch) in out, at most max
+ * of them; returns how many. */
+uint64_t mf_rules_in(uint64_t epoch, uint64_t *out, uint64_t max)
 {
     const struct mf_rules *r = __atomic_load_n(&mf_rules, __ATOMIC_ACQUIRE);
     uint64_t n = 0;
-    for (uint32_t j = 0; r && j <= r->mask && n < max; j++) {
+    for (uint32_t j = 0, slots = r ? r->mask + 1 : 0; j < slots && n < max; j++) {
         uintptr_t pc = __atomic_load_n(&r->slot[j].pc, __ATOMIC_ACQUIRE);
         uint64_t rule = pc ? __atomic_load_n(&r->slot[j].rule, __ATOMIC_ACQUIRE) : 0;
-        /* A return address follows its call: pc - 1 lies in the module. */
-        if (pc <= lo || pc > hi || (rule & MF_RULE_EPOCH_MASK) != epoch ||
-            !(rule & MF_RULE_KIND_MASK))
+        if ((rule & MF_RULE_EPOCH_MASK) != epoch || !(rule & MF_RULE_KIND_MASK))
             continue;
         out[2 * n] = pc;
         out[2 * n + 1] = rule & ~(uint64_t)MF_RULE_EPOCH_MASK;
