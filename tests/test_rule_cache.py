@@ -309,3 +309,35 @@ def test_rule_cache_setting_is_checked():
     expect_eq(r.stderr, "malloc_freq: MALLOC_FREQ_RULE_CACHE=yes is not a number in 0..1; "
                         "using the default (1)\n", "the warning")
     expect(os.path.isdir(_cache_dir(r.outdir)), "the cache was not used (the default)")
+
+
+@rt.test
+def test_rule_cache_leaves_errno_alone_and_stops_at_a_seccomp_filter():
+    # thread_errno checks errno after each of its calls (exit 1 if one changed it), in four
+    # threads; the cache is read at the main thread's first walks and written at the exit.
+    # With "filter" (root) a seccomp filter comes after the main thread's calls: a cold run
+    # writes nothing at its exit, a warm one still loads every rule at its first walks.
+    from test_unwind_cfi import THREAD_ERRNO_SITES
+    prog = rt.c_program("thread_errno")
+    sealed = ("malloc_freq: a seccomp filter is installed: from now on no profile file is "
+              "made or opened (a new thread records into the first thread's table, a full "
+              "table counts its calls as not profiled)\n")
+
+    def run(argv, base, stderr=""):
+        r = rt.run_ok(argv, outdir=base)
+        expect_eq(r.stderr, stderr, f"{argv[1:]}: stderr")
+        rt.expect_sites(rt.csv_rows(r.profile), THREAD_ERRNO_SITES)
+        return _rules(r.profile)
+
+    base = rt.fresh_dir()
+    learned, _ = run([prog], base)
+    expect(learned > 0, f"thread_errno, cold: learned {learned} rules")
+    expect_eq(run([prog], base), (0, learned), "thread_errno, warm: rules (learned, loaded)")
+    if os.geteuid() != 0:
+        return
+    filtered = rt.fresh_dir()
+    cold = run([prog, "filter"], filtered, sealed)
+    expect(cold[0] > 0, f"thread_errno filter, cold: learned {cold[0]} rules")
+    expect(not os.path.exists(_cache_dir(filtered)), "a cache written behind a seccomp filter")
+    expect_eq(run([prog, "filter"], base, sealed), (0, learned),
+              "thread_errno filter, warm: rules (learned, loaded)")
