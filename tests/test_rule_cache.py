@@ -341,3 +341,20 @@ def test_rule_cache_leaves_errno_alone_and_stops_at_a_seccomp_filter():
     expect(not os.path.exists(_cache_dir(filtered)), "a cache written behind a seccomp filter")
     expect_eq(run([prog, "filter"], base, sealed), (0, learned),
               "thread_errno filter, warm: rules (learned, loaded)")
+
+
+@rt.test
+def test_rule_cache_is_private_whatever_the_umask():
+    prog = _prog()
+    for umask in (0o000, 0o777):
+        base = rt.fresh_dir()
+        r = subprocess.run([prog, "50"], env=rt.profiled_env(base), cwd=base,
+                           capture_output=True, timeout=rt.TIMEOUT,
+                           preexec_fn=lambda: os.umask(umask))
+        expect_eq((r.returncode, r.stderr), (0, b""), f"umask {umask:o}: exit status, stderr")
+        st = os.lstat(_cache_dir(base))
+        expect_eq(stat.S_IMODE(st.st_mode), 0o700, f"umask {umask:o}: the cache directory's mode")
+        names = os.listdir(_cache_dir(base))
+        expect(os.path.basename(_cache_file(base, prog)) in names, f"umask {umask:o}: {names}")
+        for name in names:
+            _expect_private(os.path.join(_cache_dir(base), name), f"umask {umask:o}: {name}")
