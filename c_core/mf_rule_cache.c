@@ -1,11 +1,11 @@
 /* Unwind rules learned once per build of a module, not once per process.
  *
  * A process learns the rule of each return address its walks meet from the module's CFI
- * (mf_unwind.c, mf_cfi.c), ~5,500 instructions each: one cc1 learns 7,500, and each of the
+ * (mf_unwind.c, mf_cfi.c), ~5,500 instructions each: one cc1 learns 7,100, and each of the
  * 40 cc1 of a build learns the same ones again. So at its exit a process keeps the rules it
  * learned on disk, one file per build of a module, named by its build id, and a later
  * process of the same build stores them all into its rule table at its first miss in that
- * module (one open, one read) and learns none of them.
+ * module (one open and one read a file) and learns none of them.
  *
  * Where: <base>/.malloc_freq-rules.<euid>/, beside the profile directories (MALLOC_FREQ_DIR
  * or the working directory): the processes that share a profile (a build under the
@@ -62,10 +62,10 @@ struct mf_rc_header {
 #define MF_RC_SUM_AT (offsetof(struct mf_rc_header, checksum) / 8)
 _Static_assert(sizeof(struct mf_rc_header) % 8 == 0, "words");
 
-/* The modules this process image met a miss in, by module epoch (the rules' epoch bits): a
- * module replaced by another at its address is met again in the new epoch. Appended under
- * `busy` (a try-lock: a thread that finds it taken reads the CFI meanwhile), read lock-free
- * up to `n`. */
+/* The modules this process image has met (mf_rule_cache_module), by module epoch (the
+ * rules' epoch bits): a module replaced by another at its address is met again in the new
+ * epoch. Appended under `busy` (a try-lock: a thread that finds it taken reads the CFI
+ * meanwhile), read lock-free up to `n`. */
 struct mf_rc_module {
     uintptr_t lo, hi, bias;
     uint64_t epoch;
@@ -81,6 +81,9 @@ static struct {
 } mf_rc MF_LARGE_ZEROED;
 uint64_t mf_rules_loaded;
 
+/* A word-wise hash against torn or damaged files, not against forgery (the files are the
+ * user's own): zlib's crc32 would make the preload library load one more library into
+ * every profiled process. */
 static uint64_t mf_rc_sum(const uint64_t *w, size_t words)
 {
     uint64_t h = 0x6a09e667f3bcc909u;
