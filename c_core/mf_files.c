@@ -169,6 +169,30 @@ static bool mf_dir_refuse(const char *what, const char *dir, const char *why)
     return true;
 }
 
+/* Whether the directory open at fd (O_PATH) is one of the effective user's that nobody else
+ * can write to: NULL, or why not (*what: what it did). One it created is made 0700. */
+static const char *mf_dir_check(int fd, const char *dir, bool created, struct stat *st,
+                                const char **what)
+{
+    *what = "refusing ";
+    if (fstat(fd, st) != 0) {
+        *what = "cannot use ";
+        return mf_strerror(errno);
+    }
+    if (st->st_uid != geteuid() || (st->st_mode & (S_IWGRP | S_IWOTH)))
+        return st->st_uid != geteuid() ? "it belongs to another user" : "others can write to it";
+    if (created && (st->st_mode & 0777) != 0700) {
+        /* The umask took the owner's bits (mkdir never sets the others'). An O_PATH
+         * descriptor cannot fchmod; its /proc link reaches the same inode, no name lookup. */
+        char link[40];
+        mf_append_u64(mf_append(link, link + sizeof link, "/proc/self/fd/"), link + sizeof link,
+                      (uint64_t)fd);
+        if (chmod(link, 0700) != 0)
+            mf_warn("cannot make ", dir, " 0700: ", mf_strerror(errno));
+    }
+    return NULL;
+}
+
 /* Takes dir as the profile directory if it is a directory (not a symlink) of the effective
  * user's that nobody else can write to; else returns why not, and what it did (*what). */
 static const char *mf_dir_accept(const char *dir, bool created, const char **what)
@@ -178,30 +202,42 @@ static const char *mf_dir_accept(const char *dir, bool created, const char **wha
     if (fd < 0)
         return errno == ENOTDIR ? "not a directory (a symbolic link?)" : mf_strerror(errno);
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int err = errno;
-        mf_sys_close(fd);
-        *what = "cannot use ";
-        return mf_strerror(err);
-    }
-    if (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))) {
-        mf_sys_close(fd);
-        return st.st_uid != geteuid() ? "it belongs to another user" : "others can write to it";
-    }
-    if (created && (st.st_mode & 0777) != 0700) {
-        /* The umask took the owner's bits (mkdir never sets the others'). An O_PATH
-         * descriptor cannot fchmod; its /proc link reaches the same inode, no name lookup. */
-        char link[40];
-        mf_append_u64(mf_append(link, link + sizeof link, "/proc/self/fd/"), link + sizeof link,
-                      (uint64_t)fd);
-        if (chmod(link, 0700) != 0)
-            mf_warn("cannot make ", dir, " 0700: ", mf_strerror(errno));
-    }
+    const char *why = mf_dir_check(fd, dir, created, &st, what);
+    mf_sys_close(fd);
+    if (why)
+        return why;
     mf_dir_dev = st.st_dev;
     mf_dir_ino = st.st_ino;
     mf_dir_uid = st.st_uid;
-    mf_sys_close(fd);
     return NULL;
+}
+
+int mf_base_subdir_open(const char *name, bool create, struct stat *st)
+{
+    if (mf_opt.secure || __atomic_load_n(&mf_base_state, __ATOMIC_RELAXED) <= 0 ||
+        mf_files_sealed()) {
+        errno = EPERM;
+        return -1;
+    }
+    char dir[MF_PATH_MAX], *end = dir + sizeof dir;
+    char *p = mf_append(mf_append(mf_append(dir, end, mf_base), end, "/"), end, name);
+    if (p + 1 >= end) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    bool created = create && mkdir(dir, 0700) == 0;
+    if (create && !created && errno != EEXIST)
+        return -1;
+    int fd = mf_sys_openat(AT_FDCWD, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    const char *what;
+    if (mf_dir_check(fd, dir, created, st, &what)) {
+        mf_sys_close(fd);
+        errno = EPERM;
+        return -1;
+    }
+    return fd;
 }
 
 /* A process that may not make its directory in the base (a root daemon's child after

@@ -294,6 +294,10 @@ struct mf_process_header {
     /* MALLOC_FREQ_LARGE: every call of at least this many bytes is recorded, with weight 1,
      * outside the sampled stream; 0 = off. */
     uint64_t large_bytes;
+    /* Written at exit: the unwind rules this process image read from its modules' CFI, and
+     * those it took from the rule cache of earlier processes instead (MALLOC_FREQ_RULE_CACHE). */
+    uint64_t rules_learned;
+    uint64_t rules_loaded;
 };
 
 /* Appended to the process file, one write() each. */
@@ -413,5 +417,26 @@ struct mf_live_stats {
     (MF_LIVE_RECORDS_OFFSET +                                                               \
      MF_LIVE_PAGES((uint64_t)MF_LIVE_CAPACITY_ALL * sizeof(struct mf_live_record)) +        \
      MF_LIVE_PAGES((uint64_t)MF_LIVE_STATS_CAPACITY * sizeof(struct mf_live_stats)))
+
+/* ---- the unwind rule cache: <base>/.malloc_freq-rules.<euid>/<build id>.rules ----------
+ * The rules a process learned for one build of a module, for the next process that loads it
+ * (c_core/mf_rule_cache.c). Not a profile: mf_print never reads it. */
+#define MF_RC_MAGIC "MFRULES1"
+#define MF_RC_VERSION 1u
+
+/* A cache file: this header, then `count` pairs (return address - load bias, rule without
+ * its epoch, mf_unwind.c), by address, no two the same. */
+struct mf_rc_header {
+    char magic[8];
+    uint32_t version;
+    uint32_t header_size;
+    uint64_t count;
+    uint64_t lo, hi;  /* the module's load segments, relative to its load bias */
+    uint64_t layout;  /* its load segments' and CFI table's program headers, hashed */
+    uint32_t build_id_len;
+    uint32_t reserved;
+    uint8_t build_id[32];
+    uint64_t checksum; /* of the whole file, this field taken as 0 */
+};
 
 #endif

@@ -134,6 +134,7 @@ struct mf_options {
     uint32_t max_depth;
     uint32_t unwinder; /* MF_UNWIND_* */
     bool unwind_rules; /* libunwind through the rule cache (not MALLOC_FREQ_UNWIND=libunwind-only) */
+    bool rule_cache; /* MALLOC_FREQ_RULE_CACHE: rules kept on disk per build (mf_rule_cache.c) */
     const char *base_dir; /* MALLOC_FREQ_DIR, or NULL for the working directory */
     const char *libunwind; /* MALLOC_FREQ_LIBUNWIND: the library to dlopen */
     bool secure; /* AT_SECURE (set-user-ID...): nothing read, loaded or written */
@@ -286,6 +287,8 @@ void mf_modules_refresh(void);
 bool mf_modules_changed(void); /* the loader loaded or unloaded something since the last look */
 extern uint32_t mf_module_epoch; /* grows when a library lies where another one was */
 bool mf_modules_cover(const uintptr_t *pcs, uint32_t n); /* every pc lies in a known module */
+struct dl_phdr_info;
+void mf_build_id(struct dl_phdr_info *info, struct mf_module_record *r); /* r->build_id* */
 /* In a fork child: the next start writes the parent's module list, which is this image's
  * too; if the parent had other threads the loader is never asked again (`frozen`). */
 void mf_modules_inherit(bool frozen);
@@ -325,6 +328,20 @@ struct mf_cfi_rule {
     uint32_t k, off;
 };
 bool mf_cfi_rule_at(uintptr_t pc, struct mf_cfi_rule *rule);
+/* The rule table's side of the rule cache (mf_unwind.c): a rule there is the table's word
+ * without its epoch; epoch is the walk's (mf_rule_epoch_now() at the exit). */
+extern uint64_t mf_rules_learned; /* rules read from the CFI by this process image */
+uint64_t mf_rule_epoch_now(void);
+bool mf_rule_sane(uint64_t rule); /* a rule the CFI could have given */
+bool mf_rule_load(uintptr_t pc, uint64_t rule, uint64_t epoch); /* false: the table keeps no more */
+uint64_t mf_rules_in(uint64_t epoch, uint64_t *out, uint64_t max); /* pairs (pc, rule) */
+/* The rule cache (mf_rule_cache.c): each module's learned rules on disk, keyed by its build
+ * id, so that the next process of the same build learns none of them. pc's module (0: none
+ * or not cached), its cached rules stored into the table at its first miss. */
+extern uint64_t mf_rules_loaded; /* rules this process image took from the cache */
+uint32_t mf_rule_cache_module(uintptr_t pc, uint64_t epoch);
+void mf_rule_cache_learned(uint32_t module); /* a rule of it read from the CFI */
+void mf_rule_cache_save(void); /* at exit: each module's rules, if it learned any */
 /* Fills s->pcs with up to max return addresses, on the slot's stack, and returns the count;
  * the first *own of them are the profiler's frames, then comes the front end's slow path
  * (s->ret). */
@@ -374,6 +391,11 @@ bool mf_files_sealed(void); /* a seccomp filter: no file is opened (said once) *
 int mf_file_create(const char *name); /* a new file in mf_dir: O_RDWR, O_EXCL, 0600 */
 int mf_file_open(const char *name);   /* an existing file of ours in mf_dir, O_RDWR */
 void mf_file_unlink(const char *name);
+/* <base>/<name>: a directory of the effective user's that nobody else can write to (made
+ * 0700 if create and missing), not a symlink; an O_PATH descriptor for openat (*st: its
+ * status), or -1. */
+struct stat;
+int mf_base_subdir_open(const char *name, bool create, struct stat *st);
 /* Disk blocks for [off, off + len), so that a full disk is an error here and not a SIGBUS
  * later; past RLIMIT_FSIZE it fails with EFBIG instead of raising SIGXFSZ. */
 bool mf_file_reserve(int fd, uint64_t off, uint64_t len);
@@ -398,7 +420,6 @@ int mf_sys_fallocate(int fd, uint64_t off, uint64_t len);
  * blocked, two system calls a process and a thread (mf_sys.c). */
 void mf_signals_block(uint64_t *old);
 void mf_signals_restore(const uint64_t *old);
-struct dl_phdr_info;
 /* dl_iterate_phdr, marked in the thread's state while it runs (mf_modules.c). */
 int mf_dl_iterate(int (*visit)(struct dl_phdr_info *, size_t, void *), void *arg);
 void mf_prefault(void *p, size_t len); /* MADV_POPULATE_WRITE, errors ignored */

@@ -134,9 +134,13 @@ void mf_process_file_finish(uint64_t exact_recorded)
     uint64_t end_ns = mf_now_ns();
     uint32_t flags = MF_PROCESS_EXITED | mf_process_flags();
     struct mf_process_header *h = mf_process_map;
+    uint64_t learned = __atomic_load_n(&mf_rules_learned, __ATOMIC_RELAXED);
+    uint64_t loaded = __atomic_load_n(&mf_rules_loaded, __ATOMIC_RELAXED);
     if (h) {
         h->end_ns = end_ns;
         h->exact_recorded = exact_recorded;
+        h->rules_learned = learned;
+        h->rules_loaded = loaded;
         __atomic_store_n(&h->flags, flags, __ATOMIC_RELEASE); /* last: says the rest is there */
         return;
     }
@@ -145,14 +149,16 @@ void mf_process_file_finish(uint64_t exact_recorded)
     if (fd < 0)
         return;
     ssize_t a = mf_sys_pwrite(fd, &end_ns, sizeof end_ns, offsetof(struct mf_process_header, end_ns));
+    uint64_t rules[2] = {learned, loaded};
+    ssize_t d = mf_sys_pwrite(fd, rules, sizeof rules, offsetof(struct mf_process_header, rules_learned));
     ssize_t b = mf_sys_pwrite(fd, &flags, sizeof flags, offsetof(struct mf_process_header, flags));
     ssize_t c = mf_sys_pwrite(fd, &exact_recorded, sizeof exact_recorded,
                               offsetof(struct mf_process_header, exact_recorded));
-    (void)a, (void)b, (void)c;
+    (void)a, (void)b, (void)c, (void)d;
     mf_sys_close(fd);
 }
 
-static void mf_build_id(struct dl_phdr_info *info, struct mf_module_record *r)
+void mf_build_id(struct dl_phdr_info *info, struct mf_module_record *r)
 {
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];

@@ -25,6 +25,7 @@ struct mf_options mf_opt = {
     .large = MF_LARGE_DEFAULT,
     .unwinder = MF_UNWIND_LIBUNWIND,
     .unwind_rules = true,
+    .rule_cache = true,
     .libunwind = "libunwind.so.8",
 };
 
@@ -32,7 +33,8 @@ struct mf_options mf_opt = {
  * also one that never allocates; ten getenv calls took 3,300 instructions. */
 #define MF_ENV_PREFIX "MALLOC_FREQ_"
 #define MF_ENV_VARS(X)                                                                      \
-    X(SAMPLE) X(EXACT) X(SEED) X(LARGE) X(DEPTH) X(UNWIND) X(LIBUNWIND) X(LIVE) X(DIR)
+    X(SAMPLE) X(EXACT) X(SEED) X(LARGE) X(DEPTH) X(UNWIND) X(LIBUNWIND) X(LIVE) X(DIR)     \
+    X(RULE_CACHE)
 #define MF_ENV_ID(id) MF_ENV_##id,
 enum { MF_ENV_VARS(MF_ENV_ID) MF_ENV_PYTHONMALLOC, MF_ENV_COUNT };
 #undef MF_ENV_ID
@@ -147,6 +149,8 @@ void mf_options_read(void)
                     "off)");
         }
     }
+    if (mf_env_u64(env, MF_ENV_RULE_CACHE, 0, 1, "1", &v))
+        mf_opt.rule_cache = v == 1;
     const char *d = env[MF_ENV_DIR];
     mf_opt.base_dir = (d && *d) ? d : NULL;
 }

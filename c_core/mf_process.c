@@ -311,6 +311,7 @@ static void mf_exit_on_stack(void *arg)
     if (mf_modules_changed()) /* no system call when the loader did nothing since */
         mf_modules_refresh();
     mf_process_file_finish(mf_exact_recorded());
+    mf_rule_cache_save();
 }
 
 /* Also flushes every thread's pending counts; from here on this thread flushes each call as

@@ -341,6 +341,8 @@ int mf_unwind_fp(void **out, int max)
 #define MF_RULES_PROBES 8
 #define MF_RULE_EPOCH_SHIFT 8
 #define MF_RULE_KIND_BITS 24 /* kind and epoch */
+#define MF_RULE_KIND_MASK 0xffu
+#define MF_RULE_EPOCH_MASK ((1u << MF_RULE_KIND_BITS) - 1 - MF_RULE_KIND_MASK)
 #define MF_RULE_OFF_SHIFT 24 /* MF_RULE_SP_SAVED: rbp lies at CFA - 8 * off */
 #define MF_RULE_K_SHIFT 40   /* MF_RULE_SP*: CFA = sp + k */
 enum { MF_RULE_NONE, MF_RULE_FP, MF_RULE_SP, MF_RULE_SP_SAVED, MF_RULE_END, MF_RULE_OTHER };
@@ -468,14 +470,91 @@ static void mf_rule_store(uintptr_t pc, uint64_t rule)
         __atomic_store_n(&mf_rules_full, true, __ATOMIC_RELAXED);
 }
 
+/* ---- the rule table's side of the rule cache (mf_rule_cache.c) ----------------------
+ * A cached rule is the table's word without its epoch; it is stored with the epoch of the
+ * walk that found its module. */
+uint64_t mf_rules_learned; /* rules read from the CFI by this process image */
+
+uint64_t mf_rule_epoch_now(void)
+{
+    return (uint64_t)(__atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE) & 0xffff)
+           << MF_RULE_EPOCH_SHIFT;
+}
+
+/* Whether rule (without its epoch) is one mf_rule_read could have made: a known kind, k and
+ * off only where the kind has them and within what mf_cfi.c gives. */
+bool mf_rule_sane(uint64_t rule)
+{
+    uint64_t kind = rule & MF_RULE_KIND_MASK, k = rule >> MF_RULE_K_SHIFT;
+    uint64_t off = (rule >> MF_RULE_OFF_SHIFT) & 0xffff;
+    if (rule & MF_RULE_EPOCH_MASK)
+        return false;
+    switch (kind) {
+    case MF_RULE_FP:
+    case MF_RULE_END:
+    case MF_RULE_OTHER:
+        return k == 0 && off == 0;
+    case MF_RULE_SP:
+        return off == 0 && k >= 8 && k <= MF_CFI_FRAME_MAX && !(k & 7);
+    case MF_RULE_SP_SAVED: /* rbp inside the frame, below the return address */
+        return k >= 16 && k <= MF_CFI_FRAME_MAX && !(k & 7) && off >= 2 && off * 8 <= k;
+    default:
+        return false;
+    }
+}
+
+/* Keeps a cached rule for pc unless the table is at its largest and a third full: the rest
+ * of its room is left to the rules the process learns. False: no more are kept. */
+bool mf_rule_load(uintptr_t pc, uint64_t rule, uint64_t epoch)
+{
+    struct mf_rules *r = __atomic_load_n(&mf_rules, __ATOMIC_ACQUIRE);
+    if (r->shift == 64 - MF_RULES_MAX_BITS && __atomic_load_n(&r->used, __ATOMIC_RELAXED) * 3 > r->mask)
+        return false;
+    bool kept = mf_rule_put(r, pc, rule | epoch);
+    if (__atomic_load_n(&r->used, __ATOMIC_RELAXED) * 2 <= r->mask && kept)
+        return true;
+    mf_rules_grow(r);
+    struct mf_rules *now = __atomic_load_n(&mf_rules, __ATOMIC_ACQUIRE);
+    if (now != r)
+        mf_rule_put(now, pc, rule | epoch);
+    return true;
+}
+
+/* The table's rules of this epoch as pairs (pc, rule without its epoch) in out, at most max
+ * of them; returns how many. */
+uint64_t mf_rules_in(uint64_t epoch, uint64_t *out, uint64_t max)
+{
+    const struct mf_rules *r = __atomic_load_n(&mf_rules, __ATOMIC_ACQUIRE);
+    uint64_t n = 0;
+    for (uint32_t j = 0, slots = r ? r->mask + 1 : 0; j < slots && n < max; j++) {
+        uintptr_t pc = __atomic_load_n(&r->slot[j].pc, __ATOMIC_ACQUIRE);
+        uint64_t rule = pc ? __atomic_load_n(&r->slot[j].rule, __ATOMIC_ACQUIRE) : 0;
+        if ((rule & MF_RULE_EPOCH_MASK) != epoch || !(rule & MF_RULE_KIND_MASK))
+            continue;
+        out[2 * n] = pc;
+        out[2 * n + 1] = rule & ~(uint64_t)MF_RULE_EPOCH_MASK;
+        n++;
+    }
+    return n;
+}
+
 /* pc's rule from its module's CFI, kept (MF_RULE_NONE if the table is full). Called from
  * the walk, on the slot's stack: the loader's iteration and the CFI's rows take more than a
- * sample may take of the program's. */
+ * sample may take of the program's. The module's cached rules come first, at its first
+ * miss. */
 static __attribute__((noinline)) uint64_t mf_rule_read(uintptr_t pc, uint64_t epoch)
 {
     struct mf_cfi_rule c;
     if (__atomic_load_n(&mf_rules_full, __ATOMIC_RELAXED))
         return MF_RULE_NONE;
+    uint32_t module = mf_rule_cache_module(pc, epoch);
+    /* Loaded from the cache just now or at the module's first miss, into a table the walk
+     * may not be reading (grown since it started), or kept by another thread meanwhile. */
+    uint64_t kept = mf_rule_get(__atomic_load_n(&mf_rules, __ATOMIC_ACQUIRE), pc);
+    if ((kept & MF_RULE_KIND_MASK) && (kept & MF_RULE_EPOCH_MASK) == epoch)
+        return kept;
+    __atomic_fetch_add(&mf_rules_learned, 1, __ATOMIC_RELAXED);
+    mf_rule_cache_learned(module);
     /* No module holds pc (code made at run time, on the live stack so mapped now): it has
      * no CFI, libunwind's then. */
     if (!mf_cfi_rule_at(pc, &c))

@@ -11,9 +11,7 @@ import shutil
 import harness as rt
 from harness import expect, expect_eq
 
-# short_runs.c: site -> (calls per 50, bytes per call)
-SHORT_SITES = {"site_a": (20, 24), "site_b": (15, 40), "site_c": (10, 72), "site_d": (4, 136),
-               "site_e": (1, 264)}
+SHORT_SITES = rt.SHORT_SITES
 STRETCH = 100_000  # MF_EXACT_CALLS (c_core/mf_options.c)
 
 

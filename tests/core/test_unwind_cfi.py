@@ -13,12 +13,7 @@ import harness as rt
 from harness import expect, expect_eq
 
 
-def _stacks(profile):
-    # Not the loader's own calls in dlopen: how many it makes depends on the objects already
-    # loaded, and libunwind-only loads libunwind at start-up where the rules may never.
-    return sorted((tuple(row.stack), row.calls, row.bytes, row.samples)
-                  for row in rt.csv_rows(profile, extra=("--no-trim", "--full-stacks"))
-                  if "_dl_open" not in row.stack)
+_stacks = rt.unwound_stacks
 
 
 def _same_stacks_both_ways(argv, what, extra_env=None, stdout=None):
@@ -120,7 +115,7 @@ def test_cfi_cache_forgets_a_closed_library():
            f"process's: {sum(a != b for a, b in zip(rules.splitlines(), fresh.splitlines()))} lines")
 
 
-THREAD_ERRNO_SITES = {"site_thread_%d" % k: ((k + 1) * 100, (k + 1) * 100 * 24) for k in range(4)}
+THREAD_ERRNO_SITES = rt.THREAD_ERRNO_SITES
 
 
 @rt.test

@@ -112,6 +112,13 @@ int main(void)
         FIELD(mf_frame_node, parent, "I"),
         FIELD(mf_frame_node, depth, "I"),
     };
+    static const struct field rule_cache[] = {
+        FIELD(mf_rc_header, magic, "8s"),
+        FIELD(mf_rc_header, version, "I"),
+        FIELD(mf_rc_header, header_size, "I"),
+        FIELD(mf_rc_header, count, "Q"),
+        FIELD(mf_rc_header, checksum, "Q"),
+    };
     static const struct field process[] = {
         FIELD(mf_process_header, magic, "8s"),
         FIELD(mf_process_header, version, "I"),
@@ -130,6 +137,8 @@ int main(void)
         FIELD(mf_process_header, exe, "256s"),
         FIELD(mf_process_header, exact_recorded, "Q"),
         FIELD(mf_process_header, large_bytes, "Q"),
+        FIELD(mf_process_header, rules_learned, "Q"),
+        FIELD(mf_process_header, rules_loaded, "Q"),
     };
     static const struct field module[] = {
         FIELD(mf_module_record, magic, "I"),
@@ -250,6 +259,7 @@ int main(void)
     print_struct("segment_header", sizeof(struct mf_segment_header), FIELDS(segment));
     print_struct("entry", sizeof(struct mf_entry), FIELDS(entry));
     print_struct("frame_node", sizeof(struct mf_frame_node), FIELDS(frame_node));
+    print_struct("rule_cache_header", sizeof(struct mf_rc_header), FIELDS(rule_cache));
     print_struct("process_header", sizeof(struct mf_process_header), FIELDS(process));
     print_struct("module_record", sizeof(struct mf_module_record), FIELDS(module));
     print_struct("live_header", sizeof(struct mf_live_header), FIELDS(live));

@@ -751,6 +751,24 @@ def by_program_table(text):
 
 # ---- workloads more than one group runs ----------------------------------------------------
 
+# short_runs.c: site -> (calls per 50, bytes per call)
+SHORT_SITES = {"site_a": (20, 24), "site_b": (15, 40), "site_c": (10, 72), "site_d": (4, 136),
+               "site_e": (1, 264)}
+
+
+# thread_errno.c: its four threads' sites -> (calls, bytes)
+THREAD_ERRNO_SITES = {"site_thread_%d" % k: ((k + 1) * 100, (k + 1) * 100 * 24) for k in range(4)}
+
+
+def unwound_stacks(profile):
+    """(frames, calls, bytes, samples) of every stack, allocator and start-up frames kept, but
+    the loader's own calls in dlopen: how many it makes depends on the objects already
+    loaded, and libunwind-only loads libunwind at start-up where the rules may never."""
+    return sorted((tuple(row.stack), row.calls, row.bytes, row.samples)
+                  for row in csv_rows(profile, extra=("--no-trim", "--full-stacks"))
+                  if "_dl_open" not in row.stack)
+
+
 def short_runs_program(flags=()):
     """tests/programs/short_runs.c, built with the compiler flags given (once per run)."""
     name = "short_runs" + "".join(f.replace("-", "_") for f in flags)
