@@ -248,6 +248,17 @@ struct mf_entry {
     double bytes_var;
 };
 
+/* A segment's entries and nodes: the writer's mapping, or a reader's copy of the file. */
+static inline struct mf_entry *mf_segment_entries(const struct mf_segment_header *seg)
+{
+    return (struct mf_entry *)(uintptr_t)((const char *)seg + MF_SEGMENT_ENTRIES_OFFSET);
+}
+
+static inline struct mf_frame_node *mf_segment_nodes(const struct mf_segment_header *seg)
+{
+    return (struct mf_frame_node *)(uintptr_t)(mf_segment_entries(seg) + seg->capacity);
+}
+
 /* Process flags. */
 #define MF_PROCESS_EXITED 1u /* end_ns is valid: the process ran its exit handlers */
 /* The preload library's hot path reached its TLS at a fixed offset from %fs, without a GOT

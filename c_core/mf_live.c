@@ -154,7 +154,7 @@ void mf_live_note(struct mf_thread *t, struct mf_table *tab, const struct mf_ent
         ;
     for (uint32_t k = 0; k < tab->nseg; k++) {
         struct mf_segment_header *seg = tab->seg[k];
-        const struct mf_entry *first = (const struct mf_entry *)((char *)seg + MF_SEGMENT_ENTRIES_OFFSET);
+        const struct mf_entry *first = mf_segment_entries(seg);
         if (e >= first && e < first + seg->capacity) {
             s->live_stack = MF_LIVE_REF(tab->hdr->seq, k, (uint64_t)(e - first));
             s->live_weight = s->weight;

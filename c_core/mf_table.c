@@ -143,19 +143,9 @@ static uint64_t mf_key_hash(uint64_t a, uint64_t b)
     return h ? h : 1;
 }
 
-static struct mf_entry *mf_entries(struct mf_segment_header *seg)
-{
-    return (struct mf_entry *)((char *)seg + MF_SEGMENT_ENTRIES_OFFSET);
-}
-
-static struct mf_frame_node *mf_nodes(struct mf_segment_header *seg)
-{
-    return (struct mf_frame_node *)(mf_entries(seg) + seg->capacity);
-}
-
 static struct mf_frame_node *mf_node_at(const struct mf_table *tab, uint32_t ref)
 {
-    return &mf_nodes(tab->seg[MF_NODE_REF_SEG(ref)])[MF_NODE_REF_IDX(ref)];
+    return &mf_segment_nodes(tab->seg[MF_NODE_REF_SEG(ref)])[MF_NODE_REF_IDX(ref)];
 }
 
 /* An entry's reference in the entry index: segment << 18 | entry, + 1. */
@@ -164,7 +154,7 @@ static struct mf_frame_node *mf_node_at(const struct mf_table *tab, uint32_t ref
 static struct mf_entry *mf_entry_at(const struct mf_table *tab, uint32_t ref)
 {
     ref--;
-    return &mf_entries(tab->seg[ref >> MF_REF_ENTRY_BITS])[ref & ((1u << MF_REF_ENTRY_BITS) - 1)];
+    return &mf_segment_entries(tab->seg[ref >> MF_REF_ENTRY_BITS])[ref & ((1u << MF_REF_ENTRY_BITS) - 1)];
 }
 
 static uint64_t mf_node_hash(uint32_t parent, uint64_t pc)
@@ -441,10 +431,10 @@ struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uin
         if (!mf_index_room(tab, &tab->nodes))
             return NULL;
         uint64_t i = seg->nodes_used, pc = pcs[depth - 1 - j];
-        mf_nodes(seg)[i] = (struct mf_frame_node){pc, parent, j + 1};
+        mf_segment_nodes(seg)[i] = (struct mf_frame_node){pc, parent, j + 1};
         __atomic_store_n(&seg->nodes_used, i + 1, __ATOMIC_RELEASE);
         parent = MF_NODE_REF(k, i);
-        mf_index_put(&tab->nodes, mf_node_hash(mf_nodes(seg)[i].parent, pc), parent);
+        mf_index_put(&tab->nodes, mf_node_hash(mf_segment_nodes(seg)[i].parent, pc), parent);
         tab->path_pc[j] = pc;
         tab->path_node[j] = parent;
         tab->path_len = j + 1;
@@ -453,7 +443,7 @@ struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uin
         return NULL;
     uint32_t key_cls = mf_key_class(pcs, depth, flags);
     uint64_t h = mf_entry_hash(parent, flags, key_cls), i = seg->entries_used;
-    e = &mf_entries(seg)[i];
+    e = &mf_segment_entries(seg)[i];
     e->depth = depth;
     e->flags = flags;
     e->node = parent;

@@ -164,7 +164,7 @@ static uint32_t mf_ref_stack(struct mf_live_ctx *c, const struct mf_process *pr,
     uint64_t entries_end = MF_SEGMENT_ENTRIES_OFFSET + (uint64_t)seg->capacity * sizeof(struct mf_entry);
     if (i >= seg->capacity || entries_end > len)
         return UINT32_MAX;
-    const struct mf_entry *e = (const struct mf_entry *)(f->data + off + MF_SEGMENT_ENTRIES_OFFSET) + i;
+    const struct mf_entry *e = mf_segment_entries(seg) + i;
     uint64_t frames[MF_DEPTH_MAX];
     if (!e->hash || !mf_entry_frames(f->data, f->size, e, frames))
         return UINT32_MAX;

@@ -348,16 +348,6 @@ static const struct mf_segment_header *mf_segment(const uint8_t *buf,
     return (const struct mf_segment_header *)(buf + h->segment_offset[k]);
 }
 
-static const struct mf_entry *mf_entries(const struct mf_segment_header *seg)
-{
-    return (const struct mf_entry *)((const uint8_t *)seg + MF_SEGMENT_ENTRIES_OFFSET);
-}
-
-static const struct mf_frame_node *mf_nodes(const struct mf_segment_header *seg)
-{
-    return (const struct mf_frame_node *)(mf_entries(seg) + seg->capacity);
-}
-
 /* Node ref of a thread file's segments, or NULL if it lies outside them. */
 static const struct mf_frame_node *mf_node_of(const uint8_t *buf, size_t size, uint32_t ref)
 {
@@ -373,7 +363,7 @@ static const struct mf_frame_node *mf_node_of(const uint8_t *buf, size_t size, u
                    ((uint64_t)i + 1) * sizeof(struct mf_frame_node);
     if (i >= seg->node_capacity || end > len)
         return NULL;
-    return &mf_nodes(seg)[i];
+    return &mf_segment_nodes(seg)[i];
 }
 
 bool mf_entry_frames(const uint8_t *buf, size_t size, const struct mf_entry *e, uint64_t *out)
@@ -479,7 +469,7 @@ static const char *mf_check_thread(const uint8_t *buf, size_t size)
     }
     for (uint32_t k = 0; k < h->nsegments && !why; k++) {
         const struct mf_segment_header *seg = mf_segment(buf, h, k);
-        const struct mf_entry *e = mf_entries(seg);
+        const struct mf_entry *e = mf_segment_entries(seg);
         for (uint64_t i = 0; i < seg->capacity && !why; i++) {
             if (e[i].hash == 0)
                 continue;
@@ -553,7 +543,7 @@ static const char *mf_check_counts(const struct mf_profile *p, const struct mf_p
     uint64_t by_class[MF_SIZE_CLASSES] = {0}; /* the sized entries' calls, by class */
     for (uint32_t k = 0; k < h->nsegments && !wrap; k++) {
         const struct mf_segment_header *seg = mf_segment(buf, h, k);
-        const struct mf_entry *e = mf_entries(seg);
+        const struct mf_entry *e = mf_segment_entries(seg);
         for (uint32_t i = 0; i < seg->capacity; i++) {
             if (e[i].hash == 0 || e[i].calls == 0)
                 continue;
@@ -886,7 +876,7 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
     uint64_t frames[MF_DEPTH_MAX];
     for (uint32_t k = 0; k < h->nsegments; k++) {
         const struct mf_segment_header *seg = mf_segment(buf, h, k);
-        const struct mf_entry *e = mf_entries(seg);
+        const struct mf_entry *e = mf_segment_entries(seg);
         for (uint32_t i = 0; i < seg->capacity; i++) {
             if (e[i].hash == 0 || e[i].calls == 0)
                 continue;
