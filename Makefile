@@ -84,7 +84,7 @@ $(call obj,$(shell grep -l flame_graph/flame_graph.html $(PRINT_SRC))): $(PRINT_
 
 # Lazy binding: each imported function is looked up at its first call, so a process pays
 # only for those it uses; with -z now every process paid for all of them at load, /bin/true
-# too (README "Start-up and exit"). The GOT's other entries stay read-only (-z relro).
+# too (docs/performance.md, start-up). The GOT's other entries stay read-only (-z relro).
 $(BUILD)/libmalloc_freq.so: $(CORE_OBJ) $(PRELOAD_OBJ) $(ENTRY_OBJ) lib_preload/exports.map
 	$(CC) $(CORE_CFLAGS) -shared -o $@ $(CORE_OBJ) $(PRELOAD_OBJ) $(ENTRY_OBJ) \
 	    -Wl,--version-script=lib_preload/exports.map -Wl,-z,lazy -Wl,-z,relro -ldl -lpthread

@@ -290,7 +290,7 @@ VARIANTS = [
     Variant("default", "short", "mf"),  # with the full-size one: memory follows stacks, not calls
     Variant("N=1", "short", "mf", {"MALLOC_FREQ_SAMPLE": "1"}),
     Variant("N=1 fp", "short", "mf", {"MALLOC_FREQ_SAMPLE": "1", "MALLOC_FREQ_UNWIND": "fp"}),
-    # The live heap (README "Live heap and lifetimes"): frees followed, default sampling;
+    # The live heap (docs/live-heap.md): frees followed, default sampling;
     # and every allocation followed (MALLOC_FREQ_LIVE=all records every call, like N=1).
     Variant("live", "full", "mf", {"MALLOC_FREQ_LIVE": "sampled"}),
     Variant("live all", "short", "mf", {"MALLOC_FREQ_LIVE": "all"}),
@@ -898,7 +898,7 @@ def startup_bench():
             ("malloc_freq", LIB, None)]
     # The same with the profiles on tmpfs, and on an ext4 with a journal: the file system's
     # part of the price. An ext4 without one (this machine's root) checks each free inode it
-    # considers for a recent deletion, ~200-400 us an inode here (README "Overhead").
+    # considers for a recent deletion, ~200-400 us an inode here (docs/performance.md).
     if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
         libs.append(("malloc_freq, profiles on tmpfs", LIB, "/dev/shm"))
     ext4, ext4_note = journaled_ext4_mount()

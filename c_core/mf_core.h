@@ -67,7 +67,7 @@ struct mf_slot; /* a thread's cold state, its table and its slow path's stack (m
  * The hot path counts into `pending`, here in TLS, and the slow path moves those counts into
  * the thread's file at least every MF_FLUSH_CALLS calls. Counting straight into the file
  * costs a third load on the hot path's critical path (TLS -> file pointer -> counter):
- * measured, that made the hook twice as expensive (README, "How it works"). */
+ * measured, that made the hook twice as expensive (docs/design.md). */
 struct mf_thread {
     int64_t countdown;        /* calls left until the slow path: the next sample or flush */
     /* Calls of this size and more take the slow path without counting down: MALLOC_FREQ_LARGE,
@@ -127,7 +127,7 @@ void mf_record_slow(enum mf_fn fn, size_t size) __attribute__((noinline, cold));
 
 /* Counts the countdown down by one; true while calls are left. On x86-64 one subtraction
  * from memory whose flags are the test: the compiler's load, subtract, store and test were
- * three instructions more, on every call (callgrind, README "How it works"). */
+ * three instructions more, on every call (callgrind, docs/design.md). */
 #if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__) && !defined(__SANITIZE_THREAD__)
 #define MF_COUNTDOWN_LEFT(t)                                                                \
     __extension__({                                                                         \

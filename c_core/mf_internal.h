@@ -13,7 +13,7 @@
 #define MF_UNLIKELY(x) __builtin_expect(!!(x), 0)
 /* A large zeroed array, placed after every small variable (x86-64's large-data section
  * follows .bss): the variables start-up writes then share a page or two instead of being
- * spread between the arrays, each page they touch a fault (README "Start-up"). */
+ * spread between the arrays, each page they touch a fault (docs/performance.md, start-up). */
 #if defined(__x86_64__) && defined(__ELF__)
 #define MF_LARGE_ZEROED __attribute__((section(".lbss")))
 #else
@@ -22,10 +22,10 @@
 #define MF_DEPTH_DEFAULT 64u
 #define MF_PATH_MAX 4096
 /* Default mode: samples may take this share of a thread's time, in parts per million.
- * Chosen from `make bench`; see README "Sampling". */
+ * Chosen from `make bench`; see docs/sampling.md. */
 #define MF_COST_SHARE_PPM 3000u
 /* MF_FLUSH_CALLS (mf_format.h): the hot path's counts reach the thread file after at most
- * this many calls. README "How it works" says why the hot path counts in TLS. */
+ * this many calls. docs/design.md says why the hot path counts in TLS. */
 
 enum mf_thread_state {
     MF_THREAD_NEW = 0, /* no slot yet */
@@ -62,7 +62,7 @@ struct mf_memo_read {
     uintptr_t addr, val;
 };
 /* Each kind of record in one array, so that a short walk touches two pages, not six: a
- * short process pays ~2.5 us for each page it touches (README "Overhead"). A frame-pointer
+ * short process pays ~2.5 us for each page it touches (docs/performance.md). A frame-pointer
  * memo lists its frames leaf first. A rule walk's lists frames and words root first: the
  * next walk that reaches one of its frames keeps the part from there to the root where it
  * lies and writes only its own frames and words above it. */

@@ -19,8 +19,7 @@ static inline double mf_sqrt(double x)
 /* 2 atanh(s) = log((1 + s) / (1 - s)) = 2 s (1 + s^2/3 + s^4/5 + ...), for |s| <= 0.1716:
  * the series' first 11 terms (the 12th is below 1e-17 of the sum), all positive, evaluated
  * by Estrin's scheme. A loop until the terms vanished, a division each, took a draw ~67 ns
- * of latency, and half the profiler's time at MALLOC_FREQ_SAMPLE=100 (README "How it
- * works"). */
+ * of latency, and half the profiler's time at MALLOC_FREQ_SAMPLE=100 (docs/design.md). */
 static inline double mf_2atanh(double s)
 {
     double z = s * s, z2 = z * z, z4 = z2 * z2, z8 = z4 * z4;

@@ -10,12 +10,12 @@ extern char **environ;
 
 /* Default mode: record every call for the first MF_EXACT_CALLS calls of the process, then
  * at the interval each thread's cost budget allows (mf_adapt): a run of up to 100,000 calls
- * is exact, one a little longer within a few per cent (README "Short runs"). */
+ * is exact, one a little longer within a few per cent (docs/sampling.md). */
 #define MF_EXACT_CALLS 100000u
 /* Above this a "sample interval" is a typo, not a setting: it would leave no samples. */
 #define MF_SAMPLE_MAX 1000000000u
-/* Calls of this many bytes and more are recorded every time, with weight 1 (README
- * "Sampling"). Chosen from `make bench`: see README. */
+/* Calls of this many bytes and more are recorded every time, with weight 1. Chosen from
+ * `make bench`: see docs/sampling.md. */
 #define MF_LARGE_DEFAULT (64u << 10)
 
 struct mf_options mf_opt = {

@@ -287,7 +287,7 @@ void mf_core_init(void)
     pthread_atfork(mf_before_fork, NULL, mf_fork_child);
     if (mf_lazy_start && !mf_opt.secure) {
         /* Nothing more until the first allocation call: a process that never allocates
-         * makes no file and loads no libunwind (README "Overhead": start-up). */
+         * makes no file and loads no libunwind (docs/performance.md, start-up). */
         mf_start_pid = mf_pid = getpid();
         mf_start_pending = 1;
         mf_files_settle(); /* before the program can chdir */

@@ -156,7 +156,7 @@ int mf_sys_fallocate(int fd, uint64_t off, uint64_t len)
 /* Maps the pages of [p, p + len) writable now, in one system call (Linux 5.14 and later;
  * before, nothing). A short process touches most of such a range anyway, and a page's first
  * touch costs it a fault, two if the first touch is a read (zero page, then copy): ~2.5 us
- * each on this machine (README "Overhead"). Anonymous memory only: a file's page written in
+ * each on this machine (docs/performance.md). Anonymous memory only: a file's page written in
  * advance costs ext4 what its fault would have, and more pages get written. */
 void mf_prefault(void *p, size_t len)
 {

@@ -153,8 +153,7 @@ static bool mf_procmap_usable(void)
 /* The mapping that holds `here`, from /proc/self/maps with raw system calls
  * (pthread_getattr_np allocates and locks: DESIGN §5): asked by address where the kernel
  * can answer that (6.11 and later) and no seccomp filter may object, else read line by
- * line. Printing every mapping took ~47 us of each short process here (README "Start-up
- * and exit"). */
+ * line. Printing every mapping took ~47 us of each short process here (docs/performance.md, start-up). */
 #define MF_FILTERED_STACK_MAX (1ull << 30)
 static void mf_stack_bounds(struct mf_slot *s, uintptr_t here)
 {

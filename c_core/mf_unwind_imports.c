@@ -1,4 +1,4 @@
-/* libunwind's system calls, redirected at start-up (DESIGN §12, README "How it works").
+/* libunwind's system calls, redirected at start-up (DESIGN §12, docs/design.md).
  *
  * libunwind (1.6.2, Debian 12's libunwind8) checks whether an address is readable before
  * it reads a frame it has no unwind information for: it write()s one byte from the address

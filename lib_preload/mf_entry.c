@@ -16,7 +16,7 @@
  * mf_tls at the fixed offset this build aligns it for (mf_tls_direct; MF_TLS_ALIGN in
  * mf_core.h), the counter is one load, an immediate offset from %fs. The flag's load does
  * not hold up the counter's: the branch on it is predicted, the GOT's load is the address.
- * Measured (perf share of the hook, README "How it works"): the microbenchmark 8.7-9.1 % ->
+ * Measured (perf share of the hook, docs/design.md): the microbenchmark 8.7-9.1 % ->
  * 4.7-5.3 %, Python 2.4-2.8 % -> 1.8-2.4 %. */
 static inline __attribute__((always_inline)) bool mf_entry_count(enum mf_fn fn, size_t size)
 {

@@ -3,7 +3,7 @@
  * setns), descriptors or file size (setrlimit, prlimit). The profile of a process starts at
  * its first allocation call (mf_lazy_start), so that one that never allocates makes no
  * file; one that gives these up before its first allocation has its files made here first,
- * at a safe point outside malloc (README "What the profiler guarantees to the program":
+ * at a safe point outside malloc (docs/guarantees.md:
  * files are made while they can be). Then the call goes on to the next definition, glibc's.
  * libunwind, loaded only when a stack needs it, is loaded here too if it is still to be:
  * its module records could not be added to the process file afterwards. pthread_create is

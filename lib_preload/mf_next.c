@@ -6,7 +6,7 @@
  * for. So the very first call reaches the next allocator, also when it is made before our
  * constructor runs; other libraries' constructors run first, and allocate. This library once
  * served those calls from glibc until its constructor had run, and jemalloc's free, given
- * glibc's memory, crashed every coreutils program (README, "Profiling any program").
+ * glibc's memory, crashed every coreutils program (docs/profiling.md).
  * glibc's dlsym allocates nothing when it finds the symbol (since 2.34 its error state is
  * allocated only for an error; malloc and friends are always found, in libc if nowhere
  * before it). Older glibc calls calloc from dlsym: a call the lookup makes itself gets NULL
@@ -119,7 +119,7 @@ extern void *__libc_valloc(size_t);
 extern void *__libc_pvalloc(size_t);
 extern void __libc_free(void *);
 /* Called, never taken by address: a call binds lazily, on this path that never runs, where
- * an address taken would cost every process a symbol lookup at load (README "Start-up"). */
+ * an address taken would cost every process a symbol lookup at load (docs/performance.md, start-up). */
 static void *mf_libc_malloc(size_t size) { return __libc_malloc(size); }
 static void *mf_libc_calloc(size_t n, size_t size) { return __libc_calloc(n, size); }
 static void *mf_libc_realloc(void *p, size_t size) { return __libc_realloc(p, size); }

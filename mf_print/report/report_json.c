@@ -2,7 +2,7 @@
  * program, sampling mode, whether they had exited), and every stack of the model as it is,
  * not merged by name: one per distinct stack of each process image, with its frames
  * innermost first (function, file, line, module, inlined), its counts and the standard
- * error of its calls. The README's "JSON" section sketches the schema.
+ * error of its calls. docs/reports.md's JSON section sketches the schema.
  *
  * Strings are JSON-escaped: '"', '\', control characters as \n, \t or \u00XX (C1 too), U+2028
  * and U+2029 as \u2028 and \u2029 (line breaks to JavaScript); a byte that is not UTF-8

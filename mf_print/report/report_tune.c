@@ -9,7 +9,7 @@
  *       sites; the class where most bytes go
  *
  * --tune-header FILE writes the classes with calls as a C header: #defines and a table
- * (README "Tuning an allocator" documents it; tests/viewer/test_sites.py compiles one). */
+ * (docs/reports.md, "Tuning an allocator" documents it; tests/viewer/test_sites.py compiles one). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -343,7 +343,7 @@ bool mf_write_tune_header(const char *path, const struct mf_model *m,
     }
     fputs(" * The classes with calls, by size (four per doubling, as mf_print --sizes shows\n"
           " * them); calls and bytes are exact when MF_TUNE_EXACT is 1, else estimated from\n"
-          " * the samples. README \"Tuning an allocator\" describes every name. */\n"
+          " * the samples. docs/reports.md (\"Tuning an allocator\") describes every name. */\n"
           "#ifndef MF_TUNE_H\n#define MF_TUNE_H\n\n", f);
     fprintf(f, "#define MF_TUNE_EXACT %d\n", m->estimated ? 0 : 1);
     fprintf(f, "#define MF_TUNE_CALLS %lluULL\n", (unsigned long long)t.calls);

@@ -1,4 +1,4 @@
-"""Short runs in the default mode (README "Short runs"): a run of up to 100,000 calls lies
+"""Short runs in the default mode (docs/sampling.md): a run of up to 100,000 calls lies
 inside the exact stretch, which is counted in calls, never cut short by time, so every count
 is exact and the header says so; a longer one is exact for its first 100,000 calls and then
 sampled, and says that. Real programs: tests/programs/short_runs.c (five sites 30 frames

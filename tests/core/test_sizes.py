@@ -250,8 +250,7 @@ def test_calls_of_4_gib_and_more_counted_exactly():
     """Calls of 4 GiB and more (site_huge's 256 TiB, refused, and 5 GiB, made) keep the
     totals exact with MALLOC_FREQ_LARGE off (the hot path counts them), at its default and
     set above them, sampled or not, with the frame-pointer walk or the rules. A hook that
-    packed a call and its bytes into one word (tried: calls in the top 16 bits, README "How
-    it works") would carry one call of 256 TiB into its calls."""
+    packed a call and its bytes into one word (tried: calls in the top 16 bits, docs/design.md) would carry one call of 256 TiB into its calls."""
     prog = rt.c_program("large_site")
     small = 3000000 * 32 + 2000000 * 100
     for mib, env, samples in ((1 << 28, {"MALLOC_FREQ_LARGE": "0"}, (None, "1", "1000")),

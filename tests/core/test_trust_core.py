@@ -278,7 +278,7 @@ def test_process_that_never_allocates_leaves_nothing():
         expect("mkdir(" not in text and not re.search(r"malloc_freq\.\d", text),
                "/bin/true made a directory")
     # Nor does it look up the next allocator or bind imports it never calls (lazy binding;
-    # README "Start-up and exit"): the loader binds the library's data references and the
+    # docs/performance.md, start-up): the loader binds the library's data references and the
     # functions its constructor calls, nothing else (63 symbols with -z now and the lookups
     # in the constructor). The environment is fixed: reading it binds strncmp (for PATH and
     # MALLOC_FREQ_DIR, which start as a variable of ours may) and strlen (for the second).

@@ -1,4 +1,4 @@
-"""What libunwind does inside the program's process (README "How it works", DESIGN §12):
+"""What libunwind does inside the program's process (docs/design.md, DESIGN §12):
 it keeps no descriptor the program can see, so a daemon that closes its descriptors and
 opens files gets its files to itself; and no system call it makes during a sample acts on a
 pending pthread_cancel, so malloc stays no cancellation point.

@@ -363,8 +363,8 @@ def test_launcher_summary_under_a_file_size_limit():
 @rt.test
 def test_launcher_summary_of_a_killed_or_execd_program_in_every_mode():
     # An image that ends without running its exit (kill -9, exec) leaves out of its totals
-    # the calls its threads had counted and not yet written, when sampling (README,
-    # Limitations): signal_wait's 100 calls were "calls 1 (exact)" with -s 100. The summary
+    # the calls its threads had counted and not yet written, when sampling (docs/guarantees.md,
+    # limitations): signal_wait's 100 calls were "calls 1 (exact)" with -s 100. The summary
     # says so instead of giving the totals as the program's; every call is written at once
     # with -s 1 and in the default mode's exact stretch, and it gives them, exact.
     signal_wait = rt.c_program("signal_wait")

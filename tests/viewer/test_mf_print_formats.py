@@ -109,7 +109,7 @@ def collapsed_lines(profile, weight="calls", *args):
 # ---- JSON ------------------------------------------------------------------------------
 
 def check_json_schema(doc):
-    """The keys and types the README's JSON section promises."""
+    """The keys and types docs/reports.md's JSON section promises."""
     def has(obj, key, types, where):
         rt.expect(isinstance(obj, dict) and key in obj, f"JSON {where} has no {key!r}")
         rt.expect(isinstance(obj[key], types) and not (types in (int, (int, type(None)))
@@ -395,8 +395,8 @@ def odd_names_program():
 def test_odd_symbol_names_never_break_a_format():
     """Symbols holding ';', a newline, a tab and an escape, '"' and ',', '%', bytes that are
     not UTF-8, a trailing " 12", a backslash and a C1 control: the CSV gives each back byte
-    for byte (percent-decoded), the JSON as the README says (U+FFFD for a byte that is not
-    UTF-8), and the collapsed lines all parse, with the replacements the README lists. The
+    for byte (percent-decoded), the JSON as docs/reports.md says (U+FFFD for a byte that is not
+    UTF-8), and the collapsed lines all parse, with the replacements docs/reports.md lists. The
     99 paused calls are the one-frame stack [not profiled] everywhere, and the collapsed
     lines add up to the header's exact total."""
     r = rt.run_ok([odd_names_program()])
