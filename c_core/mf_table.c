@@ -355,6 +355,23 @@ struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint3
  * is then an error here, never a SIGBUS when they are written): 64 KiB more of each at a
  * time. Returns true on error. */
 #define MF_RESERVE_STEP (64u << 10)
+/* Blocks for items [*have, want) of size bytes each of an array at file offset at, rounded
+ * up to MF_RESERVE_STEP and to at most cap items. Returns true on error. */
+static bool mf_reserve_more(int fd, uint64_t at, uint64_t size, uint64_t *have, uint64_t want,
+                            uint64_t cap)
+{
+    if (want <= *have)
+        return false;
+    uint64_t step = MF_RESERVE_STEP / size;
+    want = (want + step - 1) / step * step;
+    if (want > cap)
+        want = cap;
+    if (mf_file_reserve(fd, at + *have * size, (want - *have) * size))
+        return true;
+    *have = want;
+    return false;
+}
+
 static bool mf_segment_reserve(struct mf_table *tab, uint64_t entries, uint64_t nodes)
 {
     if (entries <= tab->reserved_entries && nodes <= tab->reserved_nodes)
@@ -365,29 +382,12 @@ static bool mf_segment_reserve(struct mf_table *tab, uint64_t entries, uint64_t 
     int fd = mf_file_open(mf_thread_name(name, sizeof name, tab->hdr));
     if (fd < 0)
         return mf_grow_failed(tab->hdr);
-    uint64_t off = tab->hdr->segment_offset[k] + MF_SEGMENT_ENTRIES_OFFSET, step;
-    bool failed = false;
-    if (entries > tab->reserved_entries) {
-        step = MF_RESERVE_STEP / sizeof(struct mf_entry);
-        entries = (entries + step - 1) / step * step;
-        if (entries > seg->capacity)
-            entries = seg->capacity;
-        failed = mf_file_reserve(fd, off + tab->reserved_entries * sizeof(struct mf_entry),
-                                 (entries - tab->reserved_entries) * sizeof(struct mf_entry));
-        if (!failed)
-            tab->reserved_entries = entries;
-    }
-    off += (uint64_t)seg->capacity * sizeof(struct mf_entry);
-    if (!failed && nodes > tab->reserved_nodes) {
-        step = MF_RESERVE_STEP / sizeof(struct mf_frame_node);
-        nodes = (nodes + step - 1) / step * step;
-        if (nodes > seg->node_capacity)
-            nodes = seg->node_capacity;
-        failed = mf_file_reserve(fd, off + tab->reserved_nodes * sizeof(struct mf_frame_node),
-                                 (nodes - tab->reserved_nodes) * sizeof(struct mf_frame_node));
-        if (!failed)
-            tab->reserved_nodes = nodes;
-    }
+    uint64_t entries_at = tab->hdr->segment_offset[k] + MF_SEGMENT_ENTRIES_OFFSET;
+    uint64_t nodes_at = entries_at + (uint64_t)seg->capacity * sizeof(struct mf_entry);
+    bool failed = mf_reserve_more(fd, entries_at, sizeof(struct mf_entry), &tab->reserved_entries,
+                                  entries, seg->capacity) ||
+                  mf_reserve_more(fd, nodes_at, sizeof(struct mf_frame_node), &tab->reserved_nodes,
+                                  nodes, seg->node_capacity);
     mf_sys_close(fd);
     return failed && mf_grow_failed(tab->hdr);
 }

@@ -8,10 +8,22 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
+#include "mf_format.h"
 #include "text.h"
 
+/* An allocation function's name as reports show it: its MF_FN_NAMES name, or "function #N"
+ * for one a newer writer added. */
+static inline const char *mf_fn_label(char *buf, size_t size, int fn)
+{
+    if (fn < MF_FN_NAMED)
+        snprintf(buf, size, "%s", mf_fn_names[fn]);
+    else
+        snprintf(buf, size, "function #%d", fn);
+    return buf;
+}
 /* One line on stderr, prefixed "mf_print: ". */
 void mf_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Out of memory is the only error mf_print does not survive: mf_out_of_memory says so and

@@ -146,10 +146,7 @@ static void mf_html_header(FILE *out, const struct mf_model *m, const struct mf_
         if (!p->totals.calls[f])
             continue;
         char name[32];
-        if (f < MF_FN_NAMED)
-            snprintf(name, sizeof name, "%s", mf_fn_names[f]);
-        else
-            snprintf(name, sizeof name, "function #%d", f);
+        mf_fn_label(name, sizeof name, f);
         fprintf(out, "%s%s %s (%s)", sep, name, mf_fmt_count(a, p->totals.calls[f]),
                 mf_fmt_bytes(b, (double)p->totals.bytes[f]));
         sep = ", ";

@@ -295,10 +295,7 @@ bool mf_report_json(FILE *out, const struct mf_report_input *v, const struct mf_
         if (!p->totals.calls[f] && !p->totals.bytes[f])
             continue;
         char name[32];
-        if (f < MF_FN_NAMED)
-            snprintf(name, sizeof name, "%s", mf_fn_names[f]);
-        else
-            snprintf(name, sizeof name, "function #%d", f);
+        mf_fn_label(name, sizeof name, f);
         fprintf(out, "%s\"%s\": {\"calls\": %llu, \"bytes\": %llu}", first ? "" : ", ", name,
                 (unsigned long long)p->totals.calls[f], (unsigned long long)p->totals.bytes[f]);
         first = false;
