@@ -11,6 +11,7 @@
 #ifndef MF_LAUNCHER_H
 #define MF_LAUNCHER_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -95,6 +96,8 @@ void mf_scan_run(const char *run_dir, struct mf_scan *s);
 void mf_summary(struct mf_launch *l, int status);
 
 /* util.c */
+/* "malloc_freq: <fmt's text><tail>" on stderr. */
+__attribute__((format(printf, 2, 0))) void mf_vmsg(const char *tail, const char *fmt, va_list ap);
 __attribute__((format(printf, 1, 2))) void mf_msg(const char *fmt, ...);
 __attribute__((noreturn, format(printf, 1, 2))) void mf_die(const char *fmt, ...);
 void *mf_xmalloc(size_t n);

@@ -23,12 +23,10 @@
 
 __attribute__((noreturn, format(printf, 1, 2))) static void mf_usage_error(const char *fmt, ...)
 {
-    char line[8192];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    mf_vmsg(" (see malloc_freq --help)", fmt, ap);
     va_end(ap);
-    fprintf(stderr, "malloc_freq: %s (see malloc_freq --help)\n", line);
     exit(2);
 }
 

@@ -10,24 +10,27 @@
 
 /* ---- messages ------------------------------------------------------------------------ */
 
+void mf_vmsg(const char *tail, const char *fmt, va_list ap)
+{
+    char line[8192]; /* one write: lines of concurrent processes do not interleave */
+    vsnprintf(line, sizeof line, fmt, ap);
+    fprintf(stderr, "malloc_freq: %s%s\n", line, tail);
+}
+
 void mf_msg(const char *fmt, ...)
 {
-    char line[8192];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    mf_vmsg("", fmt, ap);
     va_end(ap);
-    fprintf(stderr, "malloc_freq: %s\n", line);
 }
 
 void mf_die(const char *fmt, ...)
 {
-    char line[8192];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    mf_vmsg("", fmt, ap);
     va_end(ap);
-    fprintf(stderr, "malloc_freq: %s\n", line);
     exit(2);
 }
 
