@@ -103,6 +103,9 @@ mf_report_fn mf_report_test;
 
 /* The caller tree of m (report_tree.c), with its header: a section of mf_report_tree and
  * of mf_report_tree_by_program. */
+/* The headers' list of allocation functions, "malloc 12 (1.2 KiB), calloc ...", each after
+ * its separator (first, then ", "); false if no function was called (report_tree.c). */
+bool mf_put_functions(FILE *out, const struct mf_profile *p, const char *first);
 void mf_tree_print(FILE *out, const struct mf_model *m, const struct mf_tree *t,
                    const struct mf_report_options *o);
 

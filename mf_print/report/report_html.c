@@ -141,17 +141,7 @@ static void mf_html_header(FILE *out, const struct mf_model *m, const struct mf_
             mf_fmt_bytes(b, (double)mf_profile_total_bytes(p)),
             mf_fmt_count(c, mf_profile_total_bytes(p)));
     fputs("<tr><th>functions</th><td>", out);
-    const char *sep = "";
-    for (int f = 0; f < MF_FN_COUNT; f++) {
-        if (!p->totals.calls[f])
-            continue;
-        char name[32];
-        mf_fn_label(name, sizeof name, f);
-        fprintf(out, "%s%s %s (%s)", sep, name, mf_fmt_count(a, p->totals.calls[f]),
-                mf_fmt_bytes(b, (double)p->totals.bytes[f]));
-        sep = ", ";
-    }
-    fputs(*sep ? "</td></tr>\n" : "none</td></tr>\n", out);
+    fputs(mf_put_functions(out, p, "") ? "</td></tr>\n" : "none</td></tr>\n", out);
     fprintf(out, "<tr><th>threads</th><td>%u</td></tr>\n", p->nthreads);
     if (p->live) { /* MALLOC_FREQ_LIVE: the live heap, the page's live weights */
         uint64_t live_calls = 0, live_bytes = 0;

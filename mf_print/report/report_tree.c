@@ -201,6 +201,21 @@ static void mf_children(struct mf_tree_ctx *c)
     free(st);
 }
 
+bool mf_put_functions(FILE *out, const struct mf_profile *p, const char *first)
+{
+    char name[32], calls[40], bytes[40];
+    const char *sep = first;
+    for (int f = 0; f < MF_FN_COUNT; f++) {
+        if (!p->totals.calls[f])
+            continue;
+        fprintf(out, "%s%s %s (%s)", sep, mf_fn_label(name, sizeof name, f),
+                mf_fmt_count(calls, p->totals.calls[f]),
+                mf_fmt_bytes(bytes, (double)p->totals.bytes[f]));
+        sep = ", ";
+    }
+    return sep != first;
+}
+
 static void mf_fmt_duration(char *buf, size_t size, uint64_t ns)
 {
     uint64_t ms = ns / 1000000;
@@ -333,7 +348,7 @@ static void mf_print_header(FILE *out, const struct mf_model *m, const struct mf
                             const struct mf_report_options *o)
 {
     const struct mf_profile *p = m->p;
-    char a[40], b[40], c[40];
+    char a[40], b[40];
     fprintf(out, "malloc_freq report: %s", mf_esc(o->dirs[0]));
     if (o->ndirs > 1)
         fprintf(out, " and %d more director%s", o->ndirs - 1, o->ndirs > 2 ? "ies" : "y");
@@ -369,17 +384,7 @@ static void mf_print_header(FILE *out, const struct mf_model *m, const struct mf
             mf_fmt_count(a, mf_profile_total_calls(p)),
             mf_fmt_bytes(b, (double)mf_profile_total_bytes(p)));
     fputs("  functions ", out);
-    const char *sep = " ";
-    for (int f = 0; f < MF_FN_COUNT; f++) {
-        if (!p->totals.calls[f])
-            continue;
-        char name[32];
-        mf_fn_label(name, sizeof name, f);
-        fprintf(out, "%s%s %s (%s)", sep, name, mf_fmt_count(a, p->totals.calls[f]),
-                mf_fmt_bytes(c, (double)p->totals.bytes[f]));
-        sep = ", ";
-    }
-    fputs(*sep == ' ' ? " none\n" : "\n", out);
+    fputs(mf_put_functions(out, p, " ") ? "\n" : " none\n", out);
     char wall[64];
     mf_fmt_duration(wall, sizeof wall, mf_profile_wall_ns(p));
     uint32_t npids = 0; /* an exec'd image keeps its pid: count both */
