@@ -463,26 +463,33 @@ def profiles_in(d):
     return sorted(os.path.basename(p) for p in glob.glob(os.path.join(d, "malloc_freq.*")))
 
 
+def run_chdir_children(mode, relative, *args):
+    """chdir_children MODE run in a fresh directory holding elsewhere/out and out, with
+    MALLOC_FREQ_DIR relative (unset when None): (the directory, the finished process with
+    its output as text, what the case is called)."""
+    top = rt.fresh_dir()
+    os.makedirs(os.path.join(top, "elsewhere", "out"))
+    os.makedirs(os.path.join(top, "out"))
+    env = rt.profiled_env(relative or top)
+    if relative is None:
+        del env["MALLOC_FREQ_DIR"]
+    p = subprocess.Popen([rt.c_program("chdir_children"), "elsewhere", mode, *args], env=env,
+                         cwd=top, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout, p.stderr = p.communicate(timeout=rt.TIMEOUT)
+    what = f"{mode}, " + (f"MALLOC_FREQ_DIR={relative}" if relative else "MALLOC_FREQ_DIR unset")
+    return top, p, what
+
+
 @rt.test
 def test_chdir_then_fork_child():
     """A program changes directory, after its first allocation or before it (the profile
     starts at the first allocation, the base directory is settled when the library is
     loaded), then forks a child that allocates: with a relative MALLOC_FREQ_DIR and without
     one, both profiles land where the program started, with exact counts."""
-    prog = rt.c_program("chdir_children")
     problems = []
     for mode, relative in (("fork", "out"), ("fork", None), ("early-fork", "out"),
                            ("early-fork", None)):
-        top = rt.fresh_dir()
-        os.makedirs(os.path.join(top, "elsewhere", "out"))
-        os.makedirs(os.path.join(top, "out"))
-        env = rt.profiled_env(relative or top)
-        if relative is None:
-            del env["MALLOC_FREQ_DIR"]
-        p = subprocess.Popen([prog, "elsewhere", mode], env=env, cwd=top, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        p.stdout, p.stderr = p.communicate(timeout=rt.TIMEOUT)
-        what = f"{mode}, " + (f"MALLOC_FREQ_DIR={relative}" if relative else "MALLOC_FREQ_DIR unset")
+        top, p, what = run_chdir_children(mode, relative)
         m = re.match(r"child (\d+)\n$", p.stdout)
         if p.returncode != 0 or not m or p.stderr:
             problems.append(f"{what}: status {p.returncode}, stdout {p.stdout!r}, "
@@ -517,20 +524,10 @@ def test_chdir_then_exec_relative_dir():
     settled at load in the environment, absolute (replacing a relative value, adding one
     when unset). Before, with MALLOC_FREQ_DIR unset, the image wrote in its new working
     directory."""
-    prog = rt.c_program("chdir_children")
     second = rt.c_program("exec_second")
     for mode, relative in (("exec", "out"), ("early-exec", "out"), ("exec", None),
                            ("early-exec", None)):
-        top = rt.fresh_dir()
-        os.makedirs(os.path.join(top, "elsewhere", "out"))
-        os.makedirs(os.path.join(top, "out"))
-        env = rt.profiled_env(relative or top)
-        if relative is None:
-            del env["MALLOC_FREQ_DIR"]
-        what = f"{mode}, " + (f"MALLOC_FREQ_DIR={relative}" if relative else "MALLOC_FREQ_DIR unset")
-        p = subprocess.Popen([prog, "elsewhere", mode, second], env=env, cwd=top, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        p.stdout, p.stderr = p.communicate(timeout=rt.TIMEOUT)
+        top, p, what = run_chdir_children(mode, relative, second)
         rt.expect((p.returncode, p.stdout, p.stderr) == (0, "exec_second done\n", ""),
                   f"{what}: status {p.returncode}, stdout {p.stdout!r}, stderr {p.stderr!r}")
         want_dir = os.path.join(top, relative) if relative else top
