@@ -260,14 +260,16 @@ void mf_leave(struct mf_thread *t, int64_t countdown);
 bool mf_table_create(struct mf_table *tab, uint64_t seq);
 void mf_table_forget(struct mf_table *tab); /* a fork child's copy: unmapped, never written */
 void mf_table_privatize(struct mf_table *tab); /* a fork child's copy: written, not to the file */
-/* With MF_ENTRY_SIZED in flags, pcs[depth] is the size class, stored after the frames. */
+/* The entry of the stack pcs (innermost first, depth frames) with these flags and, with
+ * MF_ENTRY_SIZED in flags, its samples' size class cls. */
 struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
-                                 uint32_t flags);
-/* same: pcs' outermost `same` frames are known to be those of tab's last path. Without
- * the stack's entry, *new_frames: its innermost frames the table has no node for (pcs[0 ..
- * *new_frames)), 0 if it has them all. */
+                                 uint32_t flags, uint32_t cls);
+/* The same, found only. same: pcs' outermost `same` frames are known to be those of tab's
+ * last path. Without the stack's entry, *new_frames: its innermost frames the table has no
+ * node for (pcs[0 .. *new_frames)), 0 if it has them all. */
 struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
-                               uint32_t flags, uint32_t same, uint32_t *new_frames);
+                               uint32_t flags, uint32_t cls, uint32_t same,
+                               uint32_t *new_frames);
 void mf_spin_lock(uint32_t *lock);
 void mf_spin_unlock(uint32_t *lock);
 

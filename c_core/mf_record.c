@@ -89,11 +89,7 @@ static void mf_sample_on_stack(void *arg)
         n = max;
         flags |= MF_ENTRY_TRUNCATED;
     }
-    /* Keyed by size class too (mf_format.h, MF_ENTRY_SIZED): the class word follows the
-     * frames (pcs has room: n <= max_depth). */
-    uintptr_t kept = pcs[n]; /* a frame past max_depth: the walk's memo keeps pcs as found */
-    uint32_t cls = mf_size_class(s->size);
-    pcs[n] = cls;
+    uint32_t cls = mf_size_class(s->size); /* entries are keyed by it (MF_ENTRY_SIZED) */
     struct mf_table *tab = mf_table_lock(s->table);
     uint32_t epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE);
     /* The walk's outermost frames that are the last walk's are the table's last path's, if
@@ -105,7 +101,7 @@ static void mf_sample_on_stack(void *arg)
                         : 0;
     uint32_t new_frames = 0;
     struct mf_entry *e =
-        mf_table_find(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT, same, &new_frames);
+        mf_table_find(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT, cls, same, &new_frames);
     if (!e) {
         /* A new stack. With frames never met before: are they in the modules we know? A
          * library loaded since, or one mapped where another was (then the epoch grows and
@@ -127,7 +123,7 @@ static void mf_sample_on_stack(void *arg)
             epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE);
             tab = mf_table_lock(s->table);
         }
-        e = mf_table_upsert(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT);
+        e = mf_table_upsert(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT, cls);
         errno = err;
     }
     bool new_stack = e && e->samples == 0;
@@ -149,7 +145,6 @@ static void mf_sample_on_stack(void *arg)
     tab->path_seq = s->walk_seq;
     tab->path_truncated = flags & MF_ENTRY_TRUNCATED;
     mf_table_unlock(tab);
-    pcs[n] = kept;
     if (!e)
         mf_unprofiled(t, s->weight, s->size);
     s->new_stack = new_stack;

@@ -154,7 +154,8 @@ static struct mf_frame_node *mf_node_at(const struct mf_table *tab, uint32_t ref
 static struct mf_entry *mf_entry_at(const struct mf_table *tab, uint32_t ref)
 {
     ref--;
-    return &mf_segment_entries(tab->seg[ref >> MF_REF_ENTRY_BITS])[ref & ((1u << MF_REF_ENTRY_BITS) - 1)];
+    struct mf_entry *entries = mf_segment_entries(tab->seg[ref >> MF_REF_ENTRY_BITS]);
+    return &entries[ref & ((1u << MF_REF_ENTRY_BITS) - 1)];
 }
 
 static uint64_t mf_node_hash(uint32_t parent, uint64_t pc)
@@ -260,17 +261,27 @@ static bool mf_table_grow(struct mf_table *tab)
     return failed;
 }
 
-/* The size class an entry is keyed by: pcs[depth] if sized, else none. */
-static uint32_t mf_key_class(const uintptr_t *pcs, uint32_t depth, uint32_t flags)
+/* The size class an entry is keyed by: cls if sized, else none. */
+static uint32_t mf_key_class(uint32_t cls, uint32_t flags)
 {
-    return flags & MF_ENTRY_SIZED ? (uint32_t)pcs[depth] : 0;
+    return flags & MF_ENTRY_SIZED ? cls : 0;
 }
 
 /* Where an entry of the last stack is kept in last_by_class. */
-static uint32_t mf_last_class(const uintptr_t *pcs, uint32_t depth, uint32_t flags)
+static uint32_t mf_last_class(uint32_t cls, uint32_t flags)
 {
-    return flags & MF_ENTRY_SIZED && pcs[depth] < MF_SIZE_CLASSES ? (uint32_t)pcs[depth]
-                                                                  : MF_SIZE_CLASSES;
+    return flags & MF_ENTRY_SIZED && cls < MF_SIZE_CLASSES ? cls : MF_SIZE_CLASSES;
+}
+
+/* The last stack's entry of class slot cls (mf_last_class), if node and flags are the last
+ * stack's: with a last entry the generation is at least 1, and a class of it holds one. */
+static struct mf_entry *mf_last_entry(const struct mf_table *tab, uint32_t node,
+                                      uint32_t flags, uint32_t cls)
+{
+    return tab->last_gen && node == tab->last_node && flags == tab->last_flags &&
+                   tab->last_by_class[cls].gen == tab->last_gen
+               ? tab->last_by_class[cls].e
+               : NULL;
 }
 
 /* e, of node and flags, is now the last entry. */
@@ -313,40 +324,37 @@ static uint32_t mf_path_find(struct mf_table *tab, const uintptr_t *pcs, uint32_
 
 /* The stack's entry, or NULL; *found: the nodes of its frames that exist, *leaf the last. */
 static struct mf_entry *mf_table_lookup(struct mf_table *tab, const uintptr_t *pcs,
-                                        uint32_t depth, uint32_t flags, uint32_t same,
-                                        uint32_t *found, uint32_t *leaf)
+                                        uint32_t depth, uint32_t flags, uint32_t sample_cls,
+                                        uint32_t same, uint32_t *found, uint32_t *leaf)
 {
     if (depth > MF_STACK_PATH_MAX) /* never: max_depth <= MF_DEPTH_MAX */
         return NULL;
     *found = mf_path_find(tab, pcs, depth, same, leaf);
     if (*found < depth)
         return NULL;
-    uint32_t node = *leaf, cls = mf_last_class(pcs, depth, flags);
-    /* With a last entry the generation is at least 1, and a class of it holds an entry */
-    if (tab->last_gen && node == tab->last_node && flags == tab->last_flags &&
-        tab->last_by_class[cls].gen == tab->last_gen)
-        return tab->last_by_class[cls].e;
-    uint32_t key_cls = mf_key_class(pcs, depth, flags);
-    struct mf_entry *e = mf_entry_find(tab, mf_entry_hash(node, flags, key_cls), node, flags,
-                                       key_cls);
+    uint32_t node = *leaf, cls = mf_last_class(sample_cls, flags);
+    struct mf_entry *e = mf_last_entry(tab, node, flags, cls);
+    if (e)
+        return e;
+    uint32_t key_cls = mf_key_class(sample_cls, flags);
+    e = mf_entry_find(tab, mf_entry_hash(node, flags, key_cls), node, flags, key_cls);
     if (e)
         mf_remember(tab, e, node, flags, cls);
     return e;
 }
 
 struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
-                               uint32_t flags, uint32_t same, uint32_t *new_frames)
+                               uint32_t flags, uint32_t cls, uint32_t same, uint32_t *new_frames)
 {
     /* The last stack again (a loop's calls, the walk's memo found every frame the same):
      * its entry of this class, no frame looked at. */
-    uint32_t cls = mf_last_class(pcs, depth, flags);
     *new_frames = 0;
-    if (same == depth && tab->path_len == depth && depth && tab->last_gen &&
-        tab->last_node == tab->path_node[depth - 1] && tab->last_flags == flags &&
-        tab->last_by_class[cls].gen == tab->last_gen)
-        return tab->last_by_class[cls].e;
+    struct mf_entry *e = NULL;
+    if (same == depth && tab->path_len == depth && depth &&
+        (e = mf_last_entry(tab, tab->path_node[depth - 1], flags, mf_last_class(cls, flags))))
+        return e;
     uint32_t found = 0, leaf;
-    struct mf_entry *e = mf_table_lookup(tab, pcs, depth, flags, same, &found, &leaf);
+    e = mf_table_lookup(tab, pcs, depth, flags, cls, same, &found, &leaf);
     *new_frames = depth - found;
     return e;
 }
@@ -416,10 +424,10 @@ static struct mf_segment_header *mf_segment_room(struct mf_table *tab, uint32_t 
 }
 
 struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
-                                 uint32_t flags)
+                                 uint32_t flags, uint32_t cls)
 {
     uint32_t found, parent;
-    struct mf_entry *e = mf_table_lookup(tab, pcs, depth, flags, 0, &found, &parent);
+    struct mf_entry *e = mf_table_lookup(tab, pcs, depth, flags, cls, 0, &found, &parent);
     if (e || depth > MF_STACK_PATH_MAX)
         return e;
     struct mf_segment_header *seg = mf_segment_room(tab, depth - found);
@@ -433,15 +441,16 @@ struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uin
         uint64_t i = seg->nodes_used, pc = pcs[depth - 1 - j];
         mf_segment_nodes(seg)[i] = (struct mf_frame_node){pc, parent, j + 1};
         __atomic_store_n(&seg->nodes_used, i + 1, __ATOMIC_RELEASE);
+        uint64_t h = mf_node_hash(parent, pc);
         parent = MF_NODE_REF(k, i);
-        mf_index_put(&tab->nodes, mf_node_hash(mf_segment_nodes(seg)[i].parent, pc), parent);
+        mf_index_put(&tab->nodes, h, parent);
         tab->path_pc[j] = pc;
         tab->path_node[j] = parent;
         tab->path_len = j + 1;
     }
     if (!mf_index_room(tab, &tab->entries))
         return NULL;
-    uint32_t key_cls = mf_key_class(pcs, depth, flags);
+    uint32_t key_cls = mf_key_class(cls, flags);
     uint64_t h = mf_entry_hash(parent, flags, key_cls), i = seg->entries_used;
     e = &mf_segment_entries(seg)[i];
     e->depth = depth;
@@ -451,7 +460,7 @@ struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uin
     __atomic_store_n(&e->hash, h, __ATOMIC_RELEASE);
     __atomic_store_n(&seg->entries_used, i + 1, __ATOMIC_RELEASE);
     mf_index_put(&tab->entries, h, (uint32_t)((k << MF_REF_ENTRY_BITS | i) + 1));
-    mf_remember(tab, e, parent, flags, mf_last_class(pcs, depth, flags));
+    mf_remember(tab, e, parent, flags, mf_last_class(cls, flags));
     return e;
 }
 
