@@ -94,7 +94,8 @@ struct mf_slot {
     uint64_t draw_n;     /* the last draw's n (0: none yet), and its mf_log1p(-1.0 / n) */
     double draw_log_q;
     uint64_t sample_end_ns; /* CLOCK_MONOTONIC when the last sample finished */
-    double call_ns, sample_ns;
+    double sample_ns;
+    double span_ns, span_calls; /* the program's recent time and calls, decayed sums */
     uint32_t exact_seq; /* samples of the exact stretch: the clock is read around a few */
     uintptr_t stack_lo, stack_hi; /* the stack mapping the frame-pointer unwinder walks */
     /* The sample in hand, for the function that runs on the slot's stack. */

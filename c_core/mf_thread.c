@@ -214,7 +214,7 @@ void mf_thread_setup(struct mf_thread *t)
      * new thread's first samples cost libunwind ~100 us of cold caches). Unbiased all the
      * same: a sample's weight is the interval it was drawn with. */
     if (!s->own.hdr) /* new, or forgotten after a fork */
-        s->interval = 0, s->call_ns = s->sample_ns = 0;
+        s->interval = 0, s->sample_ns = s->span_ns = s->span_calls = 0;
     s->sample_end_ns = s->samples = 0;
     s->thread_seq = seq;
     s->live_calls = 0;

@@ -37,6 +37,9 @@ static void mf_usage(FILE *out)
           "      --depth N          tree: show N levels (a site and N - 1 of its callers)\n"
           "      --top N            tree: show at least the N largest sites, under the\n"
           "                         threshold too (not expanded)\n"
+          "      --uncalibrated     sampled estimates as recorded: by default those of a\n"
+          "                         finished thread are adjusted to add up to its exact\n"
+          "                         totals (docs/sampling.md)\n"
           "      --no-trim          keep allocator and profiler frames (malloc, operator new)\n"
           "      --no-fold          keep allocation wrappers (xmalloc, g_malloc,\n"
           "                         PyObject_Malloc, std::, Rust's alloc::) as sites;\n"
@@ -193,7 +196,7 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
         MF_OPT_NO_TRIM = 256, MF_OPT_SAVE, MF_OPT_NO_FOLD, MF_OPT_FOLD, MF_OPT_HIDE,
         MF_OPT_FULL_STACKS, MF_OPT_FULL_NAMES, MF_OPT_WIDTH, MF_OPT_BY, MF_OPT_PROGRAM,
         MF_OPT_DEBUG_DIR, MF_OPT_SYSROOT, MF_OPT_SIZES, MF_OPT_SITE_DEPTH, MF_OPT_TUNE,
-        MF_OPT_TUNE_HEADER, MF_OPT_LIVE, MF_OPT_SORT, MF_OPT_DEPTH, MF_OPT_TOP
+        MF_OPT_TUNE_HEADER, MF_OPT_LIVE, MF_OPT_SORT, MF_OPT_DEPTH, MF_OPT_TOP, MF_OPT_UNCALIBRATED
     };
     static const struct option longopts[] = {
         {"dir", required_argument, NULL, 'd'},
@@ -222,6 +225,7 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
         {"sort", required_argument, NULL, MF_OPT_SORT},
         {"depth", required_argument, NULL, MF_OPT_DEPTH},
         {"top", required_argument, NULL, MF_OPT_TOP},
+        {"uncalibrated", no_argument, NULL, MF_OPT_UNCALIBRATED},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -257,6 +261,9 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
             break;
         case 't':
             r->o.threshold = mf_parse_threshold(optarg);
+            break;
+        case MF_OPT_UNCALIBRATED:
+            r->uncalibrated = true;
             break;
         case MF_OPT_NO_TRIM:
             r->o.trim = false;

@@ -102,7 +102,7 @@ int mf_run(const struct mf_request *r)
             return 2;
         }
 
-    struct mf_profile profile = {0};
+    struct mf_profile profile = {.uncalibrated = r->uncalibrated};
     for (int i = 0; i < r->ndirs; i++)
         if (mf_profile_read_dir(&profile, r->dirs[i]))
             return 2;

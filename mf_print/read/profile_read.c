@@ -566,7 +566,7 @@ static const char *mf_check_counts(const struct mf_profile *p, const struct mf_p
     /* With what was read before: the grand totals and every sum of stacks stay in 64 bits. */
     uint64_t t = mf_profile_total_calls(p), a = p->stacks_calls;
     uint32_t threads = p->nthreads;
-    wrap = wrap || mf_add(&t, fs->calls) || mf_add(&a, fs->st_calls) ||
+    wrap = wrap || mf_add(&t, fs->calls) || mf_add(&a, fs->st_calls > fs->calls ? fs->st_calls : fs->calls) ||
            __builtin_add_overflow(threads, h->threads ? (uint32_t)h->threads : 1u, &threads);
     if (wrap)
         return "its counts overflow 64 bits (damaged?)";
@@ -782,6 +782,87 @@ static const char *mf_table_seen(struct mf_profile *p, const struct mf_thread_he
     return NULL;
 }
 
+/* Calibration: a finished table's stacks are made to add up to its exact totals.
+ * The thread counts every call exactly (its header's totals) and its stacks' estimates are
+ * unbiased, so their sum misses those totals by the sampling error alone. Given estimates
+ * x_i of variances v_i and the exact sum T, the adjustment of least variance is
+ * x_i + (T - sum x) v_i / V (V = sum v_i): exact counts (v = 0) stay as they are, the
+ * difference goes to the estimates in proportion to their variance, which is about their
+ * sampled calls times the interval (a ratio estimator of the sampled part), and each
+ * estimate's variance falls to v_i (1 - v_i / V). Calls and bytes alike. Only a table whose
+ * totals are complete is calibrated: one its thread finished, or whose process exited;
+ * a running thread adds its counts to the header every few thousand calls, after its
+ * samples. Rounded by the running sum, so the integers add up exactly. */
+struct mf_calibration {
+    bool on;
+    double d_calls, v_calls, d_bytes, v_bytes; /* T - sum x and V, calls and bytes */
+    double done_calls, done_bytes;              /* the adjustments so far, unrounded */
+    uint64_t given_calls, given_bytes;          /* and as given, rounded */
+};
+
+static int64_t mf_round(double x)
+{
+    return (int64_t)(x < 0 ? x - 0.5 : x + 0.5);
+}
+
+static uint64_t mf_calls_var(uint64_t calls, uint64_t calls_sq)
+{
+    return calls_sq > calls ? calls_sq - calls : 0;
+}
+
+static void mf_calibration_start(struct mf_calibration *k, const struct mf_thread_header *h,
+                                 const uint8_t *buf, const struct mf_process *pr,
+                                 const struct mf_file_sums *fs, bool off)
+{
+    memset(k, 0, sizeof *k);
+    if (off || !((h->flags & MF_THREAD_FINISHED) || (pr->has_file && (pr->flags & MF_PROCESS_EXITED))))
+        return;
+    double bytes = (double)h->unprofiled_bytes, exact_bytes = 0;
+    k->v_calls = (double)mf_calls_var(h->unprofiled_calls, h->unprofiled_calls_sq);
+    k->v_bytes = h->unprofiled_bytes_var;
+    for (int f = 0; f < MF_FN_COUNT; f++)
+        exact_bytes += (double)h->totals.bytes[f];
+    for (uint32_t s = 0; s < h->nsegments; s++) {
+        const struct mf_segment_header *seg = mf_segment(buf, h, s);
+        const struct mf_entry *e = mf_segment_entries(seg);
+        for (uint32_t i = 0; i < seg->capacity; i++) {
+            if (e[i].hash == 0 || e[i].calls == 0)
+                continue;
+            k->v_calls += (double)mf_calls_var(e[i].calls, e[i].calls_sq);
+            k->v_bytes += e[i].bytes_var;
+            bytes += (double)e[i].bytes;
+        }
+    }
+    k->d_calls = (double)fs->calls - (double)fs->st_calls;
+    k->d_bytes = exact_bytes - bytes;
+    k->on = k->v_calls > 0;
+}
+
+/* An estimate calibrated: its calls, bytes and their variances (calls_sq = calls + var). */
+static void mf_calibrate(struct mf_calibration *k, uint64_t samples, uint64_t *calls,
+                         uint64_t *calls_sq, uint64_t *bytes, double *bytes_var)
+{
+    if (!k->on)
+        return;
+    double v = (double)mf_calls_var(*calls, *calls_sq);
+    if (v > 0) {
+        k->done_calls += k->d_calls * v / k->v_calls;
+        int64_t add = mf_round(k->done_calls) - (int64_t)k->given_calls;
+        k->given_calls += (uint64_t)add;
+        double c = (double)*calls + (double)add;
+        *calls = c < (double)samples ? samples : (uint64_t)c; /* each sample was a call */
+        *calls_sq = *calls + (uint64_t)mf_round(v * (1 - v / k->v_calls));
+    }
+    if (*bytes_var > 0 && k->v_bytes > 0) {
+        k->done_bytes += k->d_bytes * *bytes_var / k->v_bytes;
+        int64_t add = mf_round(k->done_bytes) - (int64_t)k->given_bytes;
+        k->given_bytes += (uint64_t)add;
+        double b = (double)*bytes + (double)add;
+        *bytes = b < 0 ? 0 : (uint64_t)b;
+        *bytes_var *= 1 - *bytes_var / k->v_bytes;
+    }
+}
+
 static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, const char *name)
 {
     uint8_t *buf;
@@ -836,19 +917,25 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
         p->totals.bytes[f] += h->totals.bytes[f];
     }
     pr->calls += fs.calls;
-    p->stacks_calls += fs.st_calls;
-    uint64_t unprofiled_var =
-        h->unprofiled_calls_sq > h->unprofiled_calls ? h->unprofiled_calls_sq - h->unprofiled_calls : 0;
+    struct mf_calibration cal;
+    mf_calibration_start(&cal, h, buf, pr, &fs, p->uncalibrated);
+    uint64_t un_calls = h->unprofiled_calls, un_sq = h->unprofiled_calls_sq;
+    uint64_t un_bytes = h->unprofiled_bytes;
+    double un_bytes_var = h->unprofiled_bytes_var;
+    if (h->unprofiled_samples)
+        mf_calibrate(&cal, h->unprofiled_samples, &un_calls, &un_sq, &un_bytes, &un_bytes_var);
+    uint64_t unprofiled_var = mf_calls_var(un_calls, un_sq);
     p->unprofiled_samples += h->unprofiled_samples;
-    p->unprofiled_calls += h->unprofiled_calls;
-    pr->attributed += h->unprofiled_calls;
-    p->unprofiled_bytes += h->unprofiled_bytes;
+    p->unprofiled_calls += un_calls;
+    p->stacks_calls += un_calls; /* calibrated: at most max(totals, the stacks' sum) */
+    pr->attributed += un_calls;
+    p->unprofiled_bytes += un_bytes;
     p->unprofiled_var += unprofiled_var;
     pr->unprofiled_samples += h->unprofiled_samples;
-    pr->unprofiled_calls += h->unprofiled_calls;
-    pr->unprofiled_bytes += h->unprofiled_bytes;
+    pr->unprofiled_calls += un_calls;
+    pr->unprofiled_bytes += un_bytes;
     pr->unprofiled_var += unprofiled_var;
-    p->unprofiled_bytes_var += h->unprofiled_bytes_var;
+    p->unprofiled_bytes_var += un_bytes_var;
     if (!pr->sizes)
         pr->sizes = mf_xcalloc(MF_SIZE_CLASSES, sizeof *pr->sizes);
     for (int c = 0; c < MF_SIZE_CLASSES; c++) {
@@ -861,7 +948,7 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
         p->sizes[c].calls_var += h->sizes[c].calls_var;
         p->sizes[c].bytes_var += h->sizes[c].bytes_var;
     }
-    if (h->unprofiled_calls != h->unprofiled_samples)
+    if (un_calls != h->unprofiled_samples)
         pr->weighted = true;
     uint64_t frames[MF_DEPTH_MAX];
     for (uint32_t k = 0; k < h->nsegments; k++) {
@@ -871,8 +958,11 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
             if (e[i].hash == 0 || e[i].calls == 0)
                 continue;
             mf_entry_frames(buf, size, &e[i], frames); /* checked: mf_check_thread */
-            struct mf_stack_key key = mf_stack_key_of(p, process, &e[i], frames);
-            mf_add_stack(p, process, &e[i], frames, mf_stack_hash(&key));
+            struct mf_entry c = e[i];
+            mf_calibrate(&cal, c.samples, &c.calls, &c.calls_sq, &c.bytes, &c.bytes_var);
+            p->stacks_calls += c.calls;
+            struct mf_stack_key key = mf_stack_key_of(p, process, &c, frames);
+            mf_add_stack(p, process, &c, frames, mf_stack_hash(&key));
         }
         /* Its entries are read (its nodes may be later entries' too); segments never
          * overlap (mf_check_thread) */

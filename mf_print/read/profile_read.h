@@ -99,6 +99,8 @@ struct mf_read_state {
 };
 
 struct mf_profile {
+    /* Set before reading: estimates as recorded, not calibrated to the exact totals. */
+    bool uncalibrated;
     struct mf_process *procs;
     uint32_t nprocs, procs_cap;
     struct mf_raw_stack *stacks;
