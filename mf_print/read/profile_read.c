@@ -782,22 +782,23 @@ static const char *mf_table_seen(struct mf_profile *p, const struct mf_thread_he
     return NULL;
 }
 
-/* Calibration: a finished table's stacks are made to add up to its exact totals.
+/* Calibration: a finished table's stacks are made to add up to its exact call count.
  * The thread counts every call exactly (its header's totals) and its stacks' estimates are
  * unbiased, so their sum misses those totals by the sampling error alone. Given estimates
  * x_i of variances v_i and the exact sum T, the adjustment of least variance is
  * x_i + (T - sum x) v_i / V (V = sum v_i): exact counts (v = 0) stay as they are, the
  * difference goes to the estimates in proportion to their variance, which is about their
  * sampled calls times the interval (a ratio estimator of the sampled part), and each
- * estimate's variance falls to v_i (1 - v_i / V). Calls and bytes alike. Only a table whose
- * totals are complete is calibrated: one its thread finished, or whose process exited;
- * a running thread adds its counts to the header every few thousand calls, after its
- * samples. Rounded by the running sum, so the integers add up exactly. */
+ * estimate's variance falls to v_i (1 - v_i / V). An entry's bytes follow its calls, so
+ * its mean size, which its samples measured exactly, stays. Only a table whose totals are
+ * complete is calibrated: one its thread finished, or whose process exited; a running
+ * thread adds its counts to the header every few thousand calls, after its samples.
+ * Rounded by the running sum, so that the integers add up exactly. */
 struct mf_calibration {
     bool on;
-    double d_calls, v_calls, d_bytes, v_bytes; /* T - sum x and V, calls and bytes */
-    double done_calls, done_bytes;              /* the adjustments so far, unrounded */
-    uint64_t given_calls, given_bytes;          /* and as given, rounded */
+    double diff, var;    /* T - sum x, and V */
+    double done;         /* the adjustments so far, unrounded */
+    int64_t given;       /* and as given, rounded */
 };
 
 static int64_t mf_round(double x)
@@ -817,50 +818,34 @@ static void mf_calibration_start(struct mf_calibration *k, const struct mf_threa
     memset(k, 0, sizeof *k);
     if (off || !((h->flags & MF_THREAD_FINISHED) || (pr->has_file && (pr->flags & MF_PROCESS_EXITED))))
         return;
-    double bytes = (double)h->unprofiled_bytes, exact_bytes = 0;
-    k->v_calls = (double)mf_calls_var(h->unprofiled_calls, h->unprofiled_calls_sq);
-    k->v_bytes = h->unprofiled_bytes_var;
-    for (int f = 0; f < MF_FN_COUNT; f++)
-        exact_bytes += (double)h->totals.bytes[f];
+    k->var = (double)mf_calls_var(h->unprofiled_calls, h->unprofiled_calls_sq);
     for (uint32_t s = 0; s < h->nsegments; s++) {
         const struct mf_segment_header *seg = mf_segment(buf, h, s);
         const struct mf_entry *e = mf_segment_entries(seg);
-        for (uint32_t i = 0; i < seg->capacity; i++) {
-            if (e[i].hash == 0 || e[i].calls == 0)
-                continue;
-            k->v_calls += (double)mf_calls_var(e[i].calls, e[i].calls_sq);
-            k->v_bytes += e[i].bytes_var;
-            bytes += (double)e[i].bytes;
-        }
+        for (uint32_t i = 0; i < seg->capacity; i++)
+            if (e[i].hash != 0 && e[i].calls != 0)
+                k->var += (double)mf_calls_var(e[i].calls, e[i].calls_sq);
     }
-    k->d_calls = (double)fs->calls - (double)fs->st_calls;
-    k->d_bytes = exact_bytes - bytes;
-    k->on = k->v_calls > 0;
+    k->diff = (double)fs->calls - (double)fs->st_calls;
+    k->on = k->var > 0 && k->diff != 0;
 }
 
-/* An estimate calibrated: its calls, bytes and their variances (calls_sq = calls + var). */
+/* An estimate calibrated: its calls and bytes, and their variances (calls_sq = calls + var). */
 static void mf_calibrate(struct mf_calibration *k, uint64_t samples, uint64_t *calls,
                          uint64_t *calls_sq, uint64_t *bytes, double *bytes_var)
 {
-    if (!k->on)
-        return;
     double v = (double)mf_calls_var(*calls, *calls_sq);
-    if (v > 0) {
-        k->done_calls += k->d_calls * v / k->v_calls;
-        int64_t add = mf_round(k->done_calls) - (int64_t)k->given_calls;
-        k->given_calls += (uint64_t)add;
-        double c = (double)*calls + (double)add;
-        *calls = c < (double)samples ? samples : (uint64_t)c; /* each sample was a call */
-        *calls_sq = *calls + (uint64_t)mf_round(v * (1 - v / k->v_calls));
-    }
-    if (*bytes_var > 0 && k->v_bytes > 0) {
-        k->done_bytes += k->d_bytes * *bytes_var / k->v_bytes;
-        int64_t add = mf_round(k->done_bytes) - (int64_t)k->given_bytes;
-        k->given_bytes += (uint64_t)add;
-        double b = (double)*bytes + (double)add;
-        *bytes = b < 0 ? 0 : (uint64_t)b;
-        *bytes_var *= 1 - *bytes_var / k->v_bytes;
-    }
+    if (!k->on || v == 0)
+        return;
+    k->done += k->diff * v / k->var;
+    int64_t add = mf_round(k->done) - k->given;
+    k->given += add;
+    double c = (double)*calls + (double)add, v_now = v * (1 - v / k->var);
+    uint64_t was = *calls;
+    *calls = c < (double)samples ? samples : (uint64_t)c; /* each sample was a call */
+    *calls_sq = *calls + (uint64_t)mf_round(v_now);
+    *bytes = (uint64_t)mf_round((double)*bytes * (double)*calls / (double)was);
+    *bytes_var *= v_now / v;
 }
 
 static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, const char *name)
