@@ -40,6 +40,10 @@ The `build` workload (BENCH_ONLY=build runs only it, into build/bench/RESULTS-bu
 MALLOC_FREQ_EXACT=0): wall and CPU ratios, the run directory's size on disk, and the exact
 stretch's fixed cost in ms of CPU a process.
 
+The `accuracy` workload (BENCH_ONLY=accuracy runs only it, into build/bench/RESULTS-accuracy.md)
+is the default mode's accuracy past its exact stretch on one real compile: the spread of its
+five largest sites over 16 runs against an exact run, calibrated and as recorded.
+
 The `startup` workload (BENCH_ONLY=startup runs only it) is what a process costs that does
 almost nothing: two shell loops, 1,000 x /bin/true (allocates nothing) and 1,000 x
 `ls /usr/lib` (a few hundred allocation calls), and the first again run by bash, which
@@ -54,7 +58,9 @@ calls of one process of each (exact, where the CPU ratios are noisy); and the fi
 the loops' profiles went): what `ls` pays for files made at start-up, whatever else gets
 cheaper."""
 
+import csv
 import datetime
+import io
 import json
 import os
 import resource
@@ -235,7 +241,7 @@ def workloads():
             heaptrack_argv=lambda n, tmp: [gcc, "-wrapper", "heaptrack", "-O2", "-c", files[n],
                                            "-o", os.path.join(tmp, "out.o")]))
     only = [s for s in os.environ.get("BENCH_ONLY", "").split(",")
-            if s and s not in ("mfprint", "startup", "build")]
+            if s and s not in ("mfprint", "startup", "build", "accuracy")]
     if only:
         unknown = set(only) - {w.name for w in ws}
         if unknown:
@@ -804,6 +810,73 @@ def large_site_accuracy(failures):
     return lines
 
 
+def compile_accuracy(failures):
+    """The default mode past its exact stretch on a real compile: `gcc -O2 -g -c` of one of
+    this project's files (mf_print/report/report_csv.c, ~270,000 calls, most of them in cc1)
+    profiled BENCH_ACCURACY_RUNS times (16) against one exact run (MALLOC_FREQ_SAMPLE=1). Per
+    site of the five largest (by innermost function, as `--by site --site-depth 1`): its
+    share, the mean error, the run-to-run spread (standard deviation over the runs relative
+    to the exact count), and how many runs came within one stated standard error; calibrated
+    (mf_print's default) and as recorded (--uncalibrated). Also the sum of the estimates
+    against the exact total. Returns report lines."""
+    gcc = shutil.which("gcc")
+    if not gcc:
+        return ["", "Compile accuracy: skipped (no gcc)."]
+    runs = env_int("BENCH_ACCURACY_RUNS", 4 if QUICK else 16, 2)
+    src = os.path.join(ROOT, "mf_print", "report", "report_csv.c")
+    inc = ["-I" + os.path.join(ROOT, d) for d in ("c_core", "mf_print", "mf_print/base",
+                                                    "mf_print/model", "mf_print/read",
+                                                    "mf_print/report")]
+    mf_print = os.path.join(ROOT, "build", "mf_print")
+    views = [("calibrated", []), ("as recorded", ["--uncalibrated"])]
+
+    def profile(extra):
+        d = tempfile.mkdtemp(prefix="accuracy.", dir=WORK)
+        env = clean_env()
+        env.update({"LD_PRELOAD": LIB, "MALLOC_FREQ_DIR": d}, **extra)
+        subprocess.run([gcc, "-O2", "-g", "-c", src] + inc + ["-o", os.path.join(d, "x.o")],
+                       env=env, check=True, capture_output=True)
+        out = {}
+        for name, opts in views:
+            text = subprocess.run([mf_print, d, "--format", "csv", "--by", "site",
+                                   "--site-depth", "1"] + opts,
+                                  capture_output=True, text=True, check=True).stdout
+            rows = list(csv.DictReader(io.StringIO(text)))
+            out[name] = {r["pc0"] + (" via " + r["via"] if r["via"] else ""):
+                         (float(r["calls"]), float(r["calls_stderr"] or 0)) for r in rows}
+        shutil.rmtree(d, ignore_errors=True)
+        return out
+
+    exact = profile({"MALLOC_FREQ_SAMPLE": "1"})["calibrated"]
+    total = sum(c for c, _ in exact.values())
+    top = sorted(exact, key=lambda k: -exact[k][0])[:5]
+    got = [profile({}) for _ in range(runs)]
+    lines = ["", "Compile accuracy (default mode past the exact stretch): `gcc -O2 -g -c "
+             "mf_print/report/report_csv.c`, %d runs against one exact run (%s calls); per "
+             "site its share, the mean error, the spread (standard deviation over the runs "
+             "/ exact count) and the runs within one stated standard error:" % (
+                 runs, "{:,}".format(int(total))), "",
+             "| estimates | site | share | mean error | spread | within 1 SE | mean stated SE |",
+             "|---|---|---|---|---|---|---|"]
+    for name, _ in views:
+        for k in top:
+            t = exact[k][0]
+            xs = [g[name].get(k, (0.0, 0.0)) for g in got]
+            calls = [c for c, _ in xs]
+            within = sum(1 for c, se in xs if abs(c - t) <= se)
+            lines.append("| %s | %s | %.2f %% | %+.1f %% | %.1f %% | %d of %d | %.1f %% |" % (
+                name, k.replace("|", "/")[:60], 100 * t / total,
+                100 * (statistics.mean(calls) / t - 1), 100 * statistics.pstdev(calls) / t,
+                within, runs, 100 * statistics.mean(se for _, se in xs) / t))
+    for name, _ in views:
+        sums = [sum(c for c, _ in g[name].values()) for g in got]
+        lines.append("")
+        lines.append("Sum of the estimates, %s: %s to %s (exact totals of these runs differ "
+                     "by a few calls: gcc's own hash tables)." % (
+                         name, "{:,}".format(int(min(sums))), "{:,}".format(int(max(sums)))))
+    return lines
+
+
 def short_run_accuracy(failures):
     """Short runs (issue 14): in the default mode every site with >= 1 % of the calls within
     +-10 % of its exact count (N=1). tests/programs/short_runs.c (five sites 30 frames deep)
@@ -1211,6 +1284,16 @@ def main():
             print(text, end="")
             print("run_bench: written to %s" % os.path.relpath(out, ROOT))
             return 1 if startup_failures or status else 0
+    if only and set(only) <= {"accuracy", "mfprint"}:  # BENCH_ONLY=accuracy
+        text = "# malloc_freq accuracy (`make bench`, BENCH_ONLY=accuracy)\n\n%s; machine: %s.\n" % (
+            datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), machine())
+        text += "\n".join(compile_accuracy([])) + "\n"
+        out = os.environ.get("BENCH_RESULTS") or os.path.join(WORK, "RESULTS-accuracy.md")
+        with open(out, "w") as f:
+            f.write(text)
+        print(text, end="")
+        print("run_bench: written to %s" % os.path.relpath(out, ROOT))
+        return status
     if only and set(only) <= {"build", "startup", "mfprint"}:  # BENCH_ONLY=build
         lines, build_failures = build_bench()
         text = "# malloc_freq overhead (`make bench`, BENCH_ONLY=build)\n\n%s; machine: %s.\n\n" % (
@@ -1284,6 +1367,11 @@ def main():
     except (subprocess.CalledProcessError, OSError, ValueError) as e:
         failures.append("short runs: %s" % e)
     print("run_bench: short-run accuracy done", flush=True)
+    try:
+        large += compile_accuracy(failures)
+    except (subprocess.CalledProcessError, OSError, ValueError) as e:
+        failures.append("compile accuracy: %s" % e)
+    print("run_bench: compile accuracy done", flush=True)
     failures += startup_failures
     text = report(ws, runs, shares, perf_note, failures, time.perf_counter() - started)
     text += "\n".join(large) + ("\n" if large else "")

@@ -166,14 +166,20 @@ static void mf_stacks_half_make(void *arg, int half, uint32_t lo, uint32_t hi)
     }
 }
 
-/* The interval a process's error bars are floored at (mf_calls_se): its fixed interval; with
- * no weighted sample, the calls that drew none bound what any estimate may be missing. The
- * live view's allocations are at least one sample of the live heap's own interval. */
+/* The interval a process's error bars are floored at (mf_calls_se): its fixed interval, or
+ * the typical weight of its weighted samples (sum w(w - 1) / sum (w - 1): one outlying
+ * weight, as the default mode's interval moves, made every site's error bar that of a
+ * sample of it, twice the spread measured over runs); with no weighted sample, the calls
+ * that drew none bound what any estimate may be missing. The live view's allocations are
+ * at least one sample of the live heap's own interval. */
 static uint64_t mf_process_interval(const struct mf_process *pr, enum mf_view view)
 {
     if (pr->sample_interval > 1)
         return pr->sample_interval;
-    uint64_t n = pr->weighted ? pr->max_weight : pr->calls > pr->attributed ? pr->calls - pr->attributed : 1;
+    uint64_t n = pr->weighted && pr->weight_excess
+                     ? (pr->weight_var + pr->weight_excess - 1) / pr->weight_excess
+                 : pr->calls > pr->attributed ? pr->calls - pr->attributed
+                                              : 1;
     if (view == MF_VIEW_LIVE && pr->live_interval > n)
         n = pr->live_interval;
     return n;

@@ -738,8 +738,6 @@ static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf
     p->procs[process].attributed += e->calls;
     if (e->calls != e->samples)
         p->procs[process].weighted = true;
-    if (e->calls && e->calls_sq / e->calls > p->procs[process].max_weight)
-        p->procs[process].max_weight = e->calls_sq / e->calls;
 }
 
 /* The thread tables read so far, by identity: a copy of a directory (or a file copied into
@@ -784,19 +782,20 @@ static const char *mf_table_seen(struct mf_profile *p, const struct mf_thread_he
 
 /* Calibration: a finished table's stacks are made to add up to its exact call count.
  * The thread counts every call exactly (its header's totals) and its stacks' estimates are
- * unbiased, so their sum misses those totals by the sampling error alone. Given estimates
- * x_i of variances v_i and the exact sum T, the adjustment of least variance is
- * x_i + (T - sum x) v_i / V (V = sum v_i): exact counts (v = 0) stay as they are, the
- * difference goes to the estimates in proportion to their variance, which is about their
- * sampled calls times the interval (a ratio estimator of the sampled part), and each
- * estimate's variance falls to v_i (1 - v_i / V). An entry's bytes follow its calls, so
- * its mean size, which its samples measured exactly, stays. Only a table whose totals are
- * complete is calibrated: one its thread finished, or whose process exited; a running
- * thread adds its counts to the header every few thousand calls, after its samples.
- * Rounded by the running sum, so that the integers add up exactly. */
+ * unbiased, so their sum misses those totals by the sampling error alone. The difference is
+ * given to the estimates in proportion to their sampled part, sum (w - 1) over their samples
+ * (a ratio estimator: exact counts, whose samples weigh 1, stay as they are). In proportion
+ * to their variance instead, sum w(w - 1), would be least-variance if the variances were
+ * known; estimated from a few samples of unequal weights, one heavy sample drew most of the
+ * difference to its stack, and a compile's largest sites scattered more than uncalibrated.
+ * An estimate's variance falls with its share s of the sampled part to v (1 - s). An
+ * entry's bytes follow its calls, so its mean size, which its samples measured exactly,
+ * stays. Only a table whose totals are complete is calibrated: one its thread finished, or
+ * whose process exited; a running thread adds its counts to the header every few thousand
+ * calls, after its samples. Rounded by the running sum, so that the integers add up. */
 struct mf_calibration {
     bool on;
-    double diff, var;    /* T - sum x, and V */
+    double diff, excess; /* T - sum x, and sum (w - 1) of every sample */
     double done;         /* the adjustments so far, unrounded */
     int64_t given;       /* and as given, rounded */
 };
@@ -818,34 +817,35 @@ static void mf_calibration_start(struct mf_calibration *k, const struct mf_threa
     memset(k, 0, sizeof *k);
     if (off || !((h->flags & MF_THREAD_FINISHED) || (pr->has_file && (pr->flags & MF_PROCESS_EXITED))))
         return;
-    k->var = (double)mf_calls_var(h->unprofiled_calls, h->unprofiled_calls_sq);
+    k->excess = h->unprofiled_calls > h->unprofiled_samples
+                    ? (double)(h->unprofiled_calls - h->unprofiled_samples) : 0;
     for (uint32_t s = 0; s < h->nsegments; s++) {
         const struct mf_segment_header *seg = mf_segment(buf, h, s);
         const struct mf_entry *e = mf_segment_entries(seg);
         for (uint32_t i = 0; i < seg->capacity; i++)
-            if (e[i].hash != 0 && e[i].calls != 0)
-                k->var += (double)mf_calls_var(e[i].calls, e[i].calls_sq);
+            if (e[i].hash != 0 && e[i].calls > e[i].samples)
+                k->excess += (double)(e[i].calls - e[i].samples);
     }
     k->diff = (double)fs->calls - (double)fs->st_calls;
-    k->on = k->var > 0 && k->diff != 0;
+    k->on = k->excess > 0 && k->diff != 0;
 }
 
 /* An estimate calibrated: its calls and bytes, and their variances (calls_sq = calls + var). */
 static void mf_calibrate(struct mf_calibration *k, uint64_t samples, uint64_t *calls,
                          uint64_t *calls_sq, uint64_t *bytes, double *bytes_var)
 {
-    double v = (double)mf_calls_var(*calls, *calls_sq);
-    if (!k->on || v == 0)
+    if (!k->on || *calls <= samples)
         return;
-    k->done += k->diff * v / k->var;
+    double share = (double)(*calls - samples) / k->excess;
+    k->done += k->diff * share;
     int64_t add = mf_round(k->done) - k->given;
     k->given += add;
-    double c = (double)*calls + (double)add, v_now = v * (1 - v / k->var);
+    double c = (double)*calls + (double)add, v = (double)mf_calls_var(*calls, *calls_sq);
     uint64_t was = *calls;
     *calls = c < (double)samples ? samples : (uint64_t)c; /* each sample was a call */
-    *calls_sq = *calls + (uint64_t)mf_round(v_now);
+    *calls_sq = *calls + (uint64_t)mf_round(v * (1 - share));
     *bytes = (uint64_t)mf_round((double)*bytes * (double)*calls / (double)was);
-    *bytes_var *= v_now / v;
+    *bytes_var *= 1 - share;
 }
 
 static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, const char *name)
@@ -943,6 +943,9 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
             if (e[i].hash == 0 || e[i].calls == 0)
                 continue;
             mf_entry_frames(buf, size, &e[i], frames); /* checked: mf_check_thread */
+            pr->weight_var += mf_calls_var(e[i].calls, e[i].calls_sq); /* as recorded */
+            pr->weight_excess += e[i].calls - e[i].samples;
+            pr->weighted |= e[i].calls != e[i].samples;
             struct mf_entry c = e[i];
             mf_calibrate(&cal, c.samples, &c.calls, &c.calls_sq, &c.bytes, &c.bytes_var);
             p->stacks_calls += c.calls;

@@ -44,7 +44,9 @@ struct mf_process {
     /* calls its stacks (and [not profiled]) account for: short of `calls` when the calls
      * after its exact stretch drew no sample before it ended */
     uint64_t attributed;
-    uint64_t max_weight; /* the largest sum w^2 / sum w of its stacks: about its interval */
+    /* Over its recorded samples: sum w(w - 1) and sum (w - 1). Their ratio is the typical
+     * weight of its weighted samples (weight-1 samples add nothing to either). */
+    uint64_t weight_var, weight_excess;
     /* Its share of the profile's totals, for a report of some processes (--program). */
     struct mf_totals totals;
     uint64_t unprofiled_samples, unprofiled_calls, unprofiled_bytes, unprofiled_var;

@@ -549,7 +549,9 @@ def test_default_mode_agrees_with_exact():
     exact = exact_sampled_run()
     r = run_ok([c_program("sampled_sites")], sample=None, extra_env={"MALLOC_FREQ_SEED": "42"})
     expect_eq(sample_interval(r.profile), 0, "the default mode's interval in the process file")
-    rows = csv_rows(r.profile)
+    # The estimates as the files hold them (not calibrated to the totals: that test is below).
+    raw = ("--uncalibrated",)
+    rows = csv_rows(r.profile, extra=raw)
     entries = file_entries(r.profile)
     # Every site is one stack: find its entry by (calls, samples).
     sq_of = {}
@@ -590,7 +592,7 @@ def test_default_mode_agrees_with_exact():
         if nbytes != calls * size:
             bad.append(f"{site}: {nbytes} bytes for {calls} calls of {size} bytes")
     expect(not bad, "default mode: " + "; ".join(bad))
-    tree = tree_text(r.profile, threshold=0)
+    tree = tree_text(r.profile, threshold=0, extra=raw)
     expect_eq(exact_total_calls(r.profile), exact["total"], "exact total vs the N=1 run")
     expect_eq(tree_header_total(tree), exact["tree_total"], "tree header total vs the N=1 run")
     # The tree's ± column is that standard error, relative to the estimate.
@@ -602,6 +604,56 @@ def test_default_mode_agrees_with_exact():
         expect(site in shown, f"{site} is not a top-level entry of the tree")
         expect_eq(shown[site].error, want, f"{site}'s ± in the tree ({calls} calls, "
                                            f"{samples} samples, largest weight {w})")
+
+
+@test
+def test_calibrated_estimates_add_up_to_the_exact_totals():
+    """A finished thread's estimates are adjusted to add up to its exact call count (the
+    header's), the difference spread in proportion to each estimate's variance: exact counts
+    stay, every sum of stacks equals the totals, and the estimates stay within their errors
+    of the known counts. On sampled_sites at a fixed interval, and on sqlite3, a program
+    nobody here wrote, in the default mode without its exact stretch."""
+    exact = exact_sampled_run()
+    n = 1000
+    r = run_ok([c_program("sampled_sites")], sample=str(n), extra_env={"MALLOC_FREQ_SEED": "7"})
+    raw, rows = csv_rows(r.profile, extra=("--uncalibrated",)), csv_rows(r.profile)
+    total = exact_total_calls(r.profile)
+    expect_eq(total, exact["total"], "exact total vs the N=1 run")
+    expect(sum(x.calls for x in raw) != total,
+           f"the raw estimates add up to the exact {total} calls: nothing to calibrate")
+    expect_eq(sum(x.calls for x in rows), total, "the calibrated estimates' sum")
+    # Calibrated, each site's error is what remains of Var = known (N - 1), less than that.
+    expect_estimates(rows, lambda known, calls, samples: math.sqrt(known * (n - 1)),
+                     f"calibrated, MALLOC_FREQ_SAMPLE={n}")
+    # The tree's header and its rows agree too: 100 % is the exact total.
+    tree = tree_text(r.profile, threshold=0)
+    expect_eq(tree_header_total(tree), total, "tree header total")
+    expect_eq(sum(e.calls for e in tree_lines(tree) if e.top), total, "the tree's sites' sum")
+    # Exact profiles are left as they are.
+    exact_run = run_ok([c_program("sampled_sites")])
+    def key(rows):
+        return sorted((x.calls, x.bytes, x.samples, x.stack) for x in rows)
+    expect_eq(key(csv_rows(exact_run.profile)),
+              key(csv_rows(exact_run.profile, extra=("--uncalibrated",))),
+              "an exact profile's rows, calibrated or not")
+
+    sqlite = shutil.which("sqlite3")
+    if not sqlite:
+        print("  skipped the sqlite3 half: no sqlite3 (apt-get install sqlite3)")
+        return
+    sql = ("create table t(a integer primary key, b text);"
+           "with recursive c(x) as (select 1 union all select x + 1 from c where x < 20000)"
+           " insert into t(b) select printf('row %d %s', x, hex(randomblob(x % 50))) from c;"
+           "select count(*), sum(length(b)) from t where b like '%7%';"
+           "create index i on t(b); select count(*) from t where b > 'row 5';")
+    r = run_ok([sqlite, ":memory:", sql], sample=None, extra_env={"MALLOC_FREQ_EXACT": "0"})
+    rows, raw = csv_rows(r.profile), csv_rows(r.profile, extra=("--uncalibrated",))
+    total = exact_total_calls(r.profile)
+    expect(sum(x.samples for x in rows) < total // 10,
+           f"sqlite3: {sum(x.samples for x in rows)} samples for {total} calls: not sampled")
+    expect(sum(x.calls for x in raw) != total, f"sqlite3: raw estimates add up to {total}")
+    expect_eq(sum(x.calls for x in rows), total, "sqlite3: the calibrated estimates' sum")
+    expect_eq(sum(x.samples for x in rows), sum(x.samples for x in raw), "sqlite3: samples")
 
 
 @test

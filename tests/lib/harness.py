@@ -269,13 +269,13 @@ def csv_total(rows):
 
 # ---- the tree format (mf_print/render.c) ---------------------------------------------
 
-def tree_text(*dirs, threshold=None):
+def tree_text(*dirs, threshold=None, extra=()):
     args = []
     for d in dirs:
         args += ["--dir", d]
     if threshold is not None:
         args += ["--threshold", str(threshold)]
-    r = mf_print(args)
+    r = mf_print(args + list(extra))
     expect(r.stderr == "", f"mf_print (tree) wrote to stderr: {r.stderr.strip()!r}")
     return r.stdout
 
