@@ -207,10 +207,13 @@ def test_large_allocations_recorded_exactly():
     rt.expect_sites(rt.csv_rows(exact.profile),
                     {s: (n, n * size) for s, (n, size) in LARGE_SITES.items()})
     r = large_site_runs()
-    rows = rt.csv_rows(r.profile)
+    raw = ("--uncalibrated",)  # the estimates as the file holds them, to compare with it
+    rows = rt.csv_rows(r.profile, extra=raw)
     calls, nbytes, samples = rt.site_totals(rows, "site_huge")
     expect_eq((calls, nbytes, samples), (10, 10 * (8 << 20), 10), "site_huge in the default mode")
-    tree = rt.tree_text(r.profile, threshold=0)
+    calibrated = rt.site_totals(rt.csv_rows(r.profile), "site_huge")
+    expect_eq(calibrated, (10, 10 * (8 << 20), 10), "site_huge, calibrated: exact stays exact")
+    tree = rt.tree_text(r.profile, threshold=0, extra=raw)
     top = {e.name: e for e in rt.tree_lines(tree) if e.top}
     expect("site_huge" in top, f"site_huge is not in the tree:\n{tree}")
     expect(top["site_huge"].error is None and top["site_huge"].bytes_error is None
