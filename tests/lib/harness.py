@@ -114,6 +114,13 @@ def mf_print_sources():
     return sorted(src), ["-I" + d for d in sorted(inc)]
 
 
+def mf_print_libs():
+    """The libraries mf_print links (the Makefile's: libdw's, zlib, ncurses for --watch)."""
+    r = subprocess.run(["pkg-config", "--libs", "ncursesw"], capture_output=True, text=True)
+    curses = r.stdout.split() if r.returncode == 0 else ["-lncursesw", "-ltinfo"]
+    return ["-ldw", "-lelf", "-liberty", "-lz"] + curses
+
+
 def c_program(name, libs=("-lpthread",)):
     return build(name, [name + ".c"], libs=libs)
 
