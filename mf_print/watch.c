@@ -286,7 +286,7 @@ static void mf_watch_lines(FILE *out, const struct mf_watch *w, enum mf_watch_so
     else
         fprintf(out, "processes: %u running%s%s%s, %u ended\n", w->running,
                 w->running ? " (" : "", w->programs, w->running ? ")" : "", w->ended);
-    fprintf(out, "%13s %9s %11s %15s %11s %11s  site\n", "calls/s", "±error", "bytes/s",
+    fprintf(out, "%13s %9s %11s %15s %11s %12s  site\n", "calls/s", "±error", "bytes/s",
             "calls", "bytes", w->live ? "live" : "growth");
     uint32_t *order = mf_watch_order(w, key);
     for (uint32_t i = 0; i < w->nsites && (!rows || i < rows); i++) {
@@ -306,7 +306,7 @@ static void mf_watch_lines(FILE *out, const struct mf_watch *w, enum mf_watch_so
         else
             snprintf(g, sizeof g, "-");
         /* "%9s" holds the two bytes of a ± in eight columns */
-        fprintf(out, "%13s %*s %11s %15s %11s %11s  %s%s%s\n",
+        fprintf(out, "%13s %*s %11s %15s %11s %12s  %s%s%s\n",
                 mf_rate(a, w, s->calls_rate, false), *err ? 9 : 8, err, mf_rate(b, w, s->bytes_rate, true),
                 mf_fmt_count(c, s->calls), mf_fmt_bytes(d, (double)s->bytes), g,
                 s->name ? mf_esc(mf_str(s->name)) : "?", s->via ? " via " : "",
@@ -369,12 +369,13 @@ static void mf_sleep(double seconds)
 static int mf_watch_text(struct mf_watch *w, double interval, uint32_t rows)
 {
     mf_watch_step(w);
-    for (;;) {
+    for (bool first = true;; first = false) {
         mf_sleep(interval);
         mf_watch_step(w); /* a SIGTERM (the launcher's) still gets the last counts shown */
         mf_say_messages(w);
+        if (!first)
+            fputc('\n', stdout); /* between blocks */
         mf_watch_lines(stdout, w, MF_SORT_CALLS, rows);
-        fputc('\n', stdout);
         if (fflush(stdout) != 0 || ferror(stdout)) {
             mf_error("cannot write the view: %s", strerror(errno));
             return 1;

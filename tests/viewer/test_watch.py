@@ -152,7 +152,7 @@ def test_watch_keys_sort_and_quit_and_the_terminal_is_restored():
 
 @rt.test
 def test_watch_shows_hostile_names_escaped_in_the_terminal_and_in_text():
-    r = rt.run_ok([rt.hostile_program()])
+    r = rt.run_ok([rt.hostile_program()], extra_env={"MALLOC_FREQ_LIVE": "all"})
     cwd = rt.fresh_dir()
     pane = Pane(cwd, width=200, height=40)
     try:
@@ -170,6 +170,11 @@ def test_watch_shows_hostile_names_escaped_in_the_terminal_and_in_text():
     text = rt.check_text("--watch's text", p.stdout)
     for k, name in rt.HOSTILE_NAMES.items():
         expect(rt.esc(name) in text, f"hostile_{k} ({rt.esc(name)!r}) is not in the text")
+    # The live heap (recorded exactly: every call sampled): hostile_K keeps K of 8K bytes.
+    expect("; live 11.7 KiB;" in text.splitlines()[0],
+           f"the live bytes (8 * (1 + 4 + ... + 256) = 11,968) are not in {text[:200]!r}")
+    row = next(l for l in text.splitlines() if l.endswith(rt.esc(rt.HOSTILE_NAMES[16])))
+    expect_eq(row[64:76].strip(), "2.0 KiB", "hostile_16's live bytes (16 of 128)")
 
 
 @rt.test
@@ -196,8 +201,9 @@ def test_watch_without_a_terminal_writes_plain_blocks_until_the_processes_end():
               rt.exact_total_calls(profile), "the last block's total calls")
     rows = rt.csv_rows(profile)
     for line in last[3:]:
-        # columns: calls/s 13, ±error 8, bytes/s 11, calls 15, ... (units hold spaces)
-        site, calls = line[76:], int(line[35:50].replace(",", ""))
+        # columns: calls/s 13, ±error 8, bytes/s 11, calls 15, bytes 11, growth 12, site
+        # (read by place: units hold spaces)
+        site, calls = line[77:], int(line[35:50].replace(",", ""))
         expect_eq(calls, rt.site_totals(rows, site)[0], f"{site}'s calls in the last block")
     tops = [top_site(b) for b in blocks]
     seen = [s for i, s in enumerate(tops) if s and (i == 0 or tops[i - 1] != s)]
