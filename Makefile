@@ -93,8 +93,11 @@ $(BUILD)/libmalloc_freq.so: $(CORE_OBJ) $(PRELOAD_OBJ) $(ENTRY_OBJ) lib_preload/
 $(BUILD)/mf_print.a: $(filter-out $(OBJ)/mf_print/main.o,$(PRINT_OBJ))
 	rm -f $@ && $(AR) rcs $@ $^
 
+# --watch's terminal view: ncurses, wide-character build (names are UTF-8).
+CURSES_LIBS := $(shell pkg-config --libs ncursesw 2>/dev/null || echo -lncursesw -ltinfo)
+
 $(BUILD)/mf_print: $(PRINT_OBJ)
-	$(CC) $(CFLAGS) -o $@ $(PRINT_OBJ) -ldw -lelf -liberty -lz
+	$(CC) $(CFLAGS) -o $@ $(PRINT_OBJ) -ldw -lelf -liberty -lz $(CURSES_LIBS)
 
 $(BUILD)/malloc_freq: $(LAUNCH_OBJ)
 	$(CC) $(CFLAGS) -o $@ $(LAUNCH_OBJ)

@@ -138,6 +138,21 @@ static void mf_write_all(int fd, const void *buf, size_t n)
     }
 }
 
+/* --watch: the program's output file, made empty (0600) before it starts. */
+static bool mf_make_output_file(struct mf_launch *l)
+{
+    if (!l->watch)
+        return true;
+    l->output_file = mf_xasprintf("%s/%s", l->run_dir, MF_OUTPUT_NAME);
+    int fd = open(l->output_file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        mf_msg("cannot make %s: %s", l->output_file, strerror(errno));
+        return false;
+    }
+    close(fd);
+    return true;
+}
+
 /* In the child: wait for the run directory's name (EOF without one: the launcher could not
  * make it), put it in the environment, exec. An exec that fails sends errno back. */
 static void mf_program_child(struct mf_launch *l, int go_fd, int err_fd)
@@ -156,6 +171,20 @@ static void mf_program_child(struct mf_launch *l, int go_fd, int err_fd)
         _exit(127);
     dir[n] = '\0';
     close(go_fd);
+    if (l->watch) {
+        /* The view has the terminal: the program writes to the run directory's output
+         * file (made by the launcher), and reads no keys meant for the view. */
+        char *path = mf_xasprintf("%s/%s", dir, MF_OUTPUT_NAME);
+        int out = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+        if (out < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0) {
+            int e = errno;
+            mf_write_all(err_fd, &e, sizeof e);
+            _exit(127);
+        }
+        int null = isatty(0) ? open("/dev/null", O_RDONLY | O_CLOEXEC) : -1;
+        if (null >= 0)
+            dup2(null, 0);
+    }
     l->envp[l->dir_slot] = mf_xasprintf("MALLOC_FREQ_DIR=%s", dir);
     mf_restore_signals_in_child();
     execvpe(l->argv[0], l->argv, l->envp);
@@ -186,7 +215,7 @@ int mf_run_program(struct mf_launch *l, const struct timespec *start, int *statu
     sigprocmask(SIG_SETMASK, &mf_old_mask, NULL); /* a child to forward to: signals may come */
 
     /* The run directory and run.txt, then the child may go. */
-    if (!mf_make_run_dir(l) || !mf_write_run_file(l, start)) {
+    if (!mf_make_run_dir(l) || !mf_write_run_file(l, start) || !mf_make_output_file(l)) {
         close(go[1]);
         mf_wait_child(pid);
         mf_remove_run_dir(l);
@@ -209,11 +238,69 @@ int mf_run_program(struct mf_launch *l, const struct timespec *start, int *statu
             mf_msg("cannot run %s: %s", l->argv[0], strerror(exec_errno));
         return found ? 126 : 127;
     }
-    *status = mf_wait_child(pid);
+    *status = l->watch ? mf_wait_watched(l, pid) : mf_wait_child(pid);
     return -1;
 }
 
 /* ---- a helper's output --------------------------------------------------------------- */
+
+/* In a child: runs path unprofiled, even if the user's LD_PRELOAD names the library, with
+ * the signals the program would start with. */
+static void mf_exec_unprofiled(const char *path, char *const argv[])
+{
+    char *others = mf_other_preloads(getenv("LD_PRELOAD"));
+    if (*others)
+        setenv("LD_PRELOAD", others, 1);
+    else
+        unsetenv("LD_PRELOAD");
+    mf_restore_signals_in_child();
+    execv(path, argv);
+    mf_msg("cannot run %s: %s", path, strerror(errno));
+    _exit(127);
+}
+
+int mf_wait_watched(struct mf_launch *l, pid_t pid)
+{
+    char *path = mf_xasprintf("%s/%s", l->self_dir, MF_PRINT_NAME);
+    char *argv[] = {(char *)MF_PRINT_NAME, (char *)"--watch", (char *)"--interval",
+                    (char *)(l->interval ? l->interval : "1"), (char *)"--", l->run_dir, NULL};
+    fflush(NULL);
+    pid_t view = fork();
+    if (view < 0)
+        mf_msg("cannot fork to run %s: %s", path, strerror(errno));
+    if (view == 0)
+        mf_exec_unprofiled(path, argv);
+    free(path);
+    /* The first of the two to end: the view (the user quit it) or the program. Signals go
+     * to the program as before (mf_current_child); the terminal's reach both. */
+    while (view > 0) {
+        siginfo_t si;
+        if (waitid(P_ALL, 0, &si, WEXITED | WNOWAIT) != 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (si.si_pid == pid)
+            break;
+        if (si.si_pid != view)
+            continue;
+        int st;
+        while (waitpid(view, &st, 0) < 0 && errno == EINTR)
+            ;
+        view = -1;
+        if (!l->quiet)
+            mf_msg("the view has ended; %s runs on (pid %d), writing to %s", l->argv[0],
+                   (int)pid, l->output_file);
+    }
+    int status = mf_wait_child(pid);
+    if (view > 0) {
+        kill(view, SIGTERM);
+        int st;
+        while (waitpid(view, &st, 0) < 0 && errno == EINTR)
+            ;
+    }
+    return status;
+}
 
 pid_t mf_start_reader(const char *path, char *const argv[], bool quiet, FILE **out)
 {
@@ -231,20 +318,11 @@ pid_t mf_start_reader(const char *path, char *const argv[], bool quiet, FILE **o
         return -1;
     }
     if (pid == 0) {
-        /* Not profiled, even if the user's LD_PRELOAD names the library. */
-        char *others = mf_other_preloads(getenv("LD_PRELOAD"));
-        if (*others)
-            setenv("LD_PRELOAD", others, 1);
-        else
-            unsetenv("LD_PRELOAD");
         dup2(fds[1], 1);
         int null = quiet ? open("/dev/null", O_WRONLY | O_CLOEXEC) : -1;
         if (null >= 0)
             dup2(null, 2);
-        mf_restore_signals_in_child();
-        execv(path, argv);
-        mf_msg("cannot run %s: %s", path, strerror(errno));
-        _exit(127);
+        mf_exec_unprofiled(path, argv);
     }
     mf_current_child = pid;
     close(fds[1]);

@@ -29,6 +29,8 @@ struct mf_launch {
     const char *depth;   /* --depth N: MALLOC_FREQ_DEPTH, or NULL */
     const char *unwind;  /* --unwind fp|libunwind: MALLOC_FREQ_UNWIND, or NULL */
     bool quiet;          /* -q */
+    bool watch;          /* --watch: mf_print's live view while the program runs */
+    const char *interval; /* --interval SECONDS, passed to it, or NULL */
     char *const *argv;   /* PROGRAM ARGS... */
 
     /* Found before the program starts. */
@@ -46,7 +48,11 @@ struct mf_launch {
     char *run_dir;       /* absolute */
     bool run_dir_made;   /* created by us (removed again if the program cannot be run) */
     pid_t pid;           /* the program's */
+    char *output_file;   /* --watch: where the program's stdout and stderr go */
 };
+
+/* --watch: the program's standard output and error, in the run directory. */
+#define MF_OUTPUT_NAME "output"
 
 /* child.c */
 /* Forks the program, makes the run directory and run.txt (run_dir.c), then lets it exec
@@ -58,6 +64,10 @@ int mf_run_program(struct mf_launch *l, const struct timespec *start, int *statu
  * why). */
 pid_t mf_start_reader(const char *path, char *const argv[], bool quiet, FILE **out);
 int mf_wait_child(pid_t pid);
+/* --watch: mf_print --watch on the run directory, on the launcher's terminal, until the
+ * program ends (then it is sent SIGTERM) or the user quits it (said, once the view is
+ * gone); returns the program's wait status as mf_wait_child does. */
+int mf_wait_watched(struct mf_launch *l, pid_t pid);
 const char *mf_signal_name(int sig);
 __attribute__((noreturn)) void mf_die_of(int sig);
 

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -44,6 +45,10 @@ static void mf_usage(FILE *out)
           "                         every call (MALLOC_FREQ_SAMPLE; default: adaptive)\n"
           "      --depth N          frames kept per stack, 1..512 (MALLOC_FREQ_DEPTH; 64)\n"
           "      --unwind fp|libunwind  how stacks are walked (MALLOC_FREQ_UNWIND; libunwind)\n"
+          "      --watch            a live view of the run's allocation sites while it runs\n"
+          "                         (mf_print --watch); PROGRAM's standard output and error\n"
+          "                         go to the file output in the run directory\n"
+          "      --interval SECONDS  --watch's refresh, 0.1..3600 (default 1)\n"
           "  -q, --quiet            print nothing of our own unless something fails\n"
           "  -h, --help             this text\n",
           out);
@@ -63,13 +68,15 @@ static const char *mf_check_number(const char *opt, const char *what, const char
 
 static void mf_parse_options(struct mf_launch *l, int argc, char **argv)
 {
-    enum { OPT_DEPTH = 256, OPT_UNWIND };
+    enum { OPT_DEPTH = 256, OPT_UNWIND, OPT_WATCH, OPT_INTERVAL };
     static const struct option longopts[] = {
         {"output", required_argument, NULL, 'o'},
         {"sample", required_argument, NULL, 's'},
         {"depth", required_argument, NULL, OPT_DEPTH},
         {"unwind", required_argument, NULL, OPT_UNWIND},
         {"quiet", no_argument, NULL, 'q'},
+        {"watch", no_argument, NULL, OPT_WATCH},
+        {"interval", required_argument, NULL, OPT_INTERVAL},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -97,6 +104,19 @@ static void mf_parse_options(struct mf_launch *l, int argc, char **argv)
         case 'q':
             l->quiet = true;
             break;
+        case OPT_WATCH:
+            l->watch = true;
+            break;
+        case OPT_INTERVAL: {
+            /* mf_print checks it again: said here, before the program runs */
+            char *end;
+            errno = 0;
+            double v = strtod(optarg, &end);
+            if (!*optarg || *end || errno || !(v >= 0.1 && v <= 3600))
+                mf_usage_error("--interval wants seconds from 0.1 to 3600, not '%s'", optarg);
+            l->interval = optarg;
+            break;
+        }
         case 'h':
             mf_usage(stdout);
             exit(0);
@@ -108,6 +128,8 @@ static void mf_parse_options(struct mf_launch *l, int argc, char **argv)
             mf_usage_error("unknown option '%s'", argv[optind - 1]);
         }
     }
+    if (l->interval && !l->watch)
+        mf_usage_error("--interval is --watch's refresh: add --watch");
     if (optind >= argc)
         mf_usage_error("no program given: malloc_freq [options] -- PROGRAM [ARGS...]");
     if (!argv[optind][0])
@@ -143,6 +165,13 @@ int main(int argc, char **argv)
     if (not_run >= 0)
         return not_run;
     mf_append_run_end(&l, status);
+    if (l.watch && !l.quiet) {
+        struct stat st;
+        char size[32] = "";
+        if (stat(l.output_file, &st) == 0)
+            snprintf(size, sizeof size, " (%lld bytes)", (long long)st.st_size);
+        mf_msg("%s's output%s is in %s", l.argv[0], size, l.output_file);
+    }
     if (!l.quiet)
         mf_summary(&l, status);
     if (WIFSIGNALED(status))

@@ -4,6 +4,7 @@
  * symbolize, transform (model/), and the one report the registry names (report/). Exit
  * status: 0 reported, 1 nothing readable or the output failed, 2 bad usage or directory. */
 #include "request.h"
+#include "watch.h"
 
 int main(int argc, char **argv)
 {
@@ -12,5 +13,5 @@ int main(int argc, char **argv)
     if (rc >= 0)
         return rc;
     mf_request_check(&r);
-    return mf_run(&r);
+    return r.watch ? mf_watch(&r) : mf_run(&r);
 }

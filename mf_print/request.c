@@ -92,6 +92,13 @@ static void mf_usage(FILE *out)
           "      --tune-header FILE\n"
           "                         with --sizes: also write the measured size classes\n"
           "                         as a C header (#defines and a table) to FILE\n"
+          "      --watch            a live view of the processes writing into DIR\n"
+          "                         (a run directory or one process directory), per\n"
+          "                         site: calls/s and bytes/s over the last interval\n"
+          "                         and totals, sorted by calls, bytes or growth (keys\n"
+          "                         c, b, g; q quits); plain text blocks when standard\n"
+          "                         output is not a terminal (--top N sites, 10)\n"
+          "      --interval SECONDS  --watch's refresh, 0.1 to 3600 (default 1)\n"
           "  -h, --help             this text\n",
           out);
 }
@@ -115,6 +122,16 @@ static double mf_parse_threshold(const char *s)
     /* v == v rejects NaN; the range check rejects inf. */
     if (!*s || *end || errno || v != v || v < 0 || v > 100)
         mf_usage_error("--threshold wants a percentage from 0 to 100, not '%s'", s);
+    return v;
+}
+
+static double mf_parse_interval(const char *s)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno || !(v >= 0.1 && v <= 3600))
+        mf_usage_error("--interval wants seconds from 0.1 to 3600, not '%s'", s);
     return v;
 }
 
@@ -196,7 +213,8 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
         MF_OPT_NO_TRIM = 256, MF_OPT_SAVE, MF_OPT_NO_FOLD, MF_OPT_FOLD, MF_OPT_HIDE,
         MF_OPT_FULL_STACKS, MF_OPT_FULL_NAMES, MF_OPT_WIDTH, MF_OPT_BY, MF_OPT_PROGRAM,
         MF_OPT_DEBUG_DIR, MF_OPT_SYSROOT, MF_OPT_SIZES, MF_OPT_SITE_DEPTH, MF_OPT_TUNE,
-        MF_OPT_TUNE_HEADER, MF_OPT_LIVE, MF_OPT_SORT, MF_OPT_DEPTH, MF_OPT_TOP, MF_OPT_UNCALIBRATED
+        MF_OPT_TUNE_HEADER, MF_OPT_LIVE, MF_OPT_SORT, MF_OPT_DEPTH, MF_OPT_TOP, MF_OPT_UNCALIBRATED, MF_OPT_WATCH,
+        MF_OPT_INTERVAL
     };
     static const struct option longopts[] = {
         {"dir", required_argument, NULL, 'd'},
@@ -226,6 +244,8 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
         {"depth", required_argument, NULL, MF_OPT_DEPTH},
         {"top", required_argument, NULL, MF_OPT_TOP},
         {"uncalibrated", no_argument, NULL, MF_OPT_UNCALIBRATED},
+        {"watch", no_argument, NULL, MF_OPT_WATCH},
+        {"interval", required_argument, NULL, MF_OPT_INTERVAL},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -352,6 +372,12 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
             else if (strcmp(optarg, "bytes") != 0)
                 mf_usage_error("--sort is temporary or bytes, not '%s'", optarg);
             break;
+        case MF_OPT_WATCH:
+            r->watch = true;
+            break;
+        case MF_OPT_INTERVAL:
+            r->interval = mf_parse_interval(optarg);
+            break;
         case 'h':
             mf_usage(stdout);
             return 0;
@@ -388,7 +414,13 @@ enum {
     MF_R_PROGRAM = 1 << 11,
     MF_R_SORT_TEMPORARY = 1 << 12,
     MF_R_NO_DIR = 1 << 13,
+    MF_R_WATCH = 1 << 14,
+    MF_R_INTERVAL = 1 << 15,
 };
+
+#define MF_WATCH_ALONE                                                                        \
+    "--watch is a view of its own: not with --format, -o, --save, --base, --by, --sizes, "  \
+    "--live or --program (it shows live bytes when the live heap is recorded)"
 
 /* A rule applies to a request with every bit of `when` and none of `unless`. It is broken
  * then, unless `kind` is set and the registry has a report of the request's format for that
@@ -430,6 +462,16 @@ static const struct mf_rule mf_rules[] = {
      "--live reports the whole live heap: not with --sizes, --by or --program"},
     {MF_R_SORT_TEMPORARY, MF_R_LIVE, 0, NULL,
      "--sort temporary sorts the live heap's lifetimes: give --live"},
+    {MF_R_INTERVAL, MF_R_WATCH, 0, NULL, "--interval is --watch's refresh: add --watch"},
+    {MF_R_WATCH | MF_R_FORMAT, 0, 0, NULL, MF_WATCH_ALONE},
+    {MF_R_WATCH | MF_R_OUTPUT, 0, 0, NULL, MF_WATCH_ALONE},
+    {MF_R_WATCH | MF_R_SAVE, 0, 0, NULL, MF_WATCH_ALONE},
+    {MF_R_WATCH | MF_R_BASE, 0, 0, NULL, MF_WATCH_ALONE},
+    {MF_R_WATCH | MF_R_BY_SITE, 0, 0, NULL, MF_WATCH_ALONE},
+    {MF_R_WATCH | MF_R_BY_PROGRAM, 0, 0, NULL, MF_WATCH_ALONE},
+    {MF_R_WATCH | MF_R_SIZES, 0, 0, NULL, MF_WATCH_ALONE},
+    {MF_R_WATCH | MF_R_LIVE, 0, 0, NULL, MF_WATCH_ALONE},
+    {MF_R_WATCH | MF_R_PROGRAM, 0, 0, NULL, MF_WATCH_ALONE},
     {MF_R_NO_DIR | MF_R_BASE, 0, 0, NULL, "--base OLD needs NEW: mf_print --base OLD NEW"},
     {MF_R_NO_DIR, MF_R_BASE, 0, NULL, "no profile given: mf_print malloc_freq.<pid>"},
     {MF_R_BY_PROGRAM, 0, MF_KIND_BY_PROGRAM, NULL,
@@ -461,7 +503,8 @@ void mf_request_check(struct mf_request *r)
                    (r->o.tune_header ? MF_R_TUNE_HEADER : 0) | (r->nbase ? MF_R_BASE : 0) |
                    (r->live ? MF_R_LIVE : 0) | (r->nprograms ? MF_R_PROGRAM : 0) |
                    (r->o.sort_temporary ? MF_R_SORT_TEMPORARY : 0) |
-                   (r->ndirs == 0 ? MF_R_NO_DIR : 0);
+                   (r->ndirs == 0 ? MF_R_NO_DIR : 0) | (r->watch ? MF_R_WATCH : 0) |
+                   (r->interval ? MF_R_INTERVAL : 0);
     if (r->save) /* --save FILE is --format pprof -o FILE */
         r->format = "pprof";
     for (size_t i = 0; i < sizeof mf_rules / sizeof *mf_rules; i++) {
@@ -486,6 +529,8 @@ void mf_request_check(struct mf_request *r)
         r->o.output = r->save;
     if (!r->o.site_depth)
         r->o.site_depth = 4;
+    if (!r->interval)
+        r->interval = 1;
     r->o.live = r->live;
     r->o.dirs = r->dirs;
     r->o.ndirs = r->ndirs;

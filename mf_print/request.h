@@ -18,6 +18,8 @@ struct mf_request {
     const char *save;         /* --save FILE */
     bool live, sizes, tune, by_program, site_depth_given;
     bool uncalibrated; /* --uncalibrated: estimates as recorded */
+    bool watch;               /* --watch: the view of running programs (watch.c) */
+    double interval;          /* --interval: its refresh, in seconds (1) */
     int width;                /* --width, -1 if not given */
     struct mf_transform xf;   /* --no-fold, --fold, --hide, --full-stacks */
     struct mf_report_options o;

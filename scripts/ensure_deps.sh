@@ -6,13 +6,14 @@
 # demo it then fails, for test and ci it goes on (the tests that need a missing package
 # skip themselves, saying so) and runs npm ci for the HTML tests.
 # Silent when nothing is missing. Each target installs what it needs and nothing more:
-#   build  `make`: the preload library and mf_print (a C compiler, libdw, libiberty, zlib)
+#   build  `make`: the preload library and mf_print (a C compiler, libdw, libiberty, zlib,
+#          ncurses)
 #   demo   `make demo`: build, plus what the README's demo output needs (libunwind for the
 #          stacks, glibc's debug info for its file:line); no Rust, no Python
 #   test   `make test`: demo, plus the test suites' needs (g++, Python, allocators that the
 #          tests preload after ours, setpriv, make, groff to check the man pages, a cargo,
 #          Go's pprof to read mf_print's pprof, chromium and npm for the HTML report, clang
-#          and its libFuzzer runtime for the reader's fuzz target)
+#          and its libFuzzer runtime for the reader's fuzz target, tmux for --watch's view)
 #   ci     `.ci/run`: test, plus Debian's own cargo and rustc, the oldest Rust tested
 set -e
 target=${1:-build}
@@ -48,6 +49,9 @@ build() {
     have_header libelf.h || need libelf-dev
     have_header libiberty/demangle.h || need libiberty-dev
     have_header zlib.h || need zlib1g-dev
+    # mf_print --watch's terminal view (linked through pkg-config ncursesw)
+    have_header ncurses.h || need libncurses-dev
+    command -v pkg-config >/dev/null 2>&1 || need pkg-config
 }
 
 demo() {
@@ -76,6 +80,8 @@ test_() {
     have_clang_fuzzer || need libclang-rt-14-dev
     # Any cargo will do (rustup's too); Debian's if there is none.
     command -v cargo >/dev/null 2>&1 || need cargo
+    # --watch's terminal view is driven in a tmux pane (tests/viewer/test_watch.py).
+    command -v tmux >/dev/null 2>&1 || need tmux
 }
 
 ci() {

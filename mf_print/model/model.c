@@ -278,6 +278,15 @@ void mf_model_build(struct mf_model *m, const struct mf_profile *p, const struct
     mf_model_transform(m);
 }
 
+void mf_model_free(struct mf_model *m)
+{
+    free(m->locs);
+    free(m->frames);
+    free(m->stack_locs);
+    free(m->stacks);
+    memset(m, 0, sizeof *m);
+}
+
 uint32_t mf_model_nframes(const struct mf_model *m, const struct mf_stack *s)
 {
     uint32_t n = 0;

@@ -107,6 +107,8 @@ struct mf_model {
 
 /* Symbolizes and transforms a read profile, weighed as c->view says. */
 void mf_model_build(struct mf_model *m, const struct mf_profile *p, const struct mf_model_config *c);
+/* Frees what mf_model_build allocated (the profile is the caller's). */
+void mf_model_free(struct mf_model *m);
 /* m's stacks without those of no calls (nothing alive), in a new array: m is a copy. */
 void mf_model_keep_counted(struct mf_model *m);
 

@@ -1026,7 +1026,8 @@ static void mf_read_process_dir(struct mf_profile *p, int dirfd, const char *dir
                                 size_t n)
 {
     qsort(names, n, sizeof *names, mf_name_cmp);
-    char *dir_copy = mf_xstrdup(dir); /* processes keep pointing at it */
+    char *dir_copy = mf_xstrdup(dir); /* the processes it makes keep pointing at it */
+    uint32_t nprocs = p->nprocs;
     for (size_t len = strlen(dir_copy); len > 1 && dir_copy[len - 1] == '/';)
         dir_copy[--len] = '\0'; /* "malloc_freq.1/" names its files as "malloc_freq.1/x" */
     /* Process files first, so that thread files find their process. */
@@ -1036,6 +1037,8 @@ static void mf_read_process_dir(struct mf_profile *p, int dirfd, const char *dir
     for (size_t i = 0; i < n; i++)
         if (names[i][0] == 't')
             mf_read_thread(p, dirfd, dir_copy, names[i]);
+    if (p->nprocs == nprocs) /* no process of its own points at it */
+        free(dir_copy);
     p->ndirs_read++;
 }
 
@@ -1187,6 +1190,29 @@ void mf_profile_finish(struct mf_profile *p)
             mf_error("%s: no process file for process image %016llx: its frames stay unsymbolized",
                      mf_esc(mf_basename(pr->dir)), (unsigned long long)pr->stamp);
     }
+}
+
+void mf_profile_free(struct mf_profile *p)
+{
+    mf_profile_drop_frames(p);
+    for (uint32_t i = 0; i < p->nprocs; i++) {
+        struct mf_process *pr = &p->procs[i];
+        for (uint32_t j = 0; j < pr->nmodules; j++)
+            free(pr->modules[j].path);
+        free(pr->modules);
+        free(pr->sizes);
+        free(pr->tables);
+        /* One copy per directory read, made for its first process (mf_read_process_dir):
+         * the processes of a directory lie together. */
+        if (i == 0 || p->procs[i - 1].dir != pr->dir)
+            free((char *)pr->dir);
+    }
+    free(p->procs);
+    free(p->stacks);
+    free(p->stack_sizes);
+    free(p->live);
+    free(p->lifetimes);
+    memset(p, 0, sizeof *p);
 }
 
 uint64_t mf_profile_total_calls(const struct mf_profile *p)

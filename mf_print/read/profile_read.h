@@ -204,6 +204,10 @@ uint64_t mf_stack_hash(const struct mf_stack_key *k);
 bool mf_entry_frames(const uint8_t *buf, size_t size, const struct mf_entry *e, uint64_t *out);
 bool mf_stack_eq(const void *ctx, uint32_t idx);
 
+/* Frees everything p holds, after mf_profile_finish (not a subset's: it shares its
+ * source's), for a reader that reads a directory again and again (--watch). */
+void mf_profile_free(struct mf_profile *p);
+
 /* All calls counted in the thread headers (exact). */
 uint64_t mf_profile_total_calls(const struct mf_profile *p);
 uint64_t mf_profile_total_bytes(const struct mf_profile *p);

@@ -114,6 +114,13 @@ def mf_print_sources():
     return sorted(src), ["-I" + d for d in sorted(inc)]
 
 
+def mf_print_libs():
+    """The libraries mf_print links (the Makefile's: libdw's, zlib, ncurses for --watch)."""
+    r = subprocess.run(["pkg-config", "--libs", "ncursesw"], capture_output=True, text=True)
+    curses = r.stdout.split() if r.returncode == 0 else ["-lncursesw", "-ltinfo"]
+    return ["-ldw", "-lelf", "-liberty", "-lz"] + curses
+
+
 def c_program(name, libs=("-lpthread",)):
     return build(name, [name + ".c"], libs=libs)
 
@@ -849,6 +856,22 @@ HOSTILE_NAMES = {
     16: b"c1\xc2\x9b31m\\",
 }
 HOSTILE_WRAPPER = b"@wrap\x1b]52;c;d3JhcA==\x07"  # folded with --fold '^@wrap'
+
+def hostile_program():
+    """hostile_names.c without debug information, its sites renamed to HOSTILE_NAMES (and
+    wrap to HOSTILE_WRAPPER) with objcopy, so that the symbol table names them."""
+    plain = build("hostile_names", ["hostile_names.c"], libs=("-g0",))
+    renamed = plain + ".renamed"
+    if renamed in _built.values():
+        return renamed
+    argv = [b"objcopy", b"--redefine-sym", b"wrap=" + HOSTILE_WRAPPER]
+    for k, name in HOSTILE_NAMES.items():
+        argv += [b"--redefine-sym", b"hostile_%d=" % k + name]
+    r = subprocess.run(argv + [plain.encode(), renamed.encode()], capture_output=True)
+    expect(r.returncode == 0, f"objcopy failed: {r.stderr!r}")
+    _built["hostile_names.renamed"] = renamed
+    return renamed
+
 
 # What may not reach a terminal (or a CSV, whose controls are percent-encoded): C0 but the
 # newline, DEL, C1, U+2028/9; and bytes that are not UTF-8 (checked by decoding).

@@ -29,19 +29,8 @@ FOLD = ["--fold", "^@wrap"]
 NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?$")
 
 
-def hostile_program():
-    plain = rt.build("hostile_names", ["hostile_names.c"], libs=("-g0",))
-    renamed = plain + ".renamed"
-    argv = [b"objcopy", b"--redefine-sym", b"wrap=" + WRAPPER]
-    for k, name in HOSTILE_NAMES.items():
-        argv += [b"--redefine-sym", b"hostile_%d=" % k + name]
-    r = subprocess.run(argv + [plain.encode(), renamed.encode()], capture_output=True)
-    expect(r.returncode == 0, f"objcopy failed: {r.stderr!r}")
-    return renamed
-
-
 def hostile_run():
-    return rt.run_ok([hostile_program()], extra_env={"MALLOC_FREQ_LIVE": "all"})
+    return rt.run_ok([rt.hostile_program()], extra_env={"MALLOC_FREQ_LIVE": "all"})
 
 
 esc = rt.esc
