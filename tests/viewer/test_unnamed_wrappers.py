@@ -95,7 +95,7 @@ def test_unnamed_wrappers_fold_as_named():
     rt.expect_eq(dict(found), {"my_alloc": 110, "backend_malloc": 45}, "JSON's found vias")
     # The tree's header says so; --no-fold keeps the wrappers as sites.
     tree = rt.mf_print([r.profile]).stdout
-    rt.expect(re.search(r"^  found      2 wrappers without a name .* in 32 of them$", tree, re.M),
+    rt.expect(re.search(r"^  found      2 of them without a name, by their calls, in 32 stacks \(docs/reports.md\)$", tree, re.M),
               f"the header's found line: {tree[:900]!r}")
     bare = rt.csv_rows(r.profile, extra=["--no-fold"])
     rt.expect(not any(row.via for row in bare), "--no-fold folds nothing")
