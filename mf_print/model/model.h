@@ -42,6 +42,7 @@ struct mf_location {
 
 #define MF_STACK_NOT_PROFILED 0x10000u /* the [not profiled] pseudo-stack: no locations */
 #define MF_STACK_ALL_HIDDEN 0x20000u   /* --hide matched every frame left to show */
+#define MF_STACK_VIA_FOUND 0x40000u    /* its via is a wrapper found without a name (transform.h) */
 
 struct mf_stack {
     uint32_t process;
@@ -63,6 +64,7 @@ struct mf_stack {
 /* What the transform stage did (transform.c), for the report's header. */
 struct mf_transform_counts {
     uint64_t folded_stacks; /* stacks whose site is a wrapper's caller */
+    uint64_t found_wrappers, found_stacks; /* of them: wrappers found without a name, their stacks */
     uint64_t cut_stacks;    /* stacks that lost start-up frames */
     uint64_t hidden_frames, hidden_stacks, hidden_calls; /* --hide */
 };

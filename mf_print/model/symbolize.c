@@ -46,6 +46,9 @@ struct mf_modfile {
     struct mf_map cu_ids; /* CU DIE offset -> index into cus */
     struct mf_cu_index *cus;
     uint32_t ncus, cus_cap;
+    uint64_t *entries; /* its functions' entries from .eh_frame_hdr, sorted (mf_function_entry) */
+    uint32_t nentries;
+    bool entries_read;
 };
 
 /* One address range of a concrete function (subprogram DIE) of a CU. */
@@ -560,6 +563,75 @@ void mf_symbolize(struct mf_process *pr, uint64_t pc, uint32_t epoch, struct mf_
     }
 }
 
+/* ---- function entries ------------------------------------------------------------------ */
+
+static int mf_u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The entries of a module file's functions, from the search table of its .eh_frame_hdr,
+ * which a stripped file keeps (unwinders need it). Only the layout every linker writes is
+ * read: version 1, a 4-byte frame pointer, a udata4 count, datarel sdata4 pairs. */
+static void mf_entries_read(struct mf_modfile *mf)
+{
+    mf->entries_read = true;
+    GElf_Addr bias;
+    Elf *elf = mf->usable ? dwfl_module_getelf(mf->mod, &bias) : NULL;
+    size_t nph;
+    const char *ident = elf ? elf_getident(elf, NULL) : NULL;
+    if (!ident || ident[EI_DATA] != (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ELFDATA2LSB : ELFDATA2MSB) ||
+        elf_getphdrnum(elf, &nph) != 0)
+        return;
+    for (size_t i = 0; i < nph; i++) {
+        GElf_Phdr ph;
+        if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_GNU_EH_FRAME || ph.p_filesz < 12)
+            continue;
+        Elf_Data *d = elf_getdata_rawchunk(elf, (int64_t)ph.p_offset, ph.p_filesz, ELF_T_BYTE);
+        const uint8_t *h = d ? d->d_buf : NULL;
+        if (!h || h[0] != 1 || (h[1] & 0x0f) != DW_EH_PE_sdata4 || h[2] != DW_EH_PE_udata4 ||
+            h[3] != (DW_EH_PE_datarel | DW_EH_PE_sdata4))
+            return;
+        uint32_t n;
+        memcpy(&n, h + 8, 4);
+        if (n > (ph.p_filesz - 12) / 8)
+            return;
+        mf->entries = mf_xmalloc(((size_t)n + 1) * sizeof *mf->entries);
+        for (uint32_t k = 0; k < n; k++) {
+            int32_t off;
+            memcpy(&off, h + 12 + 8 * (size_t)k, 4);
+            mf->entries[k] = ph.p_vaddr + (uint64_t)(int64_t)off;
+        }
+        qsort(mf->entries, n, sizeof *mf->entries, mf_u64_cmp); /* sorted already, by the format */
+        mf->nentries = n;
+        return;
+    }
+}
+
+bool mf_function_entry(struct mf_module *m, uint64_t pc, uint32_t *modfile, uint64_t *entry)
+{
+    struct mf_modfile *mf = mf_modfile_of(m);
+    if (!mf->opened)
+        mf_modfile_open(mf);
+    if (!mf->entries_read)
+        mf_entries_read(mf);
+    uint64_t a = pc - m->bias - 1; /* inside the call: a call may end its function */
+    uint32_t lo = 0, hi = mf->nentries;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (mf->entries[mid] <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0)
+        return false;
+    *modfile = m->modfile;
+    *entry = mf->entries[lo - 1];
+    return true;
+}
+
 void mf_symbolize_end(void)
 {
     for (uint32_t i = 0; i < mf_nmodfiles; i++) {
@@ -574,6 +646,7 @@ void mf_symbolize_end(void)
             free(mf->cus[k].r);
         free(mf->cus);
         mf_map_free(&mf->cu_ids);
+        free(mf->entries);
     }
     free(mf_modfiles);
     free(mf_runs);

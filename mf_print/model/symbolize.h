@@ -33,6 +33,11 @@ void mf_symbolize(struct mf_process *pr, uint64_t pc, uint32_t epoch, struct mf_
  * epoch, or UINT32_MAX. */
 uint32_t mf_module_index(const struct mf_process *pr, uint64_t pc, uint32_t epoch);
 
+/* The entry of the function that holds return address pc in module m, from the module
+ * file's unwind table (stripped files keep it), and that file's id (mf_module_debug's):
+ * which unnamed frames are one function's. False if the table is missing or has none. */
+bool mf_function_entry(struct mf_module *m, uint64_t pc, uint32_t *modfile, uint64_t *entry);
+
 /* Where separate debug files are looked for besides libdw's defaults (--debug-dir, each
  * searched for .build-id/xx/yyyy.debug and <dir>/<the file's directory>/<debuglink>), and
  * the directory that holds a copy of the profiled machine's files (--sysroot: a module

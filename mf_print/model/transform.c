@@ -94,7 +94,7 @@ static const struct mf_frame *mf_frame_at(struct mf_cursor *c, uint32_t k)
 static void mf_transform_stack(struct mf_model *m, struct mf_stack *s, struct mf_transform_counts *counts)
 {
     s->trimmed = s->cut = s->via = 0;
-    s->flags &= ~MF_STACK_ALL_HIDDEN;
+    s->flags &= ~(MF_STACK_ALL_HIDDEN | MF_STACK_VIA_FOUND);
     if (s->flags & MF_STACK_NOT_PROFILED)
         return;
     const uint32_t *sl = s->depth ? m->stack_locs + s->first : NULL; /* none: no stack_locs */
@@ -162,6 +162,154 @@ static void mf_transform_stack(struct mf_model *m, struct mf_stack *s, struct mf
 #undef BK
 }
 
+/* ---- wrappers found without a name ----------------------------------------------------- */
+
+/* A function without a name (a stripped module's: its frames are "[module+0xOFF]", one per
+ * return address; the module's unwind table says which are one function's) is a wrapper
+ * when, over the whole model,
+ *   - every frame of it is the innermost one left after the trim, at one return address:
+ *     it calls the allocator from one place and calls nothing else that allocates;
+ *   - that place has at least MF_FOUND_CALLERS distinct callers, or one caller that has
+ *     as many (the allocator behind a function pointer, as sqlite's sqlite3MemMalloc).
+ * Only a frame that calls the allocator itself is judged: above a folded wrapper every
+ * function that allocates once looks like one (measured on cc1, see docs/reports.md). */
+#define MF_FOUND_CALLERS 8
+
+struct mf_fn_stat {
+    uint32_t modfile;
+    uint64_t entry;
+    uint32_t addr;  /* the name of its one return address above the allocator */
+    bool other;     /* a frame of it elsewhere, or at a second return address */
+    bool wrapper;
+    uint8_t ncallers, ncallers2;
+    uint32_t callers[MF_FOUND_CALLERS], callers2[MF_FOUND_CALLERS]; /* names, distinct */
+};
+
+struct mf_fn_key {
+    const struct mf_fn_stat *fns;
+    uint32_t modfile;
+    uint64_t entry;
+};
+
+static bool mf_fn_eq(const void *ctx, uint32_t val)
+{
+    const struct mf_fn_key *k = ctx;
+    return k->fns[val].entry == k->entry && k->fns[val].modfile == k->modfile;
+}
+
+static void mf_add_caller(uint32_t *v, uint8_t *n, uint32_t name)
+{
+    for (uint8_t i = 0; i < *n; i++)
+        if (v[i] == name)
+            return;
+    if (*n < MF_FOUND_CALLERS)
+        v[(*n)++] = name;
+}
+
+/* The frames a stack has, and the first after the trim (a candidate's) when nothing named
+ * was folded and a caller is left to be the site; UINT32_MAX if none. */
+static uint32_t mf_candidate(const struct mf_model *m, const struct mf_stack *s, uint32_t *n)
+{
+    *n = 0;
+    if (s->flags & MF_STACK_NOT_PROFILED)
+        return UINT32_MAX;
+    for (uint32_t i = 0; i < s->depth; i++)
+        *n += m->locs[m->stack_locs[s->first + i]].n;
+    return s->via == 0 && s->trimmed + 1 < *n - s->cut ? s->trimmed : UINT32_MAX;
+}
+
+static void mf_find_wrappers(struct mf_model *m, struct mf_transform_counts *counts)
+{
+    /* Each location of one unnamed frame in a module: its function. */
+    uint32_t *loc_fn = mf_xmalloc(((size_t)m->nlocs + 1) * sizeof *loc_fn);
+    struct mf_fn_stat *fns = NULL;
+    uint32_t nfns = 0, fns_cap = 0;
+    struct mf_map map = {0};
+    for (uint32_t i = 0; i < m->nlocs; i++) {
+        const struct mf_location *l = &m->locs[i];
+        loc_fn[i] = UINT32_MAX;
+        if (l->n != 1 || l->module == MF_NO_MODULE || m->frames[l->first].plumbing_module ||
+            mf_str(m->frames[l->first].name)[0] != '[')
+            continue;
+        struct mf_process *pr = (struct mf_process *)&m->p->procs[l->process];
+        struct mf_fn_key k = {NULL, 0, 0};
+        if (!mf_function_entry(&pr->modules[l->module], l->pc, &k.modfile, &k.entry))
+            continue;
+        k.fns = fns;
+        bool added;
+        loc_fn[i] = mf_map_put(&map, mf_hash_u64(k.entry ^ mf_hash_u64(k.modfile)), mf_fn_eq, &k,
+                               nfns, &added);
+        if (added) {
+            MF_GROW(fns, nfns, fns_cap);
+            fns[nfns++] = (struct mf_fn_stat){.modfile = k.modfile, .entry = k.entry, .addr = 0};
+        }
+    }
+    if (nfns) {
+        /* One pass: each candidate's return address and callers, and every frame of such a
+         * function elsewhere. */
+        for (uint32_t si = 0; si < m->nstacks; si++) {
+            struct mf_stack *s = &m->stacks[si];
+            uint32_t n, lo = mf_candidate(m, s, &n);
+            if (s->flags & MF_STACK_NOT_PROFILED)
+                continue;
+            struct mf_cursor c = {m, m->stack_locs + s->first, 0, 0};
+            uint32_t from = 0; /* the first location whose frames are all "elsewhere" */
+            if (lo != UINT32_MAX) {
+                const struct mf_frame *f = mf_frame_at(&c, lo);
+                from = c.i + 1;
+                uint32_t fn = loc_fn[c.sl[c.i]];
+                if (fn != UINT32_MAX && c.k0 == lo) {
+                    struct mf_fn_stat *x = &fns[fn];
+                    if (x->addr && x->addr != f->name)
+                        x->other = true;
+                    x->addr = f->name;
+                    uint32_t hi = n - s->cut;
+                    mf_add_caller(x->callers, &x->ncallers, mf_frame_at(&c, lo + 1)->name);
+                    if (lo + 2 < hi)
+                        mf_add_caller(x->callers2, &x->ncallers2, mf_frame_at(&c, lo + 2)->name);
+                } else if (fn != UINT32_MAX) {
+                    fns[fn].other = true;
+                }
+            } else if (n) {
+                mf_frame_at(&c, s->trimmed < n ? s->trimmed : n - 1);
+                from = c.i;
+            }
+            for (uint32_t i = from; i < s->depth; i++) {
+                uint32_t fn = loc_fn[c.sl[i]];
+                if (fn != UINT32_MAX)
+                    fns[fn].other = true;
+            }
+        }
+        for (uint32_t i = 0; i < nfns; i++) {
+            struct mf_fn_stat *x = &fns[i];
+            x->wrapper = x->addr && !x->other &&
+                         (x->ncallers >= MF_FOUND_CALLERS ||
+                          (x->ncallers == 1 && x->ncallers2 >= MF_FOUND_CALLERS));
+            counts->found_wrappers += x->wrapper;
+        }
+        /* The fold: the wrapper's caller is the site. */
+        for (uint32_t si = 0; counts->found_wrappers && si < m->nstacks; si++) {
+            struct mf_stack *s = &m->stacks[si];
+            uint32_t n, lo = mf_candidate(m, s, &n);
+            if (lo == UINT32_MAX)
+                continue;
+            struct mf_cursor c = {m, m->stack_locs + s->first, 0, 0};
+            const struct mf_frame *f = mf_frame_at(&c, lo);
+            uint32_t fn = loc_fn[c.sl[c.i]];
+            if (fn == UINT32_MAX || !fns[fn].wrapper)
+                continue;
+            s->via = f->name;
+            s->trimmed = lo + 1;
+            s->flags |= MF_STACK_VIA_FOUND;
+            counts->folded_stacks++;
+            counts->found_stacks++;
+        }
+    }
+    mf_map_free(&map);
+    free(fns);
+    free(loc_fn);
+}
+
 struct mf_transform_halves {
     struct mf_model *m;
     struct mf_transform_counts counts[2];
@@ -187,4 +335,7 @@ void mf_model_transform(struct mf_model *m)
     c->hidden_frames = a->hidden_frames + b->hidden_frames;
     c->hidden_stacks = a->hidden_stacks + b->hidden_stacks;
     c->hidden_calls = a->hidden_calls + b->hidden_calls;
+    c->found_wrappers = c->found_stacks = 0;
+    if (m->trim && m->xf.fold)
+        mf_find_wrappers(m, c);
 }

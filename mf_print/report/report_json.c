@@ -224,6 +224,7 @@ static void mf_json_stack(FILE *out, const struct mf_model *m, const struct mf_s
     }
     fputs("\"via\": ", out);
     mf_json_str(out, s->via ? mf_str(s->via) : NULL);
+    fprintf(out, ", \"via_found\": %s", mf_bool(s->flags & MF_STACK_VIA_FOUND));
     fputs(", \"frames\": [", out);
     /* Walk the locations' frames as mf_model_frames does, alongside fr. */
     uint32_t k = 0, total = mf_model_nframes(m, s), at = 0;
@@ -304,9 +305,9 @@ bool mf_report_json(FILE *out, const struct mf_report_input *v, const struct mf_
 
     fprintf(out, "  \"estimated\": %s,\n  \"sample_interval\": %llu,\n  \"trimmed\": %s,\n",
             mf_bool(m->estimated), (unsigned long long)m->sample_interval, mf_bool(m->trim));
-    fprintf(out, "  \"folded\": %s,\n  \"cut\": %s,\n  \"hidden_frames\": %llu,\n",
-            mf_bool(m->trim && m->xf.fold), mf_bool(m->xf.cut),
-            (unsigned long long)m->transformed.hidden_frames);
+    fprintf(out, "  \"folded\": %s,\n  \"wrappers_found\": %llu,\n  \"cut\": %s,\n  \"hidden_frames\": %llu,\n",
+            mf_bool(m->trim && m->xf.fold), (unsigned long long)m->transformed.found_wrappers,
+            mf_bool(m->xf.cut), (unsigned long long)m->transformed.hidden_frames);
     fprintf(out, "  \"files_read\": %u,\n  \"files_skipped\": %u,\n", p->nfiles_read,
             p->nfiles_skipped);
 

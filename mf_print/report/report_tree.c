@@ -285,6 +285,10 @@ static void mf_print_transforms(FILE *out, const struct mf_tree *t)
     if (x->folded_stacks)
         fprintf(out, "  folded     wrappers into their callers in %s stacks: \"site via wrapper\" "
                 "(--no-fold)\n", mf_fmt_count(a, x->folded_stacks));
+    if (x->found_wrappers)
+        fprintf(out, "  found      %s of them without a name, by their calls, in %s stacks "
+                "(docs/reports.md)\n", mf_fmt_count(a, x->found_wrappers),
+                mf_fmt_count(b, x->found_stacks));
     if (x->cut_stacks)
         fprintf(out, "  cut        start-up frames: stacks start at main or the thread's start "
                 "(--full-stacks)\n");
