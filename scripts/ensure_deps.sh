@@ -12,7 +12,8 @@
 #   test   `make test`: demo, plus the test suites' needs (g++, Python, allocators that the
 #          tests preload after ours, setpriv, make, groff to check the man pages, a cargo,
 #          Go's pprof to read mf_print's pprof, chromium and npm for the HTML report, clang
-#          and its libFuzzer runtime for the reader's fuzz target)
+#          and its libFuzzer runtime for the reader's fuzz target, the Debian packaging
+#          tools and what the installed package is tried with)
 #   ci     `.ci/run`: test, plus Debian's own cargo and rustc, the oldest Rust tested
 set -e
 target=${1:-build}
@@ -76,6 +77,14 @@ test_() {
     have_clang_fuzzer || need libclang-rt-14-dev
     # Any cargo will do (rustup's too); Debian's if there is none.
     command -v cargo >/dev/null 2>&1 || need cargo
+    # The Debian package's tests (tests/package): dpkg-buildpackage with debhelper, lintian,
+    # and in the installed clone bash-completion, man and pkg-config.
+    command -v dpkg-buildpackage >/dev/null 2>&1 || need dpkg-dev
+    command -v dh >/dev/null 2>&1 || need debhelper
+    command -v lintian >/dev/null 2>&1 || need lintian
+    [ -f /usr/share/bash-completion/bash_completion ] || need bash-completion
+    command -v man >/dev/null 2>&1 || need man-db
+    command -v pkg-config >/dev/null 2>&1 || need pkgconf
 }
 
 ci() {

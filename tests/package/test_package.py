@@ -21,13 +21,15 @@ VERSION = re.search(r'^version = "(.*)"$', open(os.path.join(rt.REPO, "Cargo.tom
 MULTIARCH = subprocess.run(["gcc", "-print-multiarch"], capture_output=True,
                            text=True).stdout.strip()
 COMPLETIONS = "/usr/share/bash-completion/bash_completion"
-# What the package installs (dpkg-deb -c, files only); dh adds the changelog and copyright.
+# What the package installs (dpkg-deb -c, files only); dh adds the changelog, copyright and
+# lintian overrides.
 PACKAGE_FILES = sorted([
     "usr/bin/malloc_freq", "usr/bin/mf_print", "usr/include/malloc_freq.h",
     f"usr/lib/{MULTIARCH}/libmalloc_freq.so", f"usr/lib/{MULTIARCH}/pkgconfig/malloc_freq.pc",
     "usr/share/bash-completion/completions/malloc_freq",
     "usr/share/bash-completion/completions/mf_print",
     "usr/share/doc/malloc-freq/changelog.gz", "usr/share/doc/malloc-freq/copyright",
+    "usr/share/lintian/overrides/malloc-freq",
     "usr/share/man/man1/malloc_freq.1.gz", "usr/share/man/man1/mf_print.1.gz"])
 
 
@@ -283,3 +285,38 @@ def test_package_installed_used_and_purged():
                  "completions bash-completion loads")
     left = [p for p in out["left"].splitlines() if not BOOKKEEPING.match(p)]
     rt.expect_eq(left, [], "what the package left behind after dpkg --purge")
+
+
+# ---- the Rust crate --------------------------------------------------------------------------
+
+@rt.test
+def test_package_cargo_crate():
+    """`cargo package`: the crate holds its Rust sources, build.rs and every C core file that
+    build.rs compiles, and nothing of the viewer, preload library or tests; its metadata is
+    filled in; and it builds from the packaged .crate (cargo's verify step, offline with
+    Debian's cc crate)."""
+    rt.need(shutil.which("cargo"), "cargo is missing (apt-get install cargo)")
+    rt.need(glob.glob("/usr/share/cargo/registry/cc-*"),
+            "Debian's cc crate is missing, and crates.io may not be reachable "
+            "(apt-get install librust-cc-dev)")
+    cargo = os.path.join(TOOLS, "cargo")
+    listed = sh([cargo, "package", "--list", "--allow-dirty"], "cargo package --list",
+                cwd=rt.REPO).split()
+    tracked = sh(["git", "ls-files", "-co", "--exclude-standard", "src", "c_core"],
+                 "git ls-files", cwd=rt.REPO).split()
+    want = sorted(["Cargo.lock", "Cargo.toml", "Cargo.toml.orig", "README.md", "build.rs",
+                   "examples/quickstart.rs"] + [f for f in tracked
+                                                if f.endswith((".rs", ".c", ".h"))])
+    # A cargo that sees the git checkout adds where it came from.
+    rt.expect_eq(sorted(f for f in listed if f != ".cargo_vcs_info.json"), want,
+                 "the crate's files")
+    target = rt.fresh_dir()
+    sh([cargo, "package", "--allow-dirty", "--target-dir", target], "cargo package (verified)",
+       cwd=rt.REPO, env=dict(os.environ, RUSTFLAGS="-Dwarnings", MALLOC_FREQ_WERROR="1"))
+    crate = os.path.join(target, "package", f"malloc_freq-{VERSION}.crate")
+    rt.expect(os.path.isfile(crate), f"no {crate}")
+    manifest = sh(["tar", "-xzOf", crate, f"malloc_freq-{VERSION}/Cargo.toml"], "tar")
+    for field in ("description", "license", "readme", "keywords", "categories",
+                  "documentation", "rust-version"):
+        rt.expect(re.search(rf"^{field} = .+", manifest, re.M),
+                  f"the packaged Cargo.toml has no {field}")
