@@ -34,14 +34,22 @@ PRINT_OBJ   := $(call obj,$(PRINT_SRC))
 LAUNCH_OBJ  := $(call obj,$(LAUNCH_SRC))
 ALL_OBJ     := $(CORE_OBJ) $(PRELOAD_OBJ) $(ENTRY_OBJ) $(PRINT_OBJ) $(LAUNCH_OBJ)
 
-# make install: the launcher finds the library at ../lib from its own bin/ (launcher/setup.c).
+# make install: the launcher finds the library at ../lib or ../lib/$(MULTIARCH) from its own
+# bin/ (launcher/setup.c); Debian's package sets LIBDIR to the multiarch one (debian/rules).
 PREFIX  ?= /usr/local
-BINDIR  := $(PREFIX)/bin
-LIBDIR  := $(PREFIX)/lib
-MANDIR  := $(PREFIX)/share/man/man1
+BINDIR  ?= $(PREFIX)/bin
+LIBDIR  ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR  ?= $(PREFIX)/share/man/man1
+COMPLETIONDIR ?= $(PREFIX)/share/bash-completion/completions
+MULTIARCH ?= $(shell $(CC) -print-multiarch 2>/dev/null)
+# One version, the crate's (debian/changelog's must match: tests/package).
+VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' Cargo.toml)
 INSTALLED := $(DESTDIR)$(LIBDIR)/libmalloc_freq.so $(DESTDIR)$(BINDIR)/mf_print \
              $(DESTDIR)$(BINDIR)/malloc_freq $(DESTDIR)$(MANDIR)/malloc_freq.1 \
-             $(DESTDIR)$(MANDIR)/mf_print.1
+             $(DESTDIR)$(MANDIR)/mf_print.1 $(DESTDIR)$(INCLUDEDIR)/malloc_freq.h \
+             $(DESTDIR)$(LIBDIR)/pkgconfig/malloc_freq.pc \
+             $(DESTDIR)$(COMPLETIONDIR)/malloc_freq $(DESTDIR)$(COMPLETIONDIR)/mf_print
 # --format html's page, which report_html.c includes with the assembler's .incbin
 PRINT_PAGE  := mf_print/report/flame_graph/flame_graph.html
 
@@ -69,14 +77,15 @@ deps-test: deps-build
 
 $(OBJ)/c_core/%.o $(OBJ)/lib_preload/%.o: CFLAGS_OF = $(CORE_CFLAGS) -Ic_core
 $(OBJ)/mf_print/%.o: CFLAGS_OF = $(CFLAGS) -D_GNU_SOURCE -Ic_core $(PRINT_INC)
-$(OBJ)/launcher/%.o: CFLAGS_OF = $(CFLAGS) -D_GNU_SOURCE
+$(OBJ)/launcher/%.o: CFLAGS_OF = $(CFLAGS) -D_GNU_SOURCE \
+                                 $(if $(MULTIARCH),-DMF_MULTIARCH='"$(MULTIARCH)"')
 $(OBJ)/tests/%.o: CFLAGS_OF = $(CFLAGS) -D_GNU_SOURCE -Ic_core $(PRINT_INC)
 # The exported entry points only tail-call: without a frame the hook costs half (mf_entry.c).
 $(ENTRY_OBJ): CFLAGS_OF = $(CORE_CFLAGS) -fomit-frame-pointer -Ic_core
 
 $(OBJ)/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_OF) -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS_OF) -c -o $@ $<
 
 # --format html's page is assembled into the object that names it (.incbin), which -MMD
 # does not see.
@@ -85,8 +94,9 @@ $(call obj,$(shell grep -l flame_graph/flame_graph.html $(PRINT_SRC))): $(PRINT_
 # Lazy binding: each imported function is looked up at its first call, so a process pays
 # only for those it uses; with -z now every process paid for all of them at load, /bin/true
 # too (docs/performance.md, start-up). The GOT's other entries stay read-only (-z relro).
+# After LDFLAGS, so that a distribution's -z now (hardening=+bindnow) does not undo it.
 $(BUILD)/libmalloc_freq.so: $(CORE_OBJ) $(PRELOAD_OBJ) $(ENTRY_OBJ) lib_preload/exports.map
-	$(CC) $(CORE_CFLAGS) -shared -o $@ $(CORE_OBJ) $(PRELOAD_OBJ) $(ENTRY_OBJ) \
+	$(CC) $(CORE_CFLAGS) $(LDFLAGS) -shared -o $@ $(CORE_OBJ) $(PRELOAD_OBJ) $(ENTRY_OBJ) \
 	    -Wl,--version-script=lib_preload/exports.map -Wl,-z,lazy -Wl,-z,relro -ldl -lpthread
 
 # mf_print's objects but main's, for programs that test them (tests/unit, tests/fuzz).
@@ -97,10 +107,10 @@ $(BUILD)/mf_print.a: $(filter-out $(OBJ)/mf_print/main.o,$(PRINT_OBJ))
 CURSES_LIBS := $(shell pkg-config --libs ncursesw 2>/dev/null || echo -lncursesw -ltinfo)
 
 $(BUILD)/mf_print: $(PRINT_OBJ)
-	$(CC) $(CFLAGS) -o $@ $(PRINT_OBJ) -ldw -lelf -liberty -lz $(CURSES_LIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(PRINT_OBJ) -ldw -lelf -liberty -lz $(CURSES_LIBS)
 
 $(BUILD)/malloc_freq: $(LAUNCH_OBJ)
-	$(CC) $(CFLAGS) -o $@ $(LAUNCH_OBJ)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(LAUNCH_OBJ)
 
 mf_print-include:
 	@echo -Ic_core $(PRINT_INC)
@@ -124,12 +134,22 @@ $(BUILD)/unit/%: $(OBJ)/tests/unit/%.o $(BUILD)/mf_print.a
 # The library where the dynamic loader finds it by name (LD_PRELOAD=libmalloc_freq.so): in
 # $(LIBDIR), which on Debian is in the loader's path for /usr/local (ld.so.conf.d/libc.conf),
 # and in its cache once ldconfig has run (as root, and only for a real install, not a DESTDIR).
+# The C API: its header, and a pkg-config file whose -lmalloc_freq links the library in (the
+# program then profiles itself, as under LD_PRELOAD). Bash completion for both commands.
 install: all
 	install -D -m 0644 $(BUILD)/libmalloc_freq.so $(DESTDIR)$(LIBDIR)/libmalloc_freq.so
 	install -D -m 0755 $(BUILD)/mf_print $(DESTDIR)$(BINDIR)/mf_print
 	install -D -m 0755 $(BUILD)/malloc_freq $(DESTDIR)$(BINDIR)/malloc_freq
 	install -D -m 0644 man/malloc_freq.1 $(DESTDIR)$(MANDIR)/malloc_freq.1
 	install -D -m 0644 man/mf_print.1 $(DESTDIR)$(MANDIR)/mf_print.1
+	install -D -m 0644 c_core/malloc_freq.h $(DESTDIR)$(INCLUDEDIR)/malloc_freq.h
+	install -d -m 0755 $(DESTDIR)$(LIBDIR)/pkgconfig
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	    -e 's|@VERSION@|$(VERSION)|' lib_preload/malloc_freq.pc.in \
+	    >$(DESTDIR)$(LIBDIR)/pkgconfig/malloc_freq.pc
+	chmod 0644 $(DESTDIR)$(LIBDIR)/pkgconfig/malloc_freq.pc
+	install -D -m 0644 completion/malloc_freq $(DESTDIR)$(COMPLETIONDIR)/malloc_freq
+	install -D -m 0644 completion/mf_print $(DESTDIR)$(COMPLETIONDIR)/mf_print
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then \
 	    echo ldconfig; ldconfig || exit 1; \
 	    ldconfig -p | grep -qF '$(LIBDIR)/libmalloc_freq.so' || \

@@ -16,8 +16,10 @@ extern char **environ;
 /* ---- the library --------------------------------------------------------------------- */
 
 /* build/malloc_freq finds build/libmalloc_freq.so; $(PREFIX)/bin/malloc_freq finds
- * $(PREFIX)/lib/libmalloc_freq.so. Both by the launcher's own path (/proc/self/exe), so a
- * copy in a DESTDIR or a moved tree finds its own library, never another one. */
+ * $(PREFIX)/lib/libmalloc_freq.so, or the multiarch $(PREFIX)/lib/<triplet>/ where Debian's
+ * package puts it (so that the loader finds it by its bare name). All by the launcher's own
+ * path (/proc/self/exe), so a copy in a DESTDIR or a moved tree finds its own library, never
+ * another one. */
 void mf_find_library(struct mf_launch *l)
 {
     char self[PATH_MAX];
@@ -27,9 +29,16 @@ void mf_find_library(struct mf_launch *l)
                n < 0 ? strerror(errno) : "empty");
     self[n] = '\0';
     l->self_dir = mf_xstrdup(dirname(self));
-    const char *candidates[] = {"%s/" MF_LIB_NAME, "%s/../lib/" MF_LIB_NAME};
-    char *tried[2];
-    for (size_t i = 0; i < 2; i++) {
+    const char *candidates[] = {
+        "%s/" MF_LIB_NAME,
+        "%s/../lib/" MF_LIB_NAME,
+#ifdef MF_MULTIARCH
+        "%s/../lib/" MF_MULTIARCH "/" MF_LIB_NAME,
+#endif
+    };
+    enum { NCAND = sizeof candidates / sizeof *candidates };
+    char *tried[NCAND];
+    for (size_t i = 0; i < NCAND; i++) {
         tried[i] = mf_xasprintf(candidates[i], l->self_dir);
         char *abs = realpath(tried[i], NULL);
         if (abs && access(abs, R_OK) == 0) {
@@ -41,8 +50,8 @@ void mf_find_library(struct mf_launch *l)
         }
         free(abs);
     }
-    mf_die("cannot find %s beside the launcher: not at %s nor at %s", MF_LIB_NAME, tried[0],
-           tried[1]);
+    mf_die("cannot find %s beside the launcher: not at %s nor at %s%s%s", MF_LIB_NAME, tried[0],
+           tried[1], NCAND > 2 ? " nor at " : "", NCAND > 2 ? tried[NCAND - 1] : "");
 }
 
 /* ---- the program --------------------------------------------------------------------- */

@@ -13,7 +13,8 @@
 #   test   `make test`: demo, plus the test suites' needs (g++, Python, allocators that the
 #          tests preload after ours, setpriv, make, groff to check the man pages, a cargo,
 #          Go's pprof to read mf_print's pprof, chromium and npm for the HTML report, clang
-#          and its libFuzzer runtime for the reader's fuzz target, tmux for --watch's view)
+#          and its libFuzzer runtime for the reader's fuzz target, tmux for --watch's view,
+#          the Debian packaging tools and what the installed package is tried with)
 #   ci     `.ci/run`: test, plus Debian's own cargo and rustc, the oldest Rust tested
 set -e
 target=${1:-build}
@@ -82,6 +83,13 @@ test_() {
     command -v cargo >/dev/null 2>&1 || need cargo
     # --watch's terminal view is driven in a tmux pane (tests/viewer/test_watch.py).
     command -v tmux >/dev/null 2>&1 || need tmux
+    # The Debian package's tests (tests/package): dpkg-buildpackage with debhelper, lintian,
+    # and in the installed clone bash-completion and man (pkg-config: build).
+    command -v dpkg-buildpackage >/dev/null 2>&1 || need dpkg-dev
+    command -v dh >/dev/null 2>&1 || need debhelper
+    command -v lintian >/dev/null 2>&1 || need lintian
+    [ -f /usr/share/bash-completion/bash_completion ] || need bash-completion
+    command -v man >/dev/null 2>&1 || need man-db
 }
 
 ci() {

@@ -19,7 +19,7 @@ import signal
 import sys
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
-GROUPS = ("core", "preload", "viewer", "launcher", "docs")
+GROUPS = ("core", "preload", "viewer", "launcher", "docs", "package")
 sys.path.insert(0, os.path.join(TESTS_DIR, "lib"))
 import harness as rt  # noqa: E402 (after its directory is on the path)
 
