@@ -166,19 +166,21 @@ void mf_watch_step(struct mf_watch *w)
         mf_model_free(&m);
     }
 
-    /* Totals only grow: a file skipped once (being replaced, say) must not show as a drop,
-     * nor its return as a burst. */
+    /* Totals only grow while a read skips a file (being replaced, say): it must not show as
+     * a drop, nor its return as a burst. A whole read is taken as it is: a table whose
+     * thread finished is calibrated to its exact total, which may lower its estimates. */
+    bool whole = p.nfiles_skipped == 0;
     for (uint32_t i = 0; i < w->nsites; i++) {
         struct mf_watch_site *s = &w->sites[i];
         uint64_t dc = calls[i] > s->calls ? calls[i] - s->calls : 0;
         uint64_t db = bytes[i] > s->bytes ? bytes[i] - s->bytes : 0;
         uint64_t dv = var[i] > s->var ? var[i] - s->var : 0;
         double old_rate = s->calls_rate;
-        if (dc) {
+        if (dc || whole) {
             s->calls = calls[i];
             s->var = var[i];
         }
-        if (db) {
+        if (db || whole) {
             s->bytes = bytes[i];
             s->bytes_var = bytes_var[i];
         }

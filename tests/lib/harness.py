@@ -15,6 +15,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.parse
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -820,6 +821,72 @@ def small_repository():
         git("add", "-A")
         git("commit", "-q", "-m", f"change {c}\n\nthe body of change {c}")
     return repo
+
+
+# ---- --watch: its view driven through tests/programs/watch_phases.c's gated phases ------------
+
+WATCH_DEADLINE = 60  # seconds to wait for each condition the view shows: generous, for a loaded machine
+WATCH_PHASES = ("phase_a", "phase_b", "phase_c")
+
+
+def watch_top_row(text):
+    """The fields of the first row under the view's column heads, or None."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if "calls/s" in line and line.rstrip().endswith("site") and i + 1 < len(lines):
+            return lines[i + 1].split()
+    return None
+
+
+def watch_running_top(text):
+    """The site on top of a view while a process runs and that site allocates (its calls/s
+    neither "-" nor 0), or None: a view whose rates are all 0 (the program without the CPU
+    for a whole interval, or ended) is sorted by the totals, which say nothing of the phase."""
+    if not re.search(r"^processes: [1-9]\d* running", text, re.M):
+        return None
+    row = watch_top_row(text)
+    return row[-1] if row and len(row) > 1 and row[0] not in ("-", "0") else None
+
+
+def watch_blocks(stream, raw):
+    """The text blocks mf_print --watch writes to the pipe stream, each once complete (the
+    blank line after it, or the end of the stream), as they come; every byte read is added to
+    the bytearray raw."""
+    fd, pending = stream.fileno(), b""
+    while True:
+        ready, _, _ = select.select([fd], [], [], WATCH_DEADLINE)
+        expect(ready, f"no text from the view in {WATCH_DEADLINE} s: {bytes(raw[-600:])!r}")
+        chunk = os.read(fd, 65536)
+        raw += chunk
+        if not chunk:
+            if pending.strip(b"\n"):
+                yield pending.decode(errors="replace")
+            return
+        *done, pending = (pending + chunk).split(b"\n\n")
+        for block in done:
+            yield block.decode(errors="replace")
+
+
+def drive_watch_phases(views, gates):
+    """Takes watch_phases.c's gated run (its gate directory gates) through its phases as a
+    view shows them: each phase's file is made once the view has it on top, not before, so
+    that no phase ends unseen however late the view gets the CPU. views: the view's texts as
+    they come (tmux captures, text blocks), ending when the view does. Returns the sites on
+    top while they allocate, in turn (each once)."""
+    tops, want, since = [], list(WATCH_PHASES), time.monotonic()
+    for text in views:
+        site = watch_running_top(text)
+        if site in WATCH_PHASES and (not tops or tops[-1] != site):
+            tops.append(site)
+        if want and site == want[0]:
+            open(os.path.join(gates, site[-1]), "w").close()
+            want.pop(0)
+            since = time.monotonic()
+        expect(time.monotonic() - since < WATCH_DEADLINE,
+               f"in {WATCH_DEADLINE} s the view did not show "
+               f"{want[0] + ' on top' if want else 'the end of the run'}:\n{text}")
+    expect(not want, f"the view ended before it showed {want[:1]} on top")
+    return tops
 
 
 # ---- the registry --------------------------------------------------------------------------

@@ -12,7 +12,6 @@ import time
 import harness as rt
 from harness import expect, expect_eq
 
-DEADLINE = 60  # seconds to wait for a condition: generous, for a loaded machine
 TIME = re.compile(r"^\d\d:\d\d:\d\d  ([\d,]+) calls ")
 
 
@@ -48,12 +47,22 @@ class Pane:
 
     def wait(self, what, cond):
         """Polls the pane until cond(text) holds; returns the text."""
-        end = time.monotonic() + DEADLINE
+        end = time.monotonic() + rt.WATCH_DEADLINE
         while True:
             text = self.text()
             if cond(text):
                 return text
             expect(time.monotonic() < end, f"the pane never showed {what}:\n{text}")
+            time.sleep(0.05)
+
+    def views(self, until):
+        """The pane's text, captured again and again until it holds until (a command's
+        ending marker); each capture may show a view drawn in part."""
+        while True:
+            text = self.text()
+            yield text
+            if until in text:
+                return
             time.sleep(0.05)
 
     def close(self):
@@ -62,12 +71,8 @@ class Pane:
 
 def top_site(text):
     """The first site under the view's column heads, or None."""
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if "calls/s" in line and line.rstrip().endswith("site") and i + 1 < len(lines):
-            row = lines[i + 1].split()
-            return row[-1] if row else None
-    return None
+    row = rt.watch_top_row(text)
+    return row[-1] if row else None
 
 
 def sorted_by(text):
@@ -82,23 +87,16 @@ def finished_mixed_profile():
 @rt.test
 def test_watch_under_the_launcher_shows_each_phase_on_top_while_it_runs():
     cwd = rt.fresh_dir()
+    gates = os.path.join(cwd, "gates")
+    os.mkdir(gates, 0o700)
     pane = Pane(cwd)
     try:
         run_dir = os.path.join(cwd, "run")
         # (the markers are written so that the command line does not hold them)
         pane.type(f"stty -g > before; echo MA\"\"RK; {rt.LAUNCHER} --watch --interval 0.2 "
-                  f"-o run -- {phases_program()} phases 1.2; echo \"RC\"=$?; stty -g > after")
-        tops = []
-        text = ""
-        end = time.monotonic() + DEADLINE
-        while "RC=" not in text:
-            expect(time.monotonic() < end, f"the run never ended:\n{text}")
-            text = pane.text()
-            site = top_site(text)  # a row drawn in part is not a site's name
-            if site in ("phase_a", "phase_b", "phase_c") and (not tops or tops[-1] != site):
-                tops.append(site)
-            time.sleep(0.05)
-        expect_eq(tops, ["phase_a", "phase_b", "phase_c"], "the sites on top, in turn")
+                  f"-o run -- {phases_program()} gated {gates}; echo \"RC\"=$?; stty -g > after")
+        tops = rt.drive_watch_phases(pane.views(until="RC="), gates)
+        expect_eq(tops, list(rt.WATCH_PHASES), "the sites on top, in turn")
         text = pane.wait("the summary", lambda t: "RC=0" in t)
         expect("MARK" in text, f"the screen before the view is not back:\n{text}")
         expect("calls/s" not in text, f"the view is still on the screen:\n{text}")
@@ -107,6 +105,8 @@ def test_watch_under_the_launcher_shows_each_phase_on_top_while_it_runs():
         expect("phase_c (watch_phases.c:" in text, f"no summary:\n{text}")
         pane.wait("the shell's stty", lambda t: os.path.exists(os.path.join(cwd, "after")))
     finally:
+        for gate in "abc":  # after a failure, the program is not left waiting for them
+            open(os.path.join(gates, gate), "a").close()
         pane.close()
     with open(os.path.join(run_dir, "output")) as f:
         expect_eq(f.read(), "phase a\nphase b\nphase c\ndone\n", "the program's output file")
@@ -180,19 +180,33 @@ def test_watch_shows_hostile_names_escaped_in_the_terminal_and_in_text():
 @rt.test
 def test_watch_without_a_terminal_writes_plain_blocks_until_the_processes_end():
     """mf_print --watch on a running program, its output a pipe: text blocks, a time first,
-    no escape byte; it ends by itself when the program has ended, and its last block's
-    totals are the profile's (the exact total, and each site's calls as --format csv
-    gives them: the same sites)."""
+    no escape byte; each phase on top while it runs; it ends by itself when the program has
+    ended, and its last block's totals are the profile's (the exact total, and each site's
+    calls as --format csv gives them: the same sites)."""
     outdir = rt.fresh_dir()
-    prog = subprocess.Popen([phases_program(), "phases", "0.8"], cwd=outdir,
+    gates = os.path.join(outdir, "gates")
+    os.mkdir(gates, 0o700)
+    prog = subprocess.Popen([phases_program(), "gated", gates], cwd=outdir,
                             env=rt.profiled_env(outdir, sample=None), stdout=subprocess.PIPE)
     profile = os.path.join(outdir, f"malloc_freq.{prog.pid}")
-    p = subprocess.run([rt.MF_PRINT, "--watch", "--interval", "0.2", outdir],
-                       capture_output=True, timeout=rt.TIMEOUT)
-    prog.communicate(timeout=rt.TIMEOUT)
-    expect_eq(p.returncode, 0, f"mf_print --watch's status ({p.stderr!r})")
-    expect(b"\x1b" not in p.stdout, f"an escape byte in the text: {p.stdout[:300]!r}")
-    blocks = p.stdout.decode().strip("\n").split("\n\n")
+    raw = bytearray()
+    with open(os.path.join(outdir, "stderr"), "w+b") as err:
+        p = subprocess.Popen([rt.MF_PRINT, "--watch", "--interval", "0.2", outdir],
+                             stdout=subprocess.PIPE, stderr=err)
+        try:
+            tops = rt.drive_watch_phases(rt.watch_blocks(p.stdout, raw), gates)
+        except BaseException:
+            prog.kill()  # not left waiting for its gates
+            raise
+        finally:
+            p.stdout.close()
+            p.wait(timeout=rt.TIMEOUT)
+            prog.communicate(timeout=rt.TIMEOUT)
+        err.seek(0)
+        expect_eq(p.returncode, 0, f"mf_print --watch's status ({err.read()!r})")
+    expect_eq(tops, list(rt.WATCH_PHASES), "the sites on top, in turn")
+    expect(b"\x1b" not in raw, f"an escape byte in the text: {bytes(raw[:300])!r}")
+    blocks = raw.decode().strip("\n").split("\n\n")
     for b in blocks:
         expect(TIME.match(b), f"a block that does not start with the time: {b!r}")
     last = blocks[-1].splitlines()
@@ -205,9 +219,8 @@ def test_watch_without_a_terminal_writes_plain_blocks_until_the_processes_end():
         # (read by place: units hold spaces)
         site, calls = line[77:], int(line[35:50].replace(",", ""))
         expect_eq(calls, rt.site_totals(rows, site)[0], f"{site}'s calls in the last block")
-    tops = [top_site(b) for b in blocks]
-    seen = [s for i, s in enumerate(tops) if s and (i == 0 or tops[i - 1] != s)]
-    expect_eq(seen, ["phase_a", "phase_b", "phase_c"], "the sites on top, in turn")
+    expect_eq(sorted(line[77:] for line in last[3:]), list(rt.WATCH_PHASES),
+              "the last block's sites")
 
 
 @rt.test
