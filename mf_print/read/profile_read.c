@@ -845,7 +845,8 @@ static void mf_calibrate(struct mf_calibration *k, uint64_t samples, uint64_t *c
     *calls = c < (double)samples ? samples : (uint64_t)c; /* each sample was a call */
     *calls_sq = *calls + (uint64_t)mf_round(v * (1 - share));
     *bytes = (uint64_t)mf_round((double)*bytes * (double)*calls / (double)was);
-    *bytes_var *= 1 - share;
+    if (__builtin_isfinite(*bytes_var)) /* a damaged file's stays what it is */
+        *bytes_var *= 1 - share;
 }
 
 static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, const char *name)
