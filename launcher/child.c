@@ -192,6 +192,8 @@ int mf_run_program(struct mf_launch *l, const struct timespec *start, int *statu
         mf_remove_run_dir(l);
         return 2;
     }
+    if (!l->no_timeline)
+        mf_start_recorder(l);
     mf_write_all(go[1], l->run_dir, strlen(l->run_dir));
     close(go[1]);
     int exec_errno;
@@ -201,6 +203,7 @@ int mf_run_program(struct mf_launch *l, const struct timespec *start, int *statu
     close(err[0]);
     if (got == (ssize_t)sizeof exec_errno) {
         mf_wait_child(pid);
+        mf_stop_recorder(l);
         mf_remove_run_dir(l);
         bool found = exec_errno != ENOENT;
         if (!found && !strchr(l->argv[0], '/'))
@@ -210,7 +213,66 @@ int mf_run_program(struct mf_launch *l, const struct timespec *start, int *statu
         return found ? 126 : 127;
     }
     *status = mf_wait_child(pid);
+    /* Its last snapshot before the summary: the two read the run at once otherwise. */
+    mf_stop_recorder(l);
     return -1;
+}
+
+/* ---- the timeline's recorder --------------------------------------------------------- */
+
+void mf_start_recorder(struct mf_launch *l)
+{
+    char *path = mf_xasprintf("%s/%s", l->self_dir, MF_PRINT_NAME);
+    if (access(path, X_OK) != 0) {
+        if (!l->quiet)
+            mf_msg("no %s beside the launcher (%s): no timeline recorded", MF_PRINT_NAME, path);
+        free(path);
+        return;
+    }
+    fflush(NULL);
+    pid_t parent = getpid(), pid = fork();
+    if (pid < 0) {
+        mf_msg("cannot fork to record the timeline: %s", strerror(errno));
+    } else if (pid == 0) {
+        /* If the launcher dies first, the recorder takes its last snapshot then. */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent)
+            _exit(0);
+        setpgid(0, 0);
+        char *others = mf_other_preloads(getenv("LD_PRELOAD"));
+        if (*others)
+            setenv("LD_PRELOAD", others, 1);
+        else
+            unsetenv("LD_PRELOAD");
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (null >= 0) {
+            dup2(null, 0);
+            dup2(null, 1);
+            dup2(null, 2);
+        }
+        mf_restore_signals_in_child();
+        char *argv[] = {path, "--record", l->run_dir, NULL};
+        execv(path, argv);
+        _exit(127);
+    } else {
+        l->recorder = pid;
+    }
+    free(path);
+}
+
+void mf_stop_recorder(struct mf_launch *l)
+{
+    if (!l->recorder)
+        return;
+    kill(l->recorder, SIGTERM);
+    for (int ms = 0; ms < MF_RECORDER_WAIT_MS; ms += 5) {
+        pid_t w = waitpid(l->recorder, NULL, WNOHANG);
+        if (w == l->recorder || (w < 0 && errno != EINTR))
+            break;
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+    l->recorder = 0;
 }
 
 /* ---- a helper's output --------------------------------------------------------------- */

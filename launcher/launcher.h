@@ -29,6 +29,7 @@ struct mf_launch {
     const char *depth;   /* --depth N: MALLOC_FREQ_DEPTH, or NULL */
     const char *unwind;  /* --unwind fp|libunwind: MALLOC_FREQ_UNWIND, or NULL */
     bool quiet;          /* -q */
+    bool no_timeline;    /* --no-timeline, or MALLOC_FREQ_TIMELINE=0 */
     char *const *argv;   /* PROGRAM ARGS... */
 
     /* Found before the program starts. */
@@ -46,6 +47,7 @@ struct mf_launch {
     char *run_dir;       /* absolute */
     bool run_dir_made;   /* created by us (removed again if the program cannot be run) */
     pid_t pid;           /* the program's */
+    pid_t recorder;      /* mf_print --record's, or 0 */
 };
 
 /* child.c */
@@ -56,6 +58,14 @@ int mf_run_program(struct mf_launch *l, const struct timespec *start, int *statu
 /* Runs path with argv, its standard output read from *out (its standard error discarded if
  * quiet), unprofiled, signals forwarded to it until mf_wait_child; its pid, or -1 (said
  * why). */
+/* The timeline's recorder: mf_print --record on the run directory, for the program's
+ * lifetime, in a process group of its own (the terminal's ^C is the program's), its output
+ * discarded; l->recorder is its pid, or 0 if it could not be started (said why). */
+void mf_start_recorder(struct mf_launch *l);
+/* The program ended: the recorder takes its last snapshot and ends; waited for at most
+ * MF_RECORDER_WAIT_MS (its last snapshot reads the run once, as the summary does). */
+#define MF_RECORDER_WAIT_MS 2000
+void mf_stop_recorder(struct mf_launch *l);
 pid_t mf_start_reader(const char *path, char *const argv[], bool quiet, FILE **out);
 int mf_wait_child(pid_t pid);
 const char *mf_signal_name(int sig);

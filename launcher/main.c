@@ -44,6 +44,8 @@ static void mf_usage(FILE *out)
           "                         every call (MALLOC_FREQ_SAMPLE; default: adaptive)\n"
           "      --depth N          frames kept per stack, 1..512 (MALLOC_FREQ_DEPTH; 64)\n"
           "      --unwind fp|libunwind  how stacks are walked (MALLOC_FREQ_UNWIND; libunwind)\n"
+          "      --no-timeline      record no timeline of the run (timeline.mftl, mf_print\n"
+          "                         --timeline; also MALLOC_FREQ_TIMELINE=0)\n"
           "  -q, --quiet            print nothing of our own unless something fails\n"
           "  -h, --help             this text\n",
           out);
@@ -63,13 +65,14 @@ static const char *mf_check_number(const char *opt, const char *what, const char
 
 static void mf_parse_options(struct mf_launch *l, int argc, char **argv)
 {
-    enum { OPT_DEPTH = 256, OPT_UNWIND };
+    enum { OPT_DEPTH = 256, OPT_UNWIND, OPT_NO_TIMELINE };
     static const struct option longopts[] = {
         {"output", required_argument, NULL, 'o'},
         {"sample", required_argument, NULL, 's'},
         {"depth", required_argument, NULL, OPT_DEPTH},
         {"unwind", required_argument, NULL, OPT_UNWIND},
         {"quiet", no_argument, NULL, 'q'},
+        {"no-timeline", no_argument, NULL, OPT_NO_TIMELINE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -97,6 +100,9 @@ static void mf_parse_options(struct mf_launch *l, int argc, char **argv)
         case 'q':
             l->quiet = true;
             break;
+        case OPT_NO_TIMELINE:
+            l->no_timeline = true;
+            break;
         case 'h':
             mf_usage(stdout);
             exit(0);
@@ -108,6 +114,9 @@ static void mf_parse_options(struct mf_launch *l, int argc, char **argv)
             mf_usage_error("unknown option '%s'", argv[optind - 1]);
         }
     }
+    const char *tl = getenv("MALLOC_FREQ_TIMELINE");
+    if (tl && strcmp(tl, "0") == 0)
+        l->no_timeline = true;
     if (optind >= argc)
         mf_usage_error("no program given: malloc_freq [options] -- PROGRAM [ARGS...]");
     if (!argv[optind][0])

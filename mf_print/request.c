@@ -89,6 +89,12 @@ static void mf_usage(FILE *out)
           "      --tune-header FILE\n"
           "                         with --sizes: also write the measured size classes\n"
           "                         as a C header (#defines and a table) to FILE\n"
+          "      --timeline         the run's timeline (the launcher records one, or\n"
+          "                         --record): calls/s and bytes/s of the top sites over\n"
+          "                         time, with a sparkline each (--top N sites, default\n"
+          "                         6); tree (text), csv or json format\n"
+          "      --record           record DIR's timeline until its processes have ended\n"
+          "                         (or SIGINT/SIGTERM): for a run without the launcher\n"
           "  -h, --help             this text\n",
           out);
 }
@@ -193,7 +199,8 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
         MF_OPT_NO_TRIM = 256, MF_OPT_SAVE, MF_OPT_NO_FOLD, MF_OPT_FOLD, MF_OPT_HIDE,
         MF_OPT_FULL_STACKS, MF_OPT_FULL_NAMES, MF_OPT_WIDTH, MF_OPT_BY, MF_OPT_PROGRAM,
         MF_OPT_DEBUG_DIR, MF_OPT_SYSROOT, MF_OPT_SIZES, MF_OPT_SITE_DEPTH, MF_OPT_TUNE,
-        MF_OPT_TUNE_HEADER, MF_OPT_LIVE, MF_OPT_SORT, MF_OPT_DEPTH, MF_OPT_TOP
+        MF_OPT_TUNE_HEADER, MF_OPT_LIVE, MF_OPT_SORT, MF_OPT_DEPTH, MF_OPT_TOP, MF_OPT_TIMELINE,
+        MF_OPT_RECORD
     };
     static const struct option longopts[] = {
         {"dir", required_argument, NULL, 'd'},
@@ -222,6 +229,8 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
         {"sort", required_argument, NULL, MF_OPT_SORT},
         {"depth", required_argument, NULL, MF_OPT_DEPTH},
         {"top", required_argument, NULL, MF_OPT_TOP},
+        {"timeline", no_argument, NULL, MF_OPT_TIMELINE},
+        {"record", no_argument, NULL, MF_OPT_RECORD},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -345,6 +354,12 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
             else if (strcmp(optarg, "bytes") != 0)
                 mf_usage_error("--sort is temporary or bytes, not '%s'", optarg);
             break;
+        case MF_OPT_TIMELINE:
+            r->timeline = true;
+            break;
+        case MF_OPT_RECORD:
+            r->record = true;
+            break;
         case 'h':
             mf_usage(stdout);
             return 0;
@@ -381,6 +396,9 @@ enum {
     MF_R_PROGRAM = 1 << 11,
     MF_R_SORT_TEMPORARY = 1 << 12,
     MF_R_NO_DIR = 1 << 13,
+    MF_R_TIMELINE = 1 << 14,
+    MF_R_RECORD = 1 << 15,
+    MF_R_MANY_DIRS = 1 << 16,
 };
 
 /* A rule applies to a request with every bit of `when` and none of `unless`. It is broken
@@ -431,11 +449,32 @@ static const struct mf_rule mf_rules[] = {
     {MF_R_BASE | MF_R_BY_PROGRAM, 0, 0, NULL, "--by program and --program do not apply to --base"},
     {MF_R_BASE | MF_R_PROGRAM, 0, 0, NULL, "--by program and --program do not apply to --base"},
     {MF_R_BASE, 0, MF_KIND_BASE, NULL, "--base reports in %s format, not %s"},
+#define MF_TIMELINE_ALONE "--timeline reports one run's timeline: not with --base, --save, " \
+                          "--live, --sizes, --by or --program"
+    {MF_R_TIMELINE | MF_R_BASE, 0, 0, NULL, MF_TIMELINE_ALONE},
+    {MF_R_TIMELINE | MF_R_SAVE, 0, 0, NULL, MF_TIMELINE_ALONE},
+    {MF_R_TIMELINE | MF_R_LIVE, 0, 0, NULL, MF_TIMELINE_ALONE},
+    {MF_R_TIMELINE | MF_R_SIZES, 0, 0, NULL, MF_TIMELINE_ALONE},
+    {MF_R_TIMELINE | MF_R_BY_SITE, 0, 0, NULL, MF_TIMELINE_ALONE},
+    {MF_R_TIMELINE | MF_R_BY_PROGRAM, 0, 0, NULL, MF_TIMELINE_ALONE},
+    {MF_R_TIMELINE | MF_R_PROGRAM, 0, 0, NULL, MF_TIMELINE_ALONE},
+    {MF_R_TIMELINE | MF_R_MANY_DIRS, 0, 0, NULL, "--timeline reports the timeline of one directory"},
+    {MF_R_TIMELINE, 0, MF_KIND_TIMELINE, NULL, "--timeline reports in %s format, not %s"},
+#define MF_RECORD_ALONE "--record DIR records DIR's timeline and reports nothing: no other option"
+    {MF_R_RECORD | MF_R_MANY_DIRS, 0, 0, NULL, "--record records the timeline of one directory"},
+    {MF_R_RECORD | MF_R_TIMELINE, 0, 0, NULL, MF_RECORD_ALONE},
+    {MF_R_RECORD | MF_R_FORMAT, 0, 0, NULL, MF_RECORD_ALONE},
+    {MF_R_RECORD | MF_R_OUTPUT, 0, 0, NULL, MF_RECORD_ALONE},
+    {MF_R_RECORD | MF_R_SAVE, 0, 0, NULL, MF_RECORD_ALONE},
+    {MF_R_RECORD | MF_R_BASE, 0, 0, NULL, MF_RECORD_ALONE},
+    {MF_R_RECORD | MF_R_LIVE, 0, 0, NULL, MF_RECORD_ALONE},
+    {MF_R_RECORD | MF_R_SIZES, 0, 0, NULL, MF_RECORD_ALONE},
 };
 
 enum mf_kind mf_request_kind(const struct mf_request *r)
 {
     return r->nbase       ? MF_KIND_BASE
+           : r->timeline  ? MF_KIND_TIMELINE
            : r->o.by_site ? MF_KIND_SITES
            : r->tune      ? MF_KIND_TUNE
            : r->sizes     ? MF_KIND_SIZES
@@ -454,7 +493,8 @@ void mf_request_check(struct mf_request *r)
                    (r->o.tune_header ? MF_R_TUNE_HEADER : 0) | (r->nbase ? MF_R_BASE : 0) |
                    (r->live ? MF_R_LIVE : 0) | (r->nprograms ? MF_R_PROGRAM : 0) |
                    (r->o.sort_temporary ? MF_R_SORT_TEMPORARY : 0) |
-                   (r->ndirs == 0 ? MF_R_NO_DIR : 0);
+                   (r->ndirs == 0 ? MF_R_NO_DIR : 0) | (r->timeline ? MF_R_TIMELINE : 0) |
+                   (r->record ? MF_R_RECORD : 0) | (r->ndirs > 1 ? MF_R_MANY_DIRS : 0);
     if (r->save) /* --save FILE is --format pprof -o FILE */
         r->format = "pprof";
     for (size_t i = 0; i < sizeof mf_rules / sizeof *mf_rules; i++) {

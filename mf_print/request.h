@@ -17,6 +17,7 @@ struct mf_request {
     const char *format_asked; /* -f's value, NULL if not given */
     const char *save;         /* --save FILE */
     bool live, sizes, tune, by_program, site_depth_given;
+    bool timeline, record; /* --timeline, --record */
     int width;                /* --width, -1 if not given */
     struct mf_transform xf;   /* --no-fold, --fold, --hide, --full-stacks */
     struct mf_report_options o;
