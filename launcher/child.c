@@ -251,6 +251,14 @@ void mf_start_recorder(struct mf_launch *l)
             dup2(null, 2);
         }
         mf_restore_signals_in_child();
+        /* Held until mf_print's handlers are there: a stop asked at once is its last
+         * snapshot, not its death. */
+        sigset_t stop;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGINT);
+        sigaddset(&stop, SIGHUP);
+        sigprocmask(SIG_BLOCK, &stop, NULL);
         char *argv[] = {path, "--record", l->run_dir, NULL};
         execv(path, argv);
         _exit(127);

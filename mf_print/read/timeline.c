@@ -524,6 +524,12 @@ int mf_record(const char *dir)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    sigset_t stop; /* the launcher starts it with them blocked */
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGHUP);
+    sigprocmask(SIG_UNBLOCK, &stop, NULL);
     struct mf_recorder r;
     if (mf_record_start(&r, dir)) {
         mf_record_end(&r);
