@@ -20,34 +20,7 @@ import subprocess
 import harness as rt
 from harness import F, expect, expect_eq
 
-PHASE_CALLS = 50000
-PHASES = ("phase_a", "phase_b", "phase_c")
-
-
-def phases_run(sample):
-    """The launcher's run of timeline_phases at -s sample: (run directory, the borders
-    {site: (start_s, end_s)} relative to the timeline's start, the --timeline JSON)."""
-    prog = rt.c_program("timeline_phases")
-    cwd = rt.fresh_dir()
-    borders = os.path.join(cwd, "borders.txt")
-    r = rt.launch_ok(["-q", "-s", str(sample), "--", prog, borders], cwd=cwd)
-    run = r.run_dir
-    out = rt.mf_print(["--timeline", "--format", "json", run])
-    tl = json.loads(out.stdout)
-    phases = {}
-    with open(borders) as f:
-        for line in f:
-            name, start, end, calls = line.split()
-            expect_eq(int(calls), PHASE_CALLS, "the program's calls per phase")
-            phases["phase_" + name] = ((int(start) - tl["start_ns"]) / 1e9,
-                                       (int(end) - tl["start_ns"]) / 1e9)
-    return run, phases, tl
-
-
-def site_series(tl, name):
-    sites = [s for s in tl["sites"] if s["name"] == name]
-    expect_eq(len(sites), 1, f"sites named {name} in the timeline")
-    return sites[0]
+from harness import PHASE_CALLS, PHASES, phases_run, site_series
 
 
 def expect_phases(sample):
