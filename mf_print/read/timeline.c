@@ -172,9 +172,6 @@ uint64_t *mf_stack_ids(const struct mf_profile *p)
 
 void mf_profile_free(struct mf_profile *p)
 {
-    /* A directory's name is shared by its processes (profile_read.c): freed once each. */
-    const char **dirs = mf_xmalloc(((size_t)p->nprocs + 1) * sizeof *dirs);
-    uint32_t ndirs = 0;
     for (uint32_t i = 0; i < p->nprocs; i++) {
         struct mf_process *pr = &p->procs[i];
         for (uint32_t k = 0; k < pr->nmodules; k++)
@@ -182,15 +179,7 @@ void mf_profile_free(struct mf_profile *p)
         free(pr->modules);
         free(pr->sizes);
         free(pr->tables);
-        bool seen = false;
-        for (uint32_t k = ndirs; k-- > 0 && !seen;)
-            seen = dirs[k] == pr->dir;
-        if (!seen)
-            dirs[ndirs++] = pr->dir;
     }
-    for (uint32_t i = 0; i < ndirs; i++)
-        free((char *)(uintptr_t)dirs[i]);
-    free(dirs);
     free(p->procs);
     mf_profile_drop_frames(p); /* the raw stacks' frames, in chunks */
     free(p->stacks);
@@ -198,6 +187,24 @@ void mf_profile_free(struct mf_profile *p)
     free(p->live);
     free(p->lifetimes);
     memset(p, 0, sizeof *p);
+}
+
+/* The names of the directories mf_profile_read_dir read into p, which its processes point to
+ * (shared by a directory's processes): each freed once. */
+static void mf_profile_free_dirs(struct mf_profile *p)
+{
+    const char **dirs = mf_xmalloc(((size_t)p->nprocs + 1) * sizeof *dirs);
+    uint32_t ndirs = 0;
+    for (uint32_t i = 0; i < p->nprocs; i++) {
+        bool seen = false;
+        for (uint32_t k = ndirs; k-- > 0 && !seen;)
+            seen = dirs[k] == p->procs[i].dir;
+        if (!seen)
+            dirs[ndirs++] = p->procs[i].dir;
+    }
+    for (uint32_t i = 0; i < ndirs; i++)
+        free((char *)(uintptr_t)dirs[i]);
+    free(dirs);
 }
 
 /* ---- recording ------------------------------------------------------------------------ */
@@ -450,6 +457,7 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
         mf_profile_finish(&p);
     mf_errors_muted = false;
     if (none || !p.nfiles_read) {
+        mf_profile_free_dirs(&p);
         mf_profile_free(&p);
         return false;
     }
@@ -491,6 +499,7 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
             r->recs[r->nrecs + n++] = d;
     }
     free(ids);
+    mf_profile_free_dirs(&p);
     mf_profile_free(&p);
     mf_point_cap(r, &pt, n);
     MF_GROW(r->points, r->npoints, r->points_cap);

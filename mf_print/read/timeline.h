@@ -35,7 +35,8 @@ void mf_timeline_free(struct mf_timeline *t);
  * mf_profile_drop_frames. Allocated. */
 uint64_t *mf_stack_ids(const struct mf_profile *p);
 
-/* Everything p holds, given back (not the strings it interned). */
+/* What p holds, given back: not the strings it interned, nor the directory names its
+ * processes point to. */
 void mf_profile_free(struct mf_profile *p);
 
 /* The recorder: mf_record_start makes dir/timeline.mftl (replacing one there), then each
