@@ -204,6 +204,7 @@ int mf_run_program(struct mf_launch *l, const struct timespec *start, int *statu
     if (got == (ssize_t)sizeof exec_errno) {
         mf_wait_child(pid);
         mf_stop_recorder(l);
+        mf_wait_recorder(l);
         mf_remove_run_dir(l);
         bool found = exec_errno != ENOENT;
         if (!found && !strchr(l->argv[0], '/'))
@@ -213,8 +214,7 @@ int mf_run_program(struct mf_launch *l, const struct timespec *start, int *statu
         return found ? 126 : 127;
     }
     *status = mf_wait_child(pid);
-    /* Its last snapshot before the summary: the two read the run at once otherwise. */
-    mf_stop_recorder(l);
+    mf_stop_recorder(l); /* its last snapshot, while the summary is made */
     return -1;
 }
 
@@ -270,9 +270,14 @@ void mf_start_recorder(struct mf_launch *l)
 
 void mf_stop_recorder(struct mf_launch *l)
 {
+    if (l->recorder)
+        kill(l->recorder, SIGTERM);
+}
+
+void mf_wait_recorder(struct mf_launch *l)
+{
     if (!l->recorder)
         return;
-    kill(l->recorder, SIGTERM);
     for (int ms = 0; ms < MF_RECORDER_WAIT_MS; ms += 5) {
         pid_t w = waitpid(l->recorder, NULL, WNOHANG);
         if (w == l->recorder || (w < 0 && errno != EINTR))

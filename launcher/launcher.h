@@ -62,10 +62,13 @@ int mf_run_program(struct mf_launch *l, const struct timespec *start, int *statu
  * lifetime, in a process group of its own (the terminal's ^C is the program's), its output
  * discarded; l->recorder is its pid, or 0 if it could not be started (said why). */
 void mf_start_recorder(struct mf_launch *l);
-/* The program ended: the recorder takes its last snapshot and ends; waited for at most
- * MF_RECORDER_WAIT_MS (its last snapshot reads the run once, as the summary does). */
+/* The program ended: the recorder takes its last snapshot and ends (stop), while the
+ * summary is made; then it is waited for (wait), at most MF_RECORDER_WAIT_MS, so that the
+ * timeline is whole when the launcher exits (its last snapshot reads the run once, as the
+ * summary does). */
 #define MF_RECORDER_WAIT_MS 2000
 void mf_stop_recorder(struct mf_launch *l);
+void mf_wait_recorder(struct mf_launch *l);
 pid_t mf_start_reader(const char *path, char *const argv[], bool quiet, FILE **out);
 int mf_wait_child(pid_t pid);
 const char *mf_signal_name(int sig);

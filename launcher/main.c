@@ -154,6 +154,7 @@ int main(int argc, char **argv)
     mf_append_run_end(&l, status);
     if (!l.quiet)
         mf_summary(&l, status);
+    mf_wait_recorder(&l);
     if (WIFSIGNALED(status))
         mf_die_of(WTERMSIG(status));
     return WEXITSTATUS(status);

@@ -520,6 +520,7 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
 }
 
 static volatile sig_atomic_t mf_stop;
+#define MF_RECORD_SHARE 9 /* the recorder sleeps at least 9 times as long as a snapshot took */
 
 static void mf_on_stop(int sig)
 {
@@ -546,10 +547,17 @@ int mf_record(const char *dir)
     }
     bool ended = false;
     while (!ended && !mf_stop) {
+        uint64_t t0 = mf_real_ns();
         ended = mf_record_tick(&r, false);
+        uint64_t took = mf_real_ns() - t0;
         uint64_t due = mf_record_due(&r), now = mf_record_now();
         if (!r.started)
             due = now + MF_TL_INTERVAL_NS / 4; /* nothing to read yet: look again soon */
+        /* At most a tenth of a CPU: a large profile is read less often than the interval
+         * says (its points are longer). The test clock shortens this pause too, so that a
+         * test makes hours of snapshots in seconds. */
+        if (due < now + took * MF_RECORD_SHARE)
+            due = now + took * MF_RECORD_SHARE;
         if (!ended && due > now) {
             uint64_t ns = (due - now) / mf_clock_speed();
             struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
