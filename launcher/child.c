@@ -192,8 +192,6 @@ int mf_run_program(struct mf_launch *l, const struct timespec *start, int *statu
         mf_remove_run_dir(l);
         return 2;
     }
-    if (!l->no_timeline)
-        mf_start_recorder(l);
     mf_write_all(go[1], l->run_dir, strlen(l->run_dir));
     close(go[1]);
     int exec_errno;
@@ -203,8 +201,6 @@ int mf_run_program(struct mf_launch *l, const struct timespec *start, int *statu
     close(err[0]);
     if (got == (ssize_t)sizeof exec_errno) {
         mf_wait_child(pid);
-        mf_stop_recorder(l);
-        mf_wait_recorder(l);
         mf_remove_run_dir(l);
         bool found = exec_errno != ENOENT;
         if (!found && !strchr(l->argv[0], '/'))
@@ -213,6 +209,10 @@ int mf_run_program(struct mf_launch *l, const struct timespec *start, int *statu
             mf_msg("cannot run %s: %s", l->argv[0], strerror(exec_errno));
         return found ? 126 : 127;
     }
+    /* The program runs (its exec succeeded): its timeline from now; what it did before
+     * the recorder's first snapshot is that snapshot's first point. */
+    if (!l->no_timeline)
+        mf_start_recorder(l);
     *status = mf_wait_child(pid);
     mf_stop_recorder(l); /* its last snapshot, while the summary is made */
     return -1;
