@@ -35,6 +35,11 @@ It first runs bench/mfprint_bench.py, mf_print's own workload: the time and peak
 its targets (5 s, twice the thread files), into bench/RESULTS-mfprint.md (BENCH_ONLY=mfprint
 runs only that; BENCH_QUICK=1 only 10^5, once; its own settings are at its top).
 
+The `timeline` workload (BENCH_ONLY=timeline runs only it, into build/bench/RESULTS-timeline.md)
+is bench/micro.c under the launcher recording its timeline, against the same run with
+--no-timeline: the program's CPU and wall ratios (measured inside the launcher, apart from
+the recorder) and the launcher's wall ratio.
+
 The `build` workload (BENCH_ONLY=build runs only it, into build/bench/RESULTS-build.md) is
 `make -j2 all` of this project's HEAD, plain and under the launcher (default mode, and
 MALLOC_FREQ_EXACT=0): wall and CPU ratios, the run directory's size on disk, and the exact
@@ -241,7 +246,7 @@ def workloads():
             heaptrack_argv=lambda n, tmp: [gcc, "-wrapper", "heaptrack", "-O2", "-c", files[n],
                                            "-o", os.path.join(tmp, "out.o")]))
     only = [s for s in os.environ.get("BENCH_ONLY", "").split(",")
-            if s and s not in ("mfprint", "startup", "build", "accuracy")]
+            if s and s not in ("mfprint", "startup", "build", "accuracy", "timeline")]
     if only:
         unknown = set(only) - {w.name for w in ws}
         if unknown:
@@ -1099,6 +1104,60 @@ def startup_bench():
     return lines, failures
 
 
+def timeline_bench():
+    """The timeline workload (BENCH_ONLY=timeline): bench/micro.c (1 thread) under the
+    launcher, recording its timeline (mf_print --record beside it, the default) and with
+    --no-timeline, in alternating order, BENCH_ROUNDS pairs. bench/measure runs inside the
+    launcher, so the program's own CPU and wall time are measured apart from the recorder's
+    and the launcher's; the launcher's wall time (the recorder's last snapshot included) is
+    measured too. Returns the report lines and the failures."""
+    micro = build_c("micro", "-lpthread")
+    launcher = os.path.join(ROOT, "build", "malloc_freq")
+    n = 20_000_000 // SHRINK
+    ratios = {"program CPU": [], "program wall": [], "launcher wall": []}
+    failures = []
+
+    def once(timeline):
+        tmp = tempfile.mkdtemp(prefix="mf_bench.")
+        try:
+            result = os.path.join(tmp, "measure.out")
+            argv = [launcher, "-q", "-o", os.path.join(tmp, "run")] + \
+                ([] if timeline else ["--no-timeline"]) + ["--", MEASURE, result, micro, "1", str(n)]
+            t0 = time.perf_counter()
+            subprocess.run(argv, env=clean_env(), check=True, stdout=subprocess.DEVNULL)
+            wall = time.perf_counter() - t0
+            has = os.path.exists(os.path.join(tmp, "run", "timeline.mftl"))
+            if has != timeline:
+                raise RuntimeError("timeline %s: timeline.mftl %s" % (timeline, "made" if has else "missing"))
+            with open(result) as f:
+                user, system, pwall, _, status = f.read().split()
+            if status != "0":
+                raise RuntimeError("micro exited %s under the launcher" % status)
+            return float(user) + float(system), float(pwall), wall
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    for rnd in range(ROUNDS):
+        try:
+            order = (True, False) if rnd % 2 == 0 else (False, True)
+            got = {t: once(t) for t in order}
+            on, off = got[True], got[False]
+            for k, i in (("program CPU", 0), ("program wall", 1), ("launcher wall", 2)):
+                ratios[k].append(on[i] / off[i])
+        except (subprocess.CalledProcessError, RuntimeError, OSError, ValueError) as e:
+            failures.append("timeline: %s" % e)
+    lines = ["", "## The timeline: a recorded launcher run against the same run with --no-timeline",
+             "", "bench/micro.c, 1 thread, %s malloc/free pairs, default mode, %d pairs of runs in "
+             "alternating order; ratios timeline / no timeline (median, rounds' range)." % (
+                 "{:,}".format(n), ROUNDS), "",
+             "| measure | ratio | rounds' range |", "|---|---|---|"]
+    for k, rs in ratios.items():
+        if rs:
+            lines.append("| %s | %s | %s-%s |" % (k, fmt_ratio(median(rs)), fmt_ratio(min(rs)),
+                                                 fmt_ratio(max(rs))))
+    print("run_bench: timeline workload done", flush=True)
+    return lines, failures
+
+
 def build_bench():
     """A real, public workload: `make -j2 all` of this project's own sources (its HEAD, from
     git archive), plain and under the launcher (`malloc_freq -o DIR -- make -j2 all`), in the
@@ -1268,6 +1327,21 @@ def main():
     global MEASURE
     os.makedirs(WORK, exist_ok=True)
     MEASURE = build_c("measure")
+    timeline_lines, timeline_failures = [], []
+    if not only or "timeline" in only:
+        timeline_lines, timeline_failures = timeline_bench()
+        if set(only) <= {"timeline", "mfprint"} and only:
+            text = "# malloc_freq overhead (`make bench`, BENCH_ONLY=timeline)\n\n%s; machine: %s.\n" % (
+                datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), machine())
+            text += "\n".join(timeline_lines) + "\n"
+            for f in timeline_failures:
+                text += "- FAILED: %s\n" % f.replace("\n", " / ")[:600]
+            out = os.environ.get("BENCH_RESULTS") or os.path.join(WORK, "RESULTS-timeline.md")
+            with open(out, "w") as f:
+                f.write(text)
+            print(text, end="")
+            print("run_bench: written to %s" % os.path.relpath(out, ROOT))
+            return 1 if timeline_failures or status else 0
     startup_lines, startup_failures = [], []
     if not only or "startup" in only:
         startup_lines, startup_failures = startup_bench()
@@ -1294,7 +1368,7 @@ def main():
         print(text, end="")
         print("run_bench: written to %s" % os.path.relpath(out, ROOT))
         return status
-    if only and set(only) <= {"build", "startup", "mfprint"}:  # BENCH_ONLY=build
+    if only and "build" in only and set(only) <= {"build", "startup", "mfprint", "timeline"}:
         lines, build_failures = build_bench()
         text = "# malloc_freq overhead (`make bench`, BENCH_ONLY=build)\n\n%s; machine: %s.\n\n" % (
             datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), machine())
@@ -1372,11 +1446,13 @@ def main():
     except (subprocess.CalledProcessError, OSError, ValueError) as e:
         failures.append("compile accuracy: %s" % e)
     print("run_bench: compile accuracy done", flush=True)
-    failures += startup_failures
+    failures += startup_failures + timeline_failures
     text = report(ws, runs, shares, perf_note, failures, time.perf_counter() - started)
     text += "\n".join(large) + ("\n" if large else "")
     if startup_lines:
         text += "\n" + "\n".join(startup_lines) + "\n"
+    if timeline_lines:
+        text += "\n".join(timeline_lines) + "\n"
     if build_lines:
         text += "\n" + "\n".join(build_lines) + "\n"
     out = os.environ.get("BENCH_RESULTS") or (

@@ -450,4 +450,67 @@ struct mf_rc_header {
     uint64_t checksum; /* of the whole file, this field taken as 0 */
 };
 
+/* ---- the timeline: timeline.mftl in a run (or process) directory ------------------------
+ * The run's counts over time: written by mf_print --record (which the launcher runs for the
+ * program's lifetime), read by mf_print --timeline and --format html. A header, then points:
+ * each a snapshot's growth over the one before it, struct mf_tl_point followed by its
+ * nstacks struct mf_tl_stack records, sparse: only the stacks that grew. A stack is named
+ * by its identity as the reader keys it (its process image's stamp, depth, flags without
+ * MF_ENTRY_SIZED, and return addresses; mf_print's mf_stack_ids), hashed: the flame graph
+ * of a time window is the final profile's stacks weighed by the window's records.
+ *
+ * The recorder snapshots every interval_ns, starting at MF_TL_INTERVAL_NS, and appends a
+ * point (one write). When the file holds MF_TL_POINTS_MAX points or more than
+ * MF_TL_RECORDS_MAX records it merges adjacent points pairwise (their records summed per
+ * stack), doubles the interval, and replaces the file whole (a new file, 0600, renamed over
+ * it): a run of any length keeps a bounded file, at most MF_TL_FILE_MAX bytes (an hour at
+ * 100 ms is 36,000 snapshots; the file holds at most 256 points of 25.6 s then). A point
+ * keeps at most MF_TL_POINT_STACKS_MAX records, its largest by calls; the rest are in its
+ * other_calls and other_bytes. Each point carries a checksum: a reader takes the points
+ * before the first that is cut short or damaged. */
+#define MF_TL_MAGIC "MFREQTML"
+#define MF_TL_VERSION 1u
+#define MF_TL_FILE "timeline.mftl"
+#define MF_TL_POINT_MAGIC 0x544e5046u /* "FPNT" */
+#define MF_TL_INTERVAL_NS 100000000u  /* 100 ms: the first interval */
+#define MF_TL_POINTS_MAX 256u
+#define MF_TL_POINT_STACKS_MAX 65536u
+#define MF_TL_RECORDS_MAX (1u << 20)
+
+struct mf_tl_header {
+    char magic[8];
+    uint32_t version;     /* MF_TL_VERSION */
+    uint32_t header_size; /* sizeof(struct mf_tl_header) */
+    uint64_t start_ns;    /* CLOCK_REALTIME: the first point's start */
+    uint64_t interval_ns; /* the snapshot interval when the file was written */
+    uint32_t points_max;  /* MF_TL_POINTS_MAX */
+    uint32_t reserved;
+};
+
+#define MF_TL_POINT_LAST 1u /* the recorder's last snapshot: the run ended, or it was stopped */
+
+struct mf_tl_point {
+    uint32_t magic;   /* MF_TL_POINT_MAGIC */
+    uint32_t nstacks; /* records that follow, at most MF_TL_POINT_STACKS_MAX */
+    uint64_t start_ns, end_ns; /* CLOCK_REALTIME: the snapshots it lies between */
+    uint64_t calls, bytes;     /* exact: the growth of the thread headers' totals */
+    uint64_t other_calls, other_bytes; /* of stacks beyond the point's records */
+    uint32_t processes;        /* process images running at end_ns */
+    uint32_t flags;            /* MF_TL_POINT_* */
+    /* FNV-1a (64 bits) of this point with checksum 0, then of its records */
+    uint64_t checksum;
+};
+
+/* A stack's growth in a point: id 0 is [not profiled] (the unprofiled counts). calls and
+ * bytes are estimates as the stack's own are; var is the growth of their variance (the sum
+ * of w(w-1) over the samples, mf_entry.calls_sq - calls). */
+struct mf_tl_stack {
+    uint64_t id;
+    uint64_t calls, bytes, var;
+};
+
+#define MF_TL_FILE_MAX                                                                      \
+    (sizeof(struct mf_tl_header) + (uint64_t)MF_TL_POINTS_MAX * sizeof(struct mf_tl_point) + \
+     (uint64_t)(MF_TL_RECORDS_MAX + MF_TL_POINT_STACKS_MAX) * sizeof(struct mf_tl_stack))
+
 #endif

@@ -238,8 +238,83 @@ int mf_run_program(struct mf_launch *l, const struct timespec *start, int *statu
             mf_msg("cannot run %s: %s", l->argv[0], strerror(exec_errno));
         return found ? 126 : 127;
     }
+    /* The program runs (its exec succeeded): its timeline from now; what it did before
+     * the recorder's first snapshot is that snapshot's first point. */
+    if (!l->no_timeline)
+        mf_start_recorder(l);
     *status = l->watch ? mf_wait_watched(l, pid) : mf_wait_child(pid);
+    mf_stop_recorder(l); /* its last snapshot, while the summary is made */
     return -1;
+}
+
+/* ---- the timeline's recorder --------------------------------------------------------- */
+
+void mf_start_recorder(struct mf_launch *l)
+{
+    char *path = mf_xasprintf("%s/%s", l->self_dir, MF_PRINT_NAME);
+    if (access(path, X_OK) != 0) {
+        if (!l->quiet)
+            mf_msg("no %s beside the launcher (%s): no timeline recorded", MF_PRINT_NAME, path);
+        free(path);
+        return;
+    }
+    fflush(NULL);
+    pid_t parent = getpid(), pid = fork();
+    if (pid < 0) {
+        mf_msg("cannot fork to record the timeline: %s", strerror(errno));
+    } else if (pid == 0) {
+        /* If the launcher dies first, the recorder takes its last snapshot then. */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent)
+            _exit(0);
+        setpgid(0, 0);
+        char *others = mf_other_preloads(getenv("LD_PRELOAD"));
+        if (*others)
+            setenv("LD_PRELOAD", others, 1);
+        else
+            unsetenv("LD_PRELOAD");
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (null >= 0) {
+            dup2(null, 0);
+            dup2(null, 1);
+            dup2(null, 2);
+        }
+        mf_restore_signals_in_child();
+        /* Held until mf_print's handlers are there: a stop asked at once is its last
+         * snapshot, not its death. */
+        sigset_t stop;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGINT);
+        sigaddset(&stop, SIGHUP);
+        sigprocmask(SIG_BLOCK, &stop, NULL);
+        char *argv[] = {path, "--record", l->run_dir, NULL};
+        execv(path, argv);
+        _exit(127);
+    } else {
+        l->recorder = pid;
+    }
+    free(path);
+}
+
+void mf_stop_recorder(struct mf_launch *l)
+{
+    if (l->recorder)
+        kill(l->recorder, SIGTERM);
+}
+
+void mf_wait_recorder(struct mf_launch *l)
+{
+    if (!l->recorder)
+        return;
+    for (int ms = 0; ms < MF_RECORDER_WAIT_MS; ms += 5) {
+        pid_t w = waitpid(l->recorder, NULL, WNOHANG);
+        if (w == l->recorder || (w < 0 && errno != EINTR))
+            break;
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+    l->recorder = 0;
 }
 
 /* ---- a helper's output --------------------------------------------------------------- */

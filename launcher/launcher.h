@@ -31,6 +31,7 @@ struct mf_launch {
     bool quiet;          /* -q */
     bool watch;          /* --watch: mf_print's live view while the program runs */
     const char *interval; /* --interval SECONDS, passed to it, or NULL */
+    bool no_timeline;    /* --no-timeline, or MALLOC_FREQ_TIMELINE=0 */
     char *const *argv;   /* PROGRAM ARGS... */
 
     /* Found before the program starts. */
@@ -49,6 +50,7 @@ struct mf_launch {
     bool run_dir_made;   /* created by us (removed again if the program cannot be run) */
     pid_t pid;           /* the program's */
     char *output_file;   /* --watch: where the program's stdout and stderr go */
+    pid_t recorder;      /* mf_print --record's, or 0 */
 };
 
 /* --watch: the program's standard output and error, in the run directory. */
@@ -62,6 +64,17 @@ int mf_run_program(struct mf_launch *l, const struct timespec *start, int *statu
 /* Runs path with argv, its standard output read from *out (its standard error discarded if
  * quiet), unprofiled, signals forwarded to it until mf_wait_child; its pid, or -1 (said
  * why). */
+/* The timeline's recorder: mf_print --record on the run directory, for the program's
+ * lifetime, in a process group of its own (the terminal's ^C is the program's), its output
+ * discarded; l->recorder is its pid, or 0 if it could not be started (said why). */
+void mf_start_recorder(struct mf_launch *l);
+/* The program ended: the recorder takes its last snapshot and ends (stop), while the
+ * summary is made; then it is waited for (wait), at most MF_RECORDER_WAIT_MS, so that the
+ * timeline is whole when the launcher exits (its last snapshot reads the run once, as the
+ * summary does). */
+#define MF_RECORDER_WAIT_MS 2000
+void mf_stop_recorder(struct mf_launch *l);
+void mf_wait_recorder(struct mf_launch *l);
 pid_t mf_start_reader(const char *path, char *const argv[], bool quiet, FILE **out);
 int mf_wait_child(pid_t pid);
 /* --watch: mf_print --watch on the run directory, on the launcher's terminal, until the

@@ -49,6 +49,8 @@ static void mf_usage(FILE *out)
           "                         (mf_print --watch); PROGRAM's standard output and error\n"
           "                         go to the file output in the run directory\n"
           "      --interval SECONDS  --watch's refresh, 0.1..3600 (default 1)\n"
+          "      --no-timeline      record no timeline of the run (timeline.mftl, mf_print\n"
+          "                         --timeline; also MALLOC_FREQ_TIMELINE=0)\n"
           "  -q, --quiet            print nothing of our own unless something fails\n"
           "  -h, --help             this text\n",
           out);
@@ -68,7 +70,7 @@ static const char *mf_check_number(const char *opt, const char *what, const char
 
 static void mf_parse_options(struct mf_launch *l, int argc, char **argv)
 {
-    enum { OPT_DEPTH = 256, OPT_UNWIND, OPT_WATCH, OPT_INTERVAL };
+    enum { OPT_DEPTH = 256, OPT_UNWIND, OPT_WATCH, OPT_INTERVAL, OPT_NO_TIMELINE };
     static const struct option longopts[] = {
         {"output", required_argument, NULL, 'o'},
         {"sample", required_argument, NULL, 's'},
@@ -77,6 +79,7 @@ static void mf_parse_options(struct mf_launch *l, int argc, char **argv)
         {"quiet", no_argument, NULL, 'q'},
         {"watch", no_argument, NULL, OPT_WATCH},
         {"interval", required_argument, NULL, OPT_INTERVAL},
+        {"no-timeline", no_argument, NULL, OPT_NO_TIMELINE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -117,6 +120,9 @@ static void mf_parse_options(struct mf_launch *l, int argc, char **argv)
             l->interval = optarg;
             break;
         }
+        case OPT_NO_TIMELINE:
+            l->no_timeline = true;
+            break;
         case 'h':
             mf_usage(stdout);
             exit(0);
@@ -130,6 +136,9 @@ static void mf_parse_options(struct mf_launch *l, int argc, char **argv)
     }
     if (l->interval && !l->watch)
         mf_usage_error("--interval is --watch's refresh: add --watch");
+    const char *tl = getenv("MALLOC_FREQ_TIMELINE");
+    if (tl && strcmp(tl, "0") == 0)
+        l->no_timeline = true;
     if (optind >= argc)
         mf_usage_error("no program given: malloc_freq [options] -- PROGRAM [ARGS...]");
     if (!argv[optind][0])
@@ -174,6 +183,7 @@ int main(int argc, char **argv)
     }
     if (!l.quiet)
         mf_summary(&l, status);
+    mf_wait_recorder(&l);
     if (WIFSIGNALED(status))
         mf_die_of(WTERMSIG(status));
     return WEXITSTATUS(status);

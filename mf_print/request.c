@@ -99,6 +99,12 @@ static void mf_usage(FILE *out)
           "                         c, b, g; q quits); plain text blocks when standard\n"
           "                         output is not a terminal (--top N sites, 10)\n"
           "      --interval SECONDS  --watch's refresh, 0.1 to 3600 (default 1)\n"
+          "      --timeline         the run's timeline (the launcher records one, or\n"
+          "                         --record): calls/s and bytes/s of the top sites over\n"
+          "                         time, with a sparkline each (--top N sites, default\n"
+          "                         6); tree (text), csv or json format\n"
+          "      --record           record DIR's timeline until its processes have ended\n"
+          "                         (or SIGINT/SIGTERM): for a run without the launcher\n"
           "  -h, --help             this text\n",
           out);
 }
@@ -213,8 +219,8 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
         MF_OPT_NO_TRIM = 256, MF_OPT_SAVE, MF_OPT_NO_FOLD, MF_OPT_FOLD, MF_OPT_HIDE,
         MF_OPT_FULL_STACKS, MF_OPT_FULL_NAMES, MF_OPT_WIDTH, MF_OPT_BY, MF_OPT_PROGRAM,
         MF_OPT_DEBUG_DIR, MF_OPT_SYSROOT, MF_OPT_SIZES, MF_OPT_SITE_DEPTH, MF_OPT_TUNE,
-        MF_OPT_TUNE_HEADER, MF_OPT_LIVE, MF_OPT_SORT, MF_OPT_DEPTH, MF_OPT_TOP, MF_OPT_UNCALIBRATED, MF_OPT_WATCH,
-        MF_OPT_INTERVAL
+        MF_OPT_TUNE_HEADER, MF_OPT_LIVE, MF_OPT_SORT, MF_OPT_DEPTH, MF_OPT_TOP, MF_OPT_UNCALIBRATED,
+        MF_OPT_WATCH, MF_OPT_INTERVAL, MF_OPT_TIMELINE, MF_OPT_RECORD
     };
     static const struct option longopts[] = {
         {"dir", required_argument, NULL, 'd'},
@@ -246,6 +252,8 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
         {"uncalibrated", no_argument, NULL, MF_OPT_UNCALIBRATED},
         {"watch", no_argument, NULL, MF_OPT_WATCH},
         {"interval", required_argument, NULL, MF_OPT_INTERVAL},
+        {"timeline", no_argument, NULL, MF_OPT_TIMELINE},
+        {"record", no_argument, NULL, MF_OPT_RECORD},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -378,6 +386,12 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
         case MF_OPT_INTERVAL:
             r->interval = mf_parse_interval(optarg);
             break;
+        case MF_OPT_TIMELINE:
+            r->timeline = true;
+            break;
+        case MF_OPT_RECORD:
+            r->record = true;
+            break;
         case 'h':
             mf_usage(stdout);
             return 0;
@@ -416,11 +430,15 @@ enum {
     MF_R_NO_DIR = 1 << 13,
     MF_R_WATCH = 1 << 14,
     MF_R_INTERVAL = 1 << 15,
+    MF_R_TIMELINE = 1 << 16,
+    MF_R_RECORD = 1 << 17,
+    MF_R_MANY_DIRS = 1 << 18,
 };
 
 #define MF_WATCH_ALONE                                                                        \
     "--watch is a view of its own: not with --format, -o, --save, --base, --by, --sizes, "  \
-    "--live or --program (it shows live bytes when the live heap is recorded)"
+    "--live, --program or --timeline (it shows live bytes when the live heap is recorded; "  \
+    "with --record it records the timeline too)"
 
 /* A rule applies to a request with every bit of `when` and none of `unless`. It is broken
  * then, unless `kind` is set and the registry has a report of the request's format for that
@@ -472,6 +490,7 @@ static const struct mf_rule mf_rules[] = {
     {MF_R_WATCH | MF_R_SIZES, 0, 0, NULL, MF_WATCH_ALONE},
     {MF_R_WATCH | MF_R_LIVE, 0, 0, NULL, MF_WATCH_ALONE},
     {MF_R_WATCH | MF_R_PROGRAM, 0, 0, NULL, MF_WATCH_ALONE},
+    {MF_R_WATCH | MF_R_TIMELINE, 0, 0, NULL, MF_WATCH_ALONE},
     {MF_R_NO_DIR | MF_R_BASE, 0, 0, NULL, "--base OLD needs NEW: mf_print --base OLD NEW"},
     {MF_R_NO_DIR, MF_R_BASE, 0, NULL, "no profile given: mf_print malloc_freq.<pid>"},
     {MF_R_BY_PROGRAM, 0, MF_KIND_BY_PROGRAM, NULL,
@@ -480,11 +499,32 @@ static const struct mf_rule mf_rules[] = {
     {MF_R_BASE | MF_R_BY_PROGRAM, 0, 0, NULL, "--by program and --program do not apply to --base"},
     {MF_R_BASE | MF_R_PROGRAM, 0, 0, NULL, "--by program and --program do not apply to --base"},
     {MF_R_BASE, 0, MF_KIND_BASE, NULL, "--base reports in %s format, not %s"},
+#define MF_TIMELINE_ALONE "--timeline reports one run's timeline: not with --base, --save, " \
+                          "--live, --sizes, --by or --program"
+    {MF_R_TIMELINE | MF_R_BASE, 0, 0, NULL, MF_TIMELINE_ALONE},
+    {MF_R_TIMELINE | MF_R_SAVE, 0, 0, NULL, MF_TIMELINE_ALONE},
+    {MF_R_TIMELINE | MF_R_LIVE, 0, 0, NULL, MF_TIMELINE_ALONE},
+    {MF_R_TIMELINE | MF_R_SIZES, 0, 0, NULL, MF_TIMELINE_ALONE},
+    {MF_R_TIMELINE | MF_R_BY_SITE, 0, 0, NULL, MF_TIMELINE_ALONE},
+    {MF_R_TIMELINE | MF_R_BY_PROGRAM, 0, 0, NULL, MF_TIMELINE_ALONE},
+    {MF_R_TIMELINE | MF_R_PROGRAM, 0, 0, NULL, MF_TIMELINE_ALONE},
+    {MF_R_TIMELINE | MF_R_MANY_DIRS, 0, 0, NULL, "--timeline reports the timeline of one directory"},
+    {MF_R_TIMELINE, 0, MF_KIND_TIMELINE, NULL, "--timeline reports in %s format, not %s"},
+#define MF_RECORD_ALONE "--record DIR records DIR's timeline and reports nothing: no other option"
+    {MF_R_RECORD | MF_R_MANY_DIRS, 0, 0, NULL, "--record records the timeline of one directory"},
+    {MF_R_RECORD | MF_R_TIMELINE, 0, 0, NULL, MF_RECORD_ALONE},
+    {MF_R_RECORD | MF_R_FORMAT, 0, 0, NULL, MF_RECORD_ALONE},
+    {MF_R_RECORD | MF_R_OUTPUT, 0, 0, NULL, MF_RECORD_ALONE},
+    {MF_R_RECORD | MF_R_SAVE, 0, 0, NULL, MF_RECORD_ALONE},
+    {MF_R_RECORD | MF_R_BASE, 0, 0, NULL, MF_RECORD_ALONE},
+    {MF_R_RECORD | MF_R_LIVE, 0, 0, NULL, MF_RECORD_ALONE},
+    {MF_R_RECORD | MF_R_SIZES, 0, 0, NULL, MF_RECORD_ALONE},
 };
 
 enum mf_kind mf_request_kind(const struct mf_request *r)
 {
     return r->nbase       ? MF_KIND_BASE
+           : r->timeline  ? MF_KIND_TIMELINE
            : r->o.by_site ? MF_KIND_SITES
            : r->tune      ? MF_KIND_TUNE
            : r->sizes     ? MF_KIND_SIZES
@@ -504,7 +544,8 @@ void mf_request_check(struct mf_request *r)
                    (r->live ? MF_R_LIVE : 0) | (r->nprograms ? MF_R_PROGRAM : 0) |
                    (r->o.sort_temporary ? MF_R_SORT_TEMPORARY : 0) |
                    (r->ndirs == 0 ? MF_R_NO_DIR : 0) | (r->watch ? MF_R_WATCH : 0) |
-                   (r->interval ? MF_R_INTERVAL : 0);
+                   (r->interval ? MF_R_INTERVAL : 0) | (r->timeline ? MF_R_TIMELINE : 0) |
+                   (r->record ? MF_R_RECORD : 0) | (r->ndirs > 1 ? MF_R_MANY_DIRS : 0);
     if (r->save) /* --save FILE is --format pprof -o FILE */
         r->format = "pprof";
     for (size_t i = 0; i < sizeof mf_rules / sizeof *mf_rules; i++) {

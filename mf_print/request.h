@@ -20,6 +20,7 @@ struct mf_request {
     bool uncalibrated; /* --uncalibrated: estimates as recorded */
     bool watch;               /* --watch: the view of running programs (watch.c) */
     double interval;          /* --interval: its refresh, in seconds (1) */
+    bool timeline, record; /* --timeline, --record */
     int width;                /* --width, -1 if not given */
     struct mf_transform xf;   /* --no-fold, --fold, --hide, --full-stacks */
     struct mf_report_options o;

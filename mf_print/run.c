@@ -14,6 +14,7 @@
 #include "report.h"
 #include "request.h"
 #include "symbolize.h"
+#include "timeline.h"
 
 static bool mf_is_file(const char *path)
 {
@@ -83,6 +84,8 @@ static int mf_compare(const struct mf_request *r, const struct mf_report *rep,
 
 int mf_run(const struct mf_request *r)
 {
+    if (r->record)
+        return mf_record(r->dirs[0]);
     const struct mf_report *rep = mf_report_find(r->format, mf_request_kind(r));
     if (!rep) /* mf_request_check's rules leave none without a report */
         abort();
@@ -118,6 +121,22 @@ int mf_run(const struct mf_request *r)
         return 1;
 
     struct mf_report_input v = {.p = &profile};
+    /* The timeline, read for its report and for the HTML page's chart; a page without one
+     * is the page as it was (a damaged file said so in one line). */
+    static struct mf_timeline timeline;
+    bool page = rep->fn == mf_report_html && r->ndirs == 1;
+    if (r->timeline || page) {
+        int got = mf_timeline_read(&timeline, r->dirs[0]);
+        if (got == 1 && r->timeline)
+            mf_error("no timeline in %s (the launcher records one for every run; mf_print "
+                     "--record DIR records one for a run without it)", mf_esc(r->dirs[0]));
+        if (got && r->timeline)
+            return 1;
+        if (!got) {
+            v.timeline = &timeline;
+            v.stack_ids = mf_stack_ids(&profile);
+        }
+    }
     struct mf_model model;
     if (rep->input == MF_INPUT_PARTS && r->by_program) {
         const struct mf_model **models;

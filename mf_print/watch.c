@@ -16,6 +16,7 @@
 #include "process_life.h"
 #include "profile_read.h"
 #include "report.h"
+#include "timeline.h"
 #include "watch.h"
 
 /* ---- a tick ---------------------------------------------------------------------------- */
@@ -112,6 +113,8 @@ static void mf_watch_programs(struct mf_watch *w, const char **names, uint32_t n
 
 void mf_watch_step(struct mf_watch *w)
 {
+    if (w->rec && w->rec->fd >= 0 && mf_record_now() >= mf_record_due(w->rec))
+        mf_record_tick(w->rec, false);
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     double dt = w->read_any ? mf_seconds(&w->at, &now) : 0;
@@ -507,7 +510,23 @@ int mf_watch(const struct mf_request *r)
         return 1;
     }
     mf_symbolize_config(r->debug_dirs, r->ndebug_dirs, r->sysroot);
+    /* --watch --record: the timeline too, from the same loop (a tick when one is due, and
+     * a last one when the view ends). */
+    static struct mf_recorder rec;
+    if (r->record) {
+        if (mf_record_start(&rec, r->dirs[0])) {
+            mf_record_end(&rec);
+            return 1;
+        }
+        w.rec = &rec;
+    }
     mf_catch_stops();
-    return isatty(STDOUT_FILENO) ? mf_watch_screen(&w, r->interval)
-                                 : mf_watch_text(&w, r->interval, r->o.top ? r->o.top : 10);
+    int rc = isatty(STDOUT_FILENO) ? mf_watch_screen(&w, r->interval)
+                                   : mf_watch_text(&w, r->interval, r->o.top ? r->o.top : 10);
+    if (w.rec) {
+        if (rec.fd >= 0)
+            mf_record_tick(&rec, true);
+        mf_record_end(&rec);
+    }
+    return rc;
 }

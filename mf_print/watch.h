@@ -52,6 +52,7 @@ struct mf_watch {
     uint32_t nsaid, said_cap;
     uint32_t said_shown;         /* those already passed on */
     int msg_fd;                  /* where stderr goes while a tick reads */
+    struct mf_recorder *rec;     /* --record: the timeline's, ticked when due; or NULL */
 };
 
 /* One tick: reads the directories, builds the model, and sets the sites' totals and their

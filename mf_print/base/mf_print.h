@@ -26,6 +26,9 @@ static inline const char *mf_fn_label(char *buf, size_t size, int fn)
 }
 /* One line on stderr, prefixed "mf_print: ". */
 void mf_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* While true, mf_error says nothing: the timeline's recorder reads a run as it starts and
+ * its files are made, and reads again at its next snapshot what it could not read now. */
+extern bool mf_errors_muted;
 /* Out of memory is the only error mf_print does not survive: mf_out_of_memory says so and
  * exits with status 3, as every allocation here does when it fails. */
 void mf_out_of_memory(void) __attribute__((noreturn));

@@ -1,4 +1,5 @@
 /* The text helpers declared in text.h. */
+#include <langinfo.h>
 #include <locale.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -274,4 +275,16 @@ void mf_csv_quote(struct mf_text *t, const char *s)
         mf_text_add(t, "\"", 1); /* doubled */
     }
     mf_text_add(t, s, strlen(s));
+}
+
+bool mf_locale_is_utf8(void)
+{
+    /* The user's locale, looked at without setlocale (see mf_char_width). */
+    locale_t loc = newlocale(LC_CTYPE_MASK, "", (locale_t)0);
+    if (!loc)
+        return false;
+    const char *cs = nl_langinfo_l(CODESET, loc);
+    bool utf8 = cs && (strcmp(cs, "UTF-8") == 0 || strcmp(cs, "utf8") == 0);
+    freelocale(loc);
+    return utf8;
 }

@@ -70,6 +70,10 @@ void mf_pad(FILE *out, int n);
  * last shown as "…" where something was cut. width 0: unchanged. */
 void mf_cut_lines(FILE *out, const char *text, size_t len, unsigned width);
 
+/* Whether the user's locale (LC_ALL, LC_CTYPE, LANG) is UTF-8: a terminal that shows
+ * block characters, or one that needs ASCII. */
+bool mf_locale_is_utf8(void);
+
 /* s for a human reader (the tree, stderr): control characters as \xNN (C0, DEL) or \uNNNN
  * (C1, U+2028/9), bytes that are not UTF-8 as \xNN, a backslash as \\, so that a name from a
  * file cannot move the cursor or recolour the terminal. The result lives until the 8th call

@@ -15,8 +15,12 @@
 #include "mf_print.h"
 #include "report.h"
 
+bool mf_errors_muted;
+
 void mf_error(const char *fmt, ...)
 {
+    if (mf_errors_muted)
+        return;
     va_list ap;
     va_start(ap, fmt);
     fputs("mf_print: ", stderr);

@@ -15,12 +15,14 @@ static const struct mf_report mf_reports[] = {
     {"tree", NULL, MF_KIND_SIZES, MF_INPUT_MODEL, false, false, mf_report_sizes_text},
     {"tree", NULL, MF_KIND_TUNE, MF_INPUT_MODEL, true, false, mf_report_tune},
     {"tree", NULL, MF_KIND_BASE, MF_INPUT_DIFF, true, false, mf_report_diff_tree},
+    {"tree", NULL, MF_KIND_TIMELINE, MF_INPUT_MODEL, true, false, mf_report_timeline_text},
     {"csv", "one row per stack, for scripts", MF_KIND_PLAIN | MF_KIND_BY_PROGRAM, MF_INPUT_PARTS,
      false, false, mf_report_csv},
     {"csv", NULL, MF_KIND_LIVE, MF_INPUT_MODEL, false, false, mf_report_live_csv},
     {"csv", NULL, MF_KIND_SITES, MF_INPUT_PARTS, false, false, mf_report_sites},
     {"csv", NULL, MF_KIND_SIZES, MF_INPUT_MODEL, false, false, mf_report_sizes_csv},
     {"csv", NULL, MF_KIND_BASE, MF_INPUT_DIFF, false, false, mf_report_diff_csv},
+    {"csv", NULL, MF_KIND_TIMELINE, MF_INPUT_MODEL, false, false, mf_report_timeline_csv},
     {"collapsed", "root;...;site COUNT lines, for flame graphs", MF_CALLS, MF_INPUT_MODEL, false,
      false, mf_report_collapsed},
     /* --by program: every sample is labelled with its program already */
@@ -31,6 +33,7 @@ static const struct mf_report mf_reports[] = {
      mf_report_html},
     {"json", "the model, for scripts", MF_CALLS, MF_INPUT_MODEL, false, false, mf_report_json},
     {"json", NULL, MF_KIND_SIZES, MF_INPUT_MODEL, false, false, mf_report_sizes_json},
+    {"json", NULL, MF_KIND_TIMELINE, MF_INPUT_MODEL, false, false, mf_report_timeline_json},
 #ifdef MF_TEST_REPORT
     /* a test build's throw-away report (tests/test_mf_print_registry.py) */
     {"test-report", "a line of what its model holds (a test build's)",

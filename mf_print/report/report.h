@@ -9,6 +9,7 @@
 #include "mf_print.h"
 #include "model.h"
 #include "profile_read.h"
+#include "timeline.h"
 
 struct mf_report_options {
     double threshold; /* percent of all calls below which entries are folded */
@@ -48,6 +49,10 @@ struct mf_report_input {
     const char *const *part_names;
     uint32_t nparts;
     const struct mf_diff *diff; /* --base */
+    /* The run's timeline (--timeline; html when the directory has one), else NULL, and the
+     * ids of p's raw stacks it names them by (mf_stack_ids). */
+    const struct mf_timeline *timeline;
+    const uint64_t *stack_ids;
 };
 
 /* Returns true if the report failed (after saying why on stderr). */
@@ -62,6 +67,7 @@ enum mf_kind {
     MF_KIND_SITES = 16,     /* --by site */
     MF_KIND_BY_PROGRAM = 32, /* --by program */
     MF_KIND_BASE = 64,      /* --base */
+    MF_KIND_TIMELINE = 128, /* --timeline */
 };
 
 /* What the request builds for a report. */
@@ -95,7 +101,8 @@ void mf_usage_formats(FILE *out);
 mf_report_fn mf_report_tree, mf_report_tree_by_program, mf_report_csv,
     mf_report_live_csv, mf_report_sites, mf_report_collapsed, mf_report_pprof, mf_report_html,
     mf_report_json, mf_report_sizes_text, mf_report_sizes_csv, mf_report_sizes_json,
-    mf_report_tune, mf_report_diff_tree, mf_report_diff_csv, mf_report_diff_pprof;
+    mf_report_tune, mf_report_diff_tree, mf_report_diff_csv, mf_report_diff_pprof,
+    mf_report_timeline_text, mf_report_timeline_csv, mf_report_timeline_json;
 #ifdef MF_TEST_REPORT
 mf_report_fn mf_report_test;
 #endif
@@ -187,5 +194,21 @@ struct mf_unresolved_list {
 void mf_unresolved_add(struct mf_unresolved_list *u, const struct mf_model *m);
 void mf_report_unresolved(FILE *out, struct mf_unresolved_list *u, const char *sysroot);
 
+/* The timeline by site (report_timeline.c): the top sites' series over the timeline's
+ * points, for the timeline's reports and the HTML page's chart. A site is a stack's
+ * innermost frame shown (its function); the sites after the top ones are "[other sites]",
+ * with the calls of stacks beyond a point's records and of stacks the profile no longer
+ * holds. calls, bytes and var are [site * npoints + point]. */
+struct mf_tl_series {
+    uint32_t nsites, npoints;
+    uint32_t *names;          /* interned */
+    uint64_t *calls, *bytes, *var;
+    bool estimated;           /* some count is an estimate (var > 0 somewhere, or sampled) */
+    /* per record of the timeline: its stack's index in the model, UINT32_MAX if none */
+    uint32_t *stack_of;
+};
+void mf_tl_series_build(struct mf_tl_series *s, const struct mf_model *m,
+                        const struct mf_timeline *t, const uint64_t *ids, uint32_t top);
+void mf_tl_series_free(struct mf_tl_series *s);
 
 #endif

@@ -272,6 +272,7 @@ struct mf_hgraph {
      * 0: none yet. Millions of nodes share a few thousand of them: no map lookup a node. */
     uint32_t *by_ref, *by_name;
     uint32_t nby_ref, nby_name;
+    uint32_t *end_node; /* per model stack: the node where it ends (UINT32_MAX: none) */
 };
 
 static int mf_group_name_cmp(const void *a, const void *b)
@@ -330,6 +331,7 @@ static void mf_hwalk_node(struct mf_hgraph *w, uint32_t node, uint32_t lo, uint3
         bool estimated = false;
         for (uint32_t i = lo; i < lo + nends; i++) {
             const struct mf_stack *s = &m->stacks[ps->order[i]];
+            w->end_node[ps->order[i]] = node;
             calls += s->calls;
             bytes += s->bytes;
             var += s->var;
@@ -391,6 +393,8 @@ static void mf_hgraph_make(struct mf_hgraph *g, const struct mf_model *m)
     memset(g, 0, sizeof *g);
     g->m = m;
     g->live = m->p->live != NULL;
+    g->end_node = mf_xmalloc(((size_t)m->nstacks + 1) * sizeof *g->end_node);
+    memset(g->end_node, 0xff, ((size_t)m->nstacks + 1) * sizeof *g->end_node);
     mf_paths_build(&g->ps, m, true);
     mf_hwalk_node(g, 0, 0, g->ps.n, 0);
     mf_paths_free(&g->ps);
@@ -405,12 +409,91 @@ static void mf_hgraph_free(struct mf_hgraph *g)
     free(g->nodes.s);
     free(g->ends.s);
     free(g->frames);
+    free(g->end_node);
     mf_map_free(&g->strs.ids);
     free(g->strs.order);
 }
 
+/* ---- the timeline: the chart's series and each point's stacks, by the node they end at -- */
+
+struct mf_hend {
+    uint32_t node;
+    uint64_t calls, bytes, var;
+};
+
+static int mf_hend_cmp(const void *a, const void *b)
+{
+    const struct mf_hend *x = a, *y = b;
+    return x->node < y->node ? -1 : x->node > y->node;
+}
+
+/* "timeline": t (the points' borders, seconds from the first's start), calls and bytes (the
+ * exact totals per point), sites (the top sites' calls per point: mf_tl_series_build), and
+ * ends: per point, node, calls, bytes and variance of the stacks ending at each node, which
+ * the page sums over a window instead of the whole run's. */
+static void mf_html_timeline(FILE *out, const struct mf_model *m, const struct mf_hgraph *g,
+                             const struct mf_report_input *v, const struct mf_report_options *o)
+{
+    const struct mf_timeline *t = v->timeline;
+    struct mf_tl_series s;
+    mf_tl_series_build(&s, m, t, v->stack_ids, o->top);
+    uint64_t t0 = t->points[0].h.start_ns;
+    fputs(",\n\"timeline\":{\"t\":[0", out);
+    for (uint32_t j = 0; j < t->npoints; j++)
+        fprintf(out, ",%.6f", (double)(t->points[j].h.end_ns - t0) / 1e9);
+    fputs("],\"calls\":[", out);
+    for (uint32_t j = 0; j < t->npoints; j++)
+        fprintf(out, "%s%llu", j ? "," : "", (unsigned long long)t->points[j].h.calls);
+    fputs("],\"bytes\":[", out);
+    for (uint32_t j = 0; j < t->npoints; j++)
+        fprintf(out, "%s%llu", j ? "," : "", (unsigned long long)t->points[j].h.bytes);
+    fputs("],\n\"sites\":[", out);
+    for (uint32_t i = 0; i < s.nsites; i++) {
+        fputs(i ? ",{\"name\":" : "{\"name\":", out);
+        mf_json_str_in_script(out, mf_str(s.names[i]));
+        fputs(",\"calls\":[", out);
+        for (uint32_t j = 0; j < s.npoints; j++)
+            fprintf(out, "%s%llu", j ? "," : "", (unsigned long long)s.calls[(size_t)i * s.npoints + j]);
+        fputs("]}", out);
+    }
+    fputs("],\n\"ends\":[", out);
+    struct mf_hend *e = NULL;
+    size_t cap = 0;
+    for (uint32_t j = 0; j < t->npoints; j++) {
+        const struct mf_tl_pt *pt = &t->points[j];
+        if (pt->h.nstacks > cap) {
+            cap = pt->h.nstacks;
+            e = mf_xrealloc(e, cap * sizeof *e);
+        }
+        uint32_t n = 0;
+        for (uint32_t i = pt->first; i < pt->first + pt->h.nstacks; i++) {
+            uint32_t k = s.stack_of[i];
+            if (k != UINT32_MAX && g->end_node[k] != UINT32_MAX)
+                e[n++] = (struct mf_hend){g->end_node[k], t->recs[i].calls, t->recs[i].bytes,
+                                          t->recs[i].var};
+        }
+        qsort(e, n, sizeof *e, mf_hend_cmp);
+        fputs(j ? ",\n[" : "\n[", out);
+        for (uint32_t i = 0, first = 1; i < n; first = 0) {
+            struct mf_hend sum = e[i];
+            while (++i < n && e[i].node == sum.node) {
+                sum.calls += e[i].calls;
+                sum.bytes += e[i].bytes;
+                sum.var += e[i].var;
+            }
+            fprintf(out, "%s%u,%llu,%llu,%llu", first ? "" : ",",
+                    sum.node, (unsigned long long)sum.calls, (unsigned long long)sum.bytes,
+                    (unsigned long long)sum.var);
+        }
+        fputc(']', out);
+    }
+    fputs("]}", out);
+    free(e);
+    mf_tl_series_free(&s);
+}
+
 static void mf_html_data(FILE *out, const struct mf_model *m, const struct mf_hgraph *g,
-                         const struct mf_report_options *o)
+                         const struct mf_report_input *v, const struct mf_report_options *o)
 {
     const struct mf_profile *p = m->p;
     fprintf(out, "{\"version\":1,\"weight\":\"%s\",\"total_calls\":%llu,\"total_bytes\":%llu,"
@@ -438,7 +521,10 @@ static void mf_html_data(FILE *out, const struct mf_model *m, const struct mf_hg
     fwrite(g->nodes.s, 1, g->nodes.n, out);
     fputs("\"],\n\"ends\":[\"", out);
     fwrite(g->ends.s, 1, g->ends.n, out);
-    fputs("\"]}", out);
+    fputs("\"]", out);
+    if (v->timeline && v->timeline->npoints)
+        mf_html_timeline(out, m, g, v, o);
+    fputc('}', out);
 }
 
 /* ---- the page ------------------------------------------------------------------------- */
@@ -470,7 +556,7 @@ bool mf_report_html(FILE *out, const struct mf_report_input *v, const struct mf_
         } else if (len == 6 && memcmp(name, "header", 6) == 0) {
             mf_html_header(out, m, o, g.n);
         } else if (len == 4 && memcmp(name, "data", 4) == 0) {
-            mf_html_data(out, m, &g, o);
+            mf_html_data(out, m, &g, v, o);
         } else {
             mf_error("the HTML template has an unknown hole at byte %td", hole - mf_flame_graph_html);
             failed = true;

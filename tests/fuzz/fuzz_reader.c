@@ -1,16 +1,19 @@
 /* libFuzzer target for mf_print's readers: the input starts with a u32 (little-endian)
  * whose top two bits choose the reader and whose other 30 bits are a length n:
- *   0 (and 3): a profile directory: n bytes of a thread file, then the rest: a process file
- *      (n larger than what follows: all of it is the thread file; an empty part: no such
- *      file). These are the inputs of before the choice: n < 2^30, or a thread file alone.
+ *   0: a profile directory: n bytes of a thread file, then the rest: a process file (n larger
+ *      than what follows: all of it is the thread file; an empty part: no such file). These
+ *      are the inputs of before the choice (n < 2^30).
  *   1: a saved profile (pprof, gzipped or not), the rest of the input, read as --base reads
  *      it (n's lowest bit: --no-trim).
  *   2: a profile directory with a live heap file (--live): n bytes of a thread file, a u32 m
  *      and m bytes of a process file, then the rest: the live file. The thread and live files
  *      are named as the writer names them, by their headers' stamp, seq and tid.
+ *   3: a profile directory with a timeline (timeline.mftl, mf_format.h): laid out as 2, the
+ *      rest the timeline file, read by --timeline and the HTML page.
  * The files are written to a directory of their own and go through the real reader (the
  * live reader with the model's live view), the model (symbolization included) and the
- * reports of that reader's modes (to /dev/null), as mf_print runs them. tests/fuzz/
+ * reports of that reader's modes (to /dev/null), as mf_print runs them (the timeline's:
+ * --timeline's three and the HTML page). tests/fuzz/
  * run_fuzz.sh builds it with clang -fsanitize=fuzzer,address,undefined, seeds it with real
  * profiles, saved profiles and live files and runs each reader for a share of the time
  * (make test-fuzz). */
@@ -27,10 +30,12 @@
 #include "profile_read.h"
 #include "report.h"
 #include "symbolize.h"
+#include "timeline.h"
 
 static char mf_fuzz_dir[256];
 static char mf_thread_path[300], mf_process_path[300], mf_pprof_path[300];
 static char mf_named_thread[300], mf_live_path[300]; /* the last named (sel 2), to remove */
+static char mf_timeline_path[300];
 static FILE *mf_devnull;
 
 static void mf_put(const char *path, const uint8_t *data, size_t n)
@@ -49,22 +54,6 @@ static void mf_put(const char *path, const uint8_t *data, size_t n)
         n -= (size_t)w;
     }
     close(fd);
-}
-
-static void mf_profile_free(struct mf_profile *p)
-{
-    for (uint32_t i = 0; i < p->nprocs; i++) {
-        for (uint32_t k = 0; k < p->procs[i].nmodules; k++)
-            free(p->procs[i].modules[k].path);
-        free(p->procs[i].modules);
-        free(p->procs[i].sizes);
-    }
-    free(p->procs);
-    mf_profile_drop_frames(p); /* the raw stacks' frames, in chunks */
-    free(p->stacks);
-    free(p->stack_sizes);
-    free(p->live);
-    free(p->lifetimes);
 }
 
 static void mf_model_free(struct mf_model *m)
@@ -89,6 +78,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     snprintf(mf_process_path, sizeof mf_process_path, "%s/process.0123456789abcdef.mfp",
              mf_fuzz_dir);
     snprintf(mf_pprof_path, sizeof mf_pprof_path, "%s/saved.pb.gz", mf_fuzz_dir);
+    snprintf(mf_timeline_path, sizeof mf_timeline_path, "%s/" MF_TL_FILE, mf_fuzz_dir);
     mf_devnull = fopen("/dev/null", "w");
     if (!mf_devnull)
         abort();
@@ -105,7 +95,7 @@ static uint64_t mf_u64_at(const uint8_t *data, size_t size, size_t at)
 
 /* The reports of a profile directory read (with live, of its live view), through the
  * registry's lines for those kinds, as mf_print runs them. */
-static void mf_fuzz_reports(struct mf_profile *p, bool live)
+static void mf_fuzz_reports(struct mf_profile *p, bool live, bool timeline)
 {
     const char *dirs[] = {mf_fuzz_dir};
     struct mf_report_options o = {.threshold = 1.0, .trim = true, .dirs = dirs, .ndirs = 1,
@@ -115,6 +105,22 @@ static void mf_fuzz_reports(struct mf_profile *p, bool live)
     mf_model_build(&m, p, &c);
     const struct mf_model *one = &m;
     struct mf_report_input in = {.p = p, .model = &m, .parts = &one, .nparts = 1};
+    struct mf_timeline t;
+    if (timeline) { /* its reports, then the page with its chart */
+        uint64_t *ids = mf_stack_ids(p);
+        if (mf_timeline_read(&t, mf_fuzz_dir) == 0) {
+            in.timeline = &t;
+            in.stack_ids = ids;
+            static const char *const tformats[] = {"tree", "csv", "json"};
+            for (size_t i = 0; i < sizeof tformats / sizeof *tformats; i++)
+                mf_report_find(tformats[i], MF_KIND_TIMELINE)->fn(mf_devnull, &in, &o);
+            mf_report_find("html", MF_KIND_PLAIN)->fn(mf_devnull, &in, &o);
+            mf_timeline_free(&t);
+        }
+        free(ids);
+        mf_model_free(&m);
+        return;
+    }
     static const char *const formats[] = {"tree", "csv", "json"};
     for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
         mf_report_find(formats[i], live ? MF_KIND_LIVE : MF_KIND_PLAIN)->fn(mf_devnull, &in, &o);
@@ -190,7 +196,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         mf_fuzz_pprof(data, size, !(n & 1));
         return 0;
     }
-    if (sel != 2) {
+    if (sel == 0) {
         size_t thread_len = n < size ? n : size;
         mf_put(mf_thread_path, data, thread_len);
         mf_put(mf_process_path, data + thread_len, size - thread_len);
@@ -218,19 +224,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                  (unsigned long long)mf_u64_at(process, process_len, 16));
         mf_put(mf_named_thread, thread, thread_len);
         mf_put(mf_process_path, process, process_len);
-        mf_put(mf_live_path, process + process_len, size - process_len);
+        mf_put(sel == 2 ? mf_live_path : mf_timeline_path, process + process_len,
+               size - process_len);
     }
 
     struct mf_profile p = {0};
     bool bad = mf_profile_read_dir(&p, mf_fuzz_dir);
     mf_profile_finish(&p);
     if (!bad && p.nfiles_read && (sel != 2 || !mf_live_attach(&p, true)))
-        mf_fuzz_reports(&p, sel == 2);
+        mf_fuzz_reports(&p, sel == 2, sel == 3);
     mf_symbolize_end();
     mf_profile_free(&p);
-    if (sel == 2) {
+    if (sel >= 2) {
         unlink(mf_named_thread);
         unlink(mf_live_path);
+        unlink(mf_timeline_path);
     }
     return 0;
 }

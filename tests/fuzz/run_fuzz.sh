@@ -4,7 +4,7 @@
 # tests/programs/ (per reader, as fuzz_reader.c takes its input: a thread file and its
 # process file; saved profiles mf_print --save wrote of them, gzipped and not; live heap
 # files of live_heap.c with their process and thread files), and fuzzes each of mf_print's
-# readers with its model and reports for a third of MF_FUZZ_SECONDS (60) seconds. A crash,
+# readers with its model and reports for a share of MF_FUZZ_SECONDS (60) seconds. A crash,
 # a sanitizer report, a leak of time (-timeout, 10 s an input) or memory (-rss_limit_mb)
 # fails it, and the input that did is kept in build/fuzz/ (crash-*, timeout-*, oom-*): run
 # build/fuzz/fuzz_reader FILE to replay it.
@@ -12,7 +12,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 out=$top/build/fuzz
 seconds=${MF_FUZZ_SECONDS:-60}
-readers="thread pprof live"
+readers="thread pprof live timeline"
 rm -rf "$out" && mkdir -p "$out/runs"
 for r in $readers; do mkdir -p "$out/seeds/$r" "$out/corpus/$r"; done
 cd "$top" # report_html.c's .incbin names its page from here
@@ -45,6 +45,10 @@ for mode in temps leaks threads; do
         MALLOC_FREQ_LIVE=$live MALLOC_FREQ_SAMPLE=1 profile "live_heap.$mode.$live" \
             ../../live_heap "$mode"
     done
+done
+# Timelines: the launcher records one of each run (short runs: a point or two).
+for prog in four_threads exact_sites; do
+    "$top/build/malloc_freq" -q -s 1 -o "runs/tl.$prog" -- "./$prog" >/dev/null
 done
 # Saved profiles of each process directory, trimmed and not, and of the live heap's.
 n=0
@@ -102,6 +106,12 @@ for proc in sorted(glob.glob(os.path.join(runs, "*", "malloc_freq.*", "process.*
                  struct.pack("<I", len(p)) + p + live)
         else:
             seed("thread", struct.pack("<I", len(data)) + data + p)
+for tl in sorted(glob.glob(os.path.join(runs, "tl.*", "timeline.mftl"))):
+    d = glob.glob(os.path.join(os.path.dirname(tl), "malloc_freq.*"))[0]
+    p = open(glob.glob(os.path.join(d, "process.*.mfp"))[0], "rb").read()
+    data = open(sorted(glob.glob(os.path.join(d, "thread.*.mft")))[0], "rb").read()
+    seed("timeline", struct.pack("<I", 3 << 30 | len(data)) + data +
+         struct.pack("<I", len(p)) + p + open(tl, "rb").read())
 for saved in sorted(glob.glob(os.path.join(runs, "saved.*.pb.gz"))):
     data = open(saved, "rb").read()
     flag = 1 if ".untrimmed." in saved else 0  # read with --no-trim, as written
@@ -119,7 +129,8 @@ for r in $readers; do cp "$top"/tests/fuzz/regressions/* "seeds/$r/"; done
 # names): no leak check, but -rss_limit_mb stops memory that grows with every input.
 export ASAN_OPTIONS=detect_leaks=0:log_path=$out/asan
 export UBSAN_OPTIONS=print_stacktrace=1:log_path=$out/ubsan
-share=$((seconds / 3 > 0 ? seconds / 3 : 1))
+nreaders=$(echo $readers | wc -w)
+share=$((seconds / nreaders > 0 ? seconds / nreaders : 1))
 failed=0
 for r in $readers; do
     rc=0

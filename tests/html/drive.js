@@ -16,6 +16,10 @@
 //   {"op": "key", "key": "Escape"}             presses a key; state and frames after
 //   {"op": "search", "text": T}                types T into the search box; state and frames
 //   {"op": "click", "selector": S}             clicks an element; state and frames after
+//   {"op": "drag_timeline", "from": S, "to": S}
+//                                              drags the mouse across the timeline's chart
+//                                              from second S to second S; the timeline,
+//                                              state and frames after
 //   {"op": "screenshot", "path": P, "full_page": true}
 //                                              saves a PNG; the canvas's place in it, frames
 // A frame name must be drawn once (the first drawn frame of that name is used otherwise,
@@ -96,6 +100,7 @@ async function main() {
         out.header = await page.evaluate(() => document.getElementById("mf-header").innerText);
         out.title = await page.title();
         out.nodes = await page.evaluate(() => window.mfFlame.nodes);
+        out.timeline = await page.evaluate(() => window.mfFlame.timeline ? window.mfFlame.timeline() : null);
         if (step.find) out.found = await page.evaluate((n) => window.mfFlame.find(n).map(window.mfFlame.node), step.find);
         if (step.summary) out.summary = await page.evaluate((n) => window.mfFlame.summary(n), step.summary);
         if (step.names) out.names = await page.evaluate(() => window.mfFlame.names());
@@ -123,6 +128,19 @@ async function main() {
         await page.waitForFunction((t) => window.mfFlame.state().search === t, step.text);
       } else if (step.op === "click") {
         await page.click(step.selector);
+      } else if (step.op === "drag_timeline") {
+        const at = await page.evaluate((s) => {
+          const c = document.getElementById("mf-tl-canvas");
+          c.scrollIntoView();
+          const r = c.getBoundingClientRect();
+          return { x0: r.left + window.mfFlame.timelineX(s[0]), x1: r.left + window.mfFlame.timelineX(s[1]),
+                   y: r.top + r.height / 2 };
+        }, [step.from, step.to]);
+        await page.mouse.move(at.x0, at.y);
+        await page.mouse.down();
+        await page.mouse.move(at.x1, at.y, { steps: 5 });
+        await page.mouse.up();
+        out.timeline = await page.evaluate(() => window.mfFlame.timeline());
       } else if (step.op === "screenshot") {
         await page.mouse.move(0, 0);
         if (step.hover) {

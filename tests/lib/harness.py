@@ -7,6 +7,7 @@ module imports this and no other test module. Standard library only."""
 import csv
 import glob
 import io
+import json
 import os
 import re
 import select
@@ -981,3 +982,36 @@ def check_text(what, data):
     expect(not m, f"{what}: a raw control character reaches the terminal: "
                   f"{data[max(0, m.start() - 40):m.end() + 40]!r}" if m else "")
     return text
+
+
+# ---- the timeline (tests/programs/timeline_phases.c) -----------------------------------------
+
+# timeline_phases: three phases of a second, PHASE_CALLS calls each, of these sites in turn.
+PHASE_CALLS = 50000
+PHASES = ("phase_a", "phase_b", "phase_c")
+
+
+def phases_run(sample):
+    """The launcher's run of timeline_phases at -s sample: (run directory, the borders
+    {site: (start_s, end_s)} relative to the timeline's start, the --timeline JSON)."""
+    prog = c_program("timeline_phases")
+    cwd = fresh_dir()
+    borders = os.path.join(cwd, "borders.txt")
+    r = launch_ok(["-q", "-s", str(sample), "--", prog, borders], cwd=cwd)
+    run = r.run_dir
+    out = mf_print(["--timeline", "--format", "json", run])
+    tl = json.loads(out.stdout)
+    phases = {}
+    with open(borders) as f:
+        for line in f:
+            name, start, end, calls = line.split()
+            expect_eq(int(calls), PHASE_CALLS, "the program's calls per phase")
+            phases["phase_" + name] = ((int(start) - tl["start_ns"]) / 1e9,
+                                       (int(end) - tl["start_ns"]) / 1e9)
+    return run, phases, tl
+
+
+def site_series(tl, name):
+    sites = [s for s in tl["sites"] if s["name"] == name]
+    expect_eq(len(sites), 1, f"sites named {name} in the timeline")
+    return sites[0]

@@ -656,3 +656,43 @@ def test_html_live_weights_sampled_as_the_tree():
         expect('"live":' not in f.read(), "live weights without a live heap")
     no = rt.mf_print(["--live", "--format", "html", "-o", plain + ".live", r.profile], check=False)
     expect(no.returncode == 1 and "no live heap recorded" in no.stderr, f"--live: {no.stderr!r}")
+
+
+# ---- the timeline's chart --------------------------------------------------------------
+
+@rt.test
+def test_timeline_html_window():
+    # The page charts the sites over time; dragging across phase_b's second redraws the
+    # graph with phase_b's stacks only, its exact 50,000 calls.
+    browser_ready()
+    run, phases, tl = rt.phases_run(1)
+    page = html_report(run, "timeline_phases")
+    b0, b1 = phases["phase_b"]
+    shot = os.path.join(SHOTS, "timeline_phases.png")
+    res = drive(page, [{"op": "load"},
+                           {"op": "drag_timeline", "from": b0 + 0.15, "to": b1 - 0.15},
+                           {"op": "screenshot", "path": shot, "scroll_top": True},
+                           {"op": "click", "selector": "#mf-tl-all"}])
+    load, drag, _, back = res
+    expect_eq(load["timeline"]["sites"][:3], list(rt.PHASES), "the chart's sites")
+    expect_eq(load["timeline"]["window"], None, "the window at first")
+
+    def drawn_calls(step):
+        out = {}
+        for f in step["frames"]:
+            if f["name"] in rt.PHASES:
+                out[f["name"]] = out.get(f["name"], 0) + f["calls"]
+        return out
+    expect_eq(drawn_calls(load), {n: rt.PHASE_CALLS for n in rt.PHASES}, "the whole run's sites")
+    a, b = drag["timeline"]["window"]
+    t = drag["timeline"]["t"]
+    expect(b0 <= t[a] and t[b] <= b1, f"the window {t[a]:.2f}..{t[b]:.2f} s is not inside "
+                                      f"phase_b's {b0:.2f}..{b1:.2f} s")
+    # Exactly the window's points' phase_b calls, and no other site.
+    series = rt.site_series(tl, "phase_b")["calls"]
+    want = sum(series[a:b])
+    expect(want > rt.PHASE_CALLS // 2, f"the window holds {want} of phase_b's calls")
+    expect_eq(drawn_calls(drag), {"phase_b": want}, "the window's sites")
+    expect_eq(drag["timeline"]["total_calls"], sum(p["calls"] for p in tl["points"][a:b]),
+              "the window's exact total")
+    expect_eq(drawn_calls(back), {n: rt.PHASE_CALLS for n in rt.PHASES}, "the sites after 'whole run'")

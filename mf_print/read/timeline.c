@@ -1,0 +1,572 @@
+/* The timeline (timeline.h): its reader, and the recorder that writes it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mf_print.h"
+#include "process_life.h"
+#include "timeline.h"
+
+/* FNV-1a, 64 bits: a point's checksum (mf_format.h). */
+static uint64_t mf_fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ c[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t mf_tl_checksum(const struct mf_tl_point *pt, const struct mf_tl_stack *recs)
+{
+    struct mf_tl_point z = *pt;
+    z.checksum = 0;
+    return mf_fnv(mf_fnv(0xcbf29ce484222325ull, &z, sizeof z), recs, pt->nstacks * sizeof *recs);
+}
+
+static char *mf_tl_path(const char *dir)
+{
+    size_t n = strlen(dir) + sizeof "/" MF_TL_FILE;
+    char *path = mf_xmalloc(n);
+    snprintf(path, n, "%s/%s", dir, MF_TL_FILE);
+    return path;
+}
+
+/* ---- reading -------------------------------------------------------------------------- */
+
+void mf_timeline_free(struct mf_timeline *t)
+{
+    free(t->path);
+    free(t->points);
+    free(t->recs);
+    memset(t, 0, sizeof *t);
+}
+
+/* Why the point at buf[at..] (of the file's size bytes) cannot be taken, or NULL. */
+static const char *mf_tl_bad_point(const uint8_t *buf, size_t size, size_t at,
+                                   const struct mf_tl_point *prev, struct mf_tl_point *pt)
+{
+    if (size - at < sizeof *pt)
+        return "cut short";
+    memcpy(pt, buf + at, sizeof *pt);
+    if (pt->magic != MF_TL_POINT_MAGIC)
+        return "damaged (no point's mark)";
+    if (pt->nstacks > MF_TL_POINT_STACKS_MAX)
+        return "damaged (too many records)";
+    if ((size - at - sizeof *pt) / sizeof(struct mf_tl_stack) < pt->nstacks)
+        return "cut short";
+    if (mf_tl_checksum(pt, (const struct mf_tl_stack *)(const void *)(buf + at + sizeof *pt)) !=
+        pt->checksum)
+        return "damaged (its checksum does not match)";
+    if (pt->end_ns < pt->start_ns || (prev && pt->start_ns < prev->end_ns))
+        return "damaged (its times are out of order)";
+    return NULL;
+}
+
+int mf_timeline_read(struct mf_timeline *t, const char *dir)
+{
+    memset(t, 0, sizeof *t);
+    t->path = mf_tl_path(dir);
+    struct stat st;
+    if (fstatat(AT_FDCWD, t->path, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT) {
+        mf_timeline_free(t);
+        return 1;
+    }
+    const char *why;
+    int fd = mf_open_regular(t->path, false, MF_TL_FILE_MAX, &why);
+    if (fd < 0) {
+        mf_error("%s: %s (no timeline)", mf_esc(t->path), why);
+        mf_timeline_free(t);
+        return 2;
+    }
+    uint8_t *buf = NULL;
+    size_t size = 0, cap = 0;
+    for (;;) {
+        if (size == cap) {
+            cap = cap ? cap * 2 : 65536;
+            buf = mf_xrealloc(buf, cap);
+        }
+        ssize_t n = read(fd, buf + size, cap - size);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            mf_error("%s: %s (no timeline)", mf_esc(t->path), strerror(errno));
+            close(fd);
+            free(buf);
+            mf_timeline_free(t);
+            return 2;
+        }
+        if (n == 0 || size + (size_t)n > MF_TL_FILE_MAX) /* grown past the bound while read */
+            break;
+        size += (size_t)n;
+    }
+    close(fd);
+    struct mf_tl_header h;
+    const char *bad = NULL;
+    if (size < sizeof h)
+        bad = "too short for its header";
+    else {
+        memcpy(&h, buf, sizeof h);
+        if (memcmp(h.magic, MF_TL_MAGIC, sizeof h.magic) != 0)
+            bad = "not a timeline (no MFREQTML mark)";
+        else if (h.version != MF_TL_VERSION || h.header_size != sizeof h)
+            bad = "a timeline of another version";
+        else if (!h.interval_ns || h.points_max != MF_TL_POINTS_MAX)
+            bad = "damaged (its header's interval or bound)";
+    }
+    if (bad) {
+        mf_error("%s: %s (no timeline)", mf_esc(t->path), bad);
+        free(buf);
+        mf_timeline_free(t);
+        return 2;
+    }
+    t->start_ns = h.start_ns;
+    t->interval_ns = h.interval_ns;
+    uint32_t cap_points = 0, cap_recs = 0;
+    size_t at = sizeof h;
+    while (at < size) {
+        struct mf_tl_point pt;
+        const struct mf_tl_point *prev = t->npoints ? &t->points[t->npoints - 1].h : NULL;
+        if ((bad = mf_tl_bad_point(buf, size, at, prev, &pt)) ||
+            (t->npoints >= MF_TL_POINTS_MAX * 2 && (bad = "one point too many"))) {
+            mf_error("%s: point %u is %s: the timeline shows the %u before it", mf_esc(t->path),
+                     t->npoints + 1, bad, t->npoints);
+            break;
+        }
+        MF_GROW(t->points, t->npoints, cap_points);
+        t->points[t->npoints++] = (struct mf_tl_pt){pt, t->nrecs};
+        if (t->nrecs + pt.nstacks > cap_recs) {
+            cap_recs = (t->nrecs + pt.nstacks) * 2;
+            t->recs = mf_xrealloc(t->recs, (size_t)cap_recs * sizeof *t->recs);
+        }
+        if (pt.nstacks)
+            memcpy(t->recs + t->nrecs, buf + at + sizeof pt, pt.nstacks * sizeof *t->recs);
+        t->nrecs += pt.nstacks;
+        at += sizeof pt + pt.nstacks * sizeof *t->recs;
+        t->last = pt.flags & MF_TL_POINT_LAST;
+    }
+    free(buf);
+    return 0;
+}
+
+/* ---- stacks' identities --------------------------------------------------------------- */
+
+uint64_t *mf_stack_ids(const struct mf_profile *p)
+{
+    /* Unkeyed (mf_hash_u64s is keyed per run of mf_print): the recorder's ids and a later
+     * reader's must agree. */
+    uint64_t *ids = mf_xmalloc(((size_t)p->nstacks + 1) * sizeof *ids);
+    for (uint32_t i = 0; i < p->nstacks; i++) {
+        const struct mf_raw_stack *s = &p->stacks[i];
+        uint64_t head[2] = {p->procs[s->process].stamp, (uint64_t)s->flags << 32 | s->depth};
+        uint64_t id = mf_fnv(mf_fnv(0xcbf29ce484222325ull, head, sizeof head), s->frames,
+                             s->depth * sizeof *s->frames);
+        ids[i] = id ? id : 1; /* 0 is [not profiled] */
+    }
+    return ids;
+}
+
+void mf_profile_free(struct mf_profile *p)
+{
+    for (uint32_t i = 0; i < p->nprocs; i++) {
+        struct mf_process *pr = &p->procs[i];
+        for (uint32_t k = 0; k < pr->nmodules; k++)
+            free(pr->modules[k].path);
+        free(pr->modules);
+        free(pr->sizes);
+        free(pr->tables);
+    }
+    free(p->procs);
+    mf_profile_drop_frames(p); /* the raw stacks' frames, in chunks */
+    free(p->stacks);
+    free(p->stack_sizes);
+    free(p->live);
+    free(p->lifetimes);
+    memset(p, 0, sizeof *p);
+}
+
+/* The names of the directories mf_profile_read_dir read into p, which its processes point to
+ * (shared by a directory's processes): each freed once. */
+static void mf_profile_free_dirs(struct mf_profile *p)
+{
+    const char **dirs = mf_xmalloc(((size_t)p->nprocs + 1) * sizeof *dirs);
+    uint32_t ndirs = 0;
+    for (uint32_t i = 0; i < p->nprocs; i++) {
+        bool seen = false;
+        for (uint32_t k = ndirs; k-- > 0 && !seen;)
+            seen = dirs[k] == p->procs[i].dir;
+        if (!seen)
+            dirs[ndirs++] = p->procs[i].dir;
+    }
+    for (uint32_t i = 0; i < ndirs; i++)
+        free((char *)(uintptr_t)dirs[i]);
+    free(dirs);
+}
+
+/* ---- recording ------------------------------------------------------------------------ */
+
+/* MF_PRINT_TEST_CLOCK=N: the clock runs N times as fast, from the first reading on. */
+static uint64_t mf_clock_speed(void)
+{
+    static uint64_t speed;
+    if (!speed) {
+        const char *s = getenv("MF_PRINT_TEST_CLOCK");
+        char *end;
+        unsigned long long v = s ? strtoull(s, &end, 10) : 0;
+        speed = s && *s && !*end && v >= 1 && v <= 1000000 ? v : 1;
+    }
+    return speed;
+}
+
+static uint64_t mf_real_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t mf_record_now(void)
+{
+    static uint64_t origin;
+    uint64_t now = mf_real_ns();
+    if (!origin)
+        origin = now;
+    return origin + (now - origin) * mf_clock_speed();
+}
+
+uint64_t mf_record_due(const struct mf_recorder *r)
+{
+    return r->started ? r->last_ns + r->interval_ns : 0;
+}
+
+static bool mf_write_all(int fd, const void *buf, size_t n)
+{
+    const char *c = buf;
+    while (n) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        c += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+static bool mf_record_fail(struct mf_recorder *r, const char *what)
+{
+    mf_error("cannot write %s: %s (the timeline stops here)", mf_esc(r->path), what);
+    if (r->fd >= 0)
+        close(r->fd);
+    r->fd = -1;
+    return true;
+}
+
+static bool mf_write_point(int fd, const struct mf_tl_pt *pt, const struct mf_tl_stack *recs)
+{
+    size_t n = sizeof pt->h + pt->h.nstacks * sizeof *recs;
+    uint8_t *buf = mf_xmalloc(n); /* one write: a reader sees the point whole or cut short */
+    memcpy(buf, &pt->h, sizeof pt->h);
+    if (pt->h.nstacks)
+        memcpy(buf + sizeof pt->h, recs + pt->first, pt->h.nstacks * sizeof *recs);
+    bool ok = mf_write_all(fd, buf, n);
+    free(buf);
+    return ok;
+}
+
+/* The file made anew from r's points: a new file renamed over the old one. */
+static bool mf_record_rewrite(struct mf_recorder *r, uint64_t start_ns)
+{
+    struct mf_replace rep;
+    int fd = mf_replace_open(&rep, r->path, "--record");
+    if (fd < 0) {
+        r->fd >= 0 ? close(r->fd) : 0;
+        r->fd = -1;
+        return true;
+    }
+    struct mf_tl_header h = {.version = MF_TL_VERSION, .header_size = sizeof h,
+                             .start_ns = start_ns, .interval_ns = r->interval_ns,
+                             .points_max = MF_TL_POINTS_MAX};
+    memcpy(h.magic, MF_TL_MAGIC, sizeof h.magic);
+    bool ok = mf_write_all(fd, &h, sizeof h);
+    for (uint32_t i = 0; ok && i < r->npoints; i++)
+        ok = mf_write_point(fd, &r->points[i], r->recs);
+    if (!ok) {
+        int e = errno;
+        close(fd);
+        mf_replace_end(&rep, false);
+        return mf_record_fail(r, strerror(e));
+    }
+    if (mf_replace_end(&rep, true)) {
+        close(fd);
+        r->fd >= 0 ? close(r->fd) : 0;
+        r->fd = -1;
+        return true;
+    }
+    if (r->fd >= 0)
+        close(r->fd);
+    r->fd = fd; /* the new file, at its end: the next points are appended to it */
+    return false;
+}
+
+bool mf_record_start(struct mf_recorder *r, const char *dir)
+{
+    memset(r, 0, sizeof *r);
+    r->fd = -1;
+    r->dir = mf_xstrdup(dir);
+    r->path = mf_tl_path(dir);
+    r->interval_ns = MF_TL_INTERVAL_NS;
+    return mf_record_rewrite(r, 0);
+}
+
+void mf_record_end(struct mf_recorder *r)
+{
+    if (r->fd >= 0)
+        close(r->fd);
+    mf_map_free(&r->prev);
+    free(r->prev_counts);
+    free(r->points);
+    free(r->recs);
+    free(r->dir);
+    free(r->path);
+    memset(r, 0, sizeof *r);
+    r->fd = -1;
+}
+
+/* The map's values index prev_counts; its keys are the ids themselves. */
+static struct mf_tl_stack *mf_prev_of(struct mf_recorder *r, uint64_t id)
+{
+    bool added;
+    uint32_t k = mf_map_put(&r->prev, id, NULL, NULL, r->nprev, &added);
+    if (added) {
+        MF_GROW(r->prev_counts, r->nprev, r->prev_cap);
+        r->prev_counts[r->nprev++] = (struct mf_tl_stack){.id = id};
+    }
+    return &r->prev_counts[k];
+}
+
+static int mf_rec_calls_cmp(const void *a, const void *b)
+{
+    const struct mf_tl_stack *x = a, *y = b;
+    if (x->calls != y->calls)
+        return x->calls < y->calls ? 1 : -1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int mf_rec_id_cmp(const void *a, const void *b)
+{
+    const struct mf_tl_stack *x = a, *y = b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static void mf_record_reserve(struct mf_recorder *r, uint32_t more)
+{
+    if (r->nrecs + more > r->recs_cap) {
+        r->recs_cap = (r->nrecs + more) * 2;
+        r->recs = mf_xrealloc(r->recs, (size_t)r->recs_cap * sizeof *r->recs);
+    }
+}
+
+/* Point pt's records (at r->recs[pt->first ..], n of them, unsorted, ids distinct): the
+ * largest MF_TL_POINT_STACKS_MAX kept, the rest added to its other counts. */
+static void mf_point_cap(struct mf_recorder *r, struct mf_tl_pt *pt, uint32_t n)
+{
+    struct mf_tl_stack *v = r->recs + pt->first;
+    if (n > MF_TL_POINT_STACKS_MAX) {
+        qsort(v, n, sizeof *v, mf_rec_calls_cmp);
+        for (uint32_t i = MF_TL_POINT_STACKS_MAX; i < n; i++) {
+            pt->h.other_calls += v[i].calls;
+            pt->h.other_bytes += v[i].bytes;
+        }
+        n = MF_TL_POINT_STACKS_MAX;
+    }
+    pt->h.nstacks = n;
+    pt->h.checksum = mf_tl_checksum(&pt->h, v);
+    r->nrecs = pt->first + n;
+}
+
+/* Adjacent points merged pairwise, their records summed per stack; the interval doubled. */
+static void mf_record_merge(struct mf_recorder *r)
+{
+    struct mf_tl_stack *old = r->recs;
+    const struct mf_tl_pt *pts = r->points;
+    uint32_t n = r->npoints;
+    r->recs = NULL;
+    r->nrecs = r->recs_cap = 0;
+    struct mf_tl_pt *merged = mf_xmalloc(((size_t)n / 2 + 1) * sizeof *merged);
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n; i += 2) {
+        const struct mf_tl_pt *a = &pts[i], *b = i + 1 < n ? &pts[i + 1] : NULL;
+        struct mf_tl_pt pt = {a->h, r->nrecs};
+        uint32_t k = a->h.nstacks + (b ? b->h.nstacks : 0);
+        mf_record_reserve(r, k);
+        struct mf_tl_stack *v = r->recs + r->nrecs;
+        memcpy(v, old + a->first, a->h.nstacks * sizeof *v);
+        if (b) {
+            memcpy(v + a->h.nstacks, old + b->first, b->h.nstacks * sizeof *v);
+            pt.h.end_ns = b->h.end_ns;
+            pt.h.calls += b->h.calls;
+            pt.h.bytes += b->h.bytes;
+            pt.h.other_calls += b->h.other_calls;
+            pt.h.other_bytes += b->h.other_bytes;
+            pt.h.processes = b->h.processes;
+            pt.h.flags = b->h.flags;
+        }
+        qsort(v, k, sizeof *v, mf_rec_id_cmp);
+        uint32_t w = 0;
+        for (uint32_t j = 0; j < k; j++) {
+            if (w && v[w - 1].id == v[j].id) {
+                v[w - 1].calls += v[j].calls;
+                v[w - 1].bytes += v[j].bytes;
+                v[w - 1].var += v[j].var;
+            } else {
+                v[w++] = v[j];
+            }
+        }
+        mf_point_cap(r, &pt, w);
+        merged[m++] = pt;
+    }
+    free(old);
+    free(r->points);
+    r->points = merged;
+    r->npoints = m;
+    r->points_cap = n / 2 + 1;
+    r->interval_ns *= 2;
+}
+
+static uint64_t mf_growth(uint64_t now, uint64_t before)
+{
+    return now > before ? now - before : 0;
+}
+
+bool mf_record_tick(struct mf_recorder *r, bool last)
+{
+    if (r->fd < 0)
+        return true;
+    uint64_t now = mf_record_now();
+    struct mf_profile p = {0};
+    /* A run starting, or files being written: what cannot be read now is read next time. */
+    mf_errors_muted = true;
+    bool none = mf_profile_read_dir(&p, r->dir);
+    if (!none)
+        mf_profile_finish(&p);
+    mf_errors_muted = false;
+    if (none || !p.nfiles_read) {
+        mf_profile_free_dirs(&p);
+        mf_profile_free(&p);
+        return false;
+    }
+    uint64_t *ids = mf_stack_ids(&p);
+    uint32_t running = 0;
+    bool ended = true;
+    uint64_t first_start = now;
+    for (uint32_t i = 0; i < p.nprocs; i++) {
+        enum mf_life l = mf_life(&p, i);
+        running += l == MF_LIFE_RUNNING;
+        ended &= p.procs[i].has_file && l != MF_LIFE_RUNNING && l != MF_LIFE_UNKNOWN;
+        if (p.procs[i].has_file && p.procs[i].start_ns < first_start)
+            first_start = p.procs[i].start_ns;
+    }
+    if (!r->started)
+        r->last_ns = first_start < now ? first_start : now;
+
+    struct mf_tl_pt pt = {{.magic = MF_TL_POINT_MAGIC, .start_ns = r->last_ns, .end_ns = now,
+                           .processes = running,
+                           .flags = last || ended ? MF_TL_POINT_LAST : 0},
+                          r->nrecs};
+    uint64_t calls = mf_profile_total_calls(&p), bytes = mf_profile_total_bytes(&p);
+    pt.h.calls = mf_growth(calls, r->calls);
+    pt.h.bytes = mf_growth(bytes, r->bytes);
+    r->calls = calls;
+    r->bytes = bytes;
+    mf_record_reserve(r, p.nstacks + 1);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i <= p.nstacks; i++) {
+        const struct mf_raw_stack *s = i < p.nstacks ? &p.stacks[i] : NULL;
+        struct mf_tl_stack cur = s ? (struct mf_tl_stack){ids[i], s->calls, s->bytes, s->var}
+                                   : (struct mf_tl_stack){0, p.unprofiled_calls,
+                                                          p.unprofiled_bytes, p.unprofiled_var};
+        struct mf_tl_stack *prev = mf_prev_of(r, cur.id);
+        struct mf_tl_stack d = {cur.id, mf_growth(cur.calls, prev->calls),
+                                mf_growth(cur.bytes, prev->bytes), mf_growth(cur.var, prev->var)};
+        *prev = cur;
+        if (d.calls || d.bytes)
+            r->recs[r->nrecs + n++] = d;
+    }
+    free(ids);
+    mf_profile_free_dirs(&p);
+    mf_profile_free(&p);
+    mf_point_cap(r, &pt, n);
+    MF_GROW(r->points, r->npoints, r->points_cap);
+    r->points[r->npoints++] = pt;
+    r->last_ns = now;
+    r->running = running;
+    bool first = !r->started;
+    r->started = true;
+    if (first || r->npoints >= MF_TL_POINTS_MAX || r->nrecs > MF_TL_RECORDS_MAX) {
+        while (r->npoints >= MF_TL_POINTS_MAX || (r->nrecs > MF_TL_RECORDS_MAX && r->npoints > 1))
+            mf_record_merge(r);
+        if (mf_record_rewrite(r, r->points[0].h.start_ns))
+            return true;
+    } else if (!mf_write_point(r->fd, &r->points[r->npoints - 1], r->recs)) {
+        return mf_record_fail(r, strerror(errno));
+    }
+    return ended;
+}
+
+static volatile sig_atomic_t mf_stop;
+#define MF_RECORD_SHARE 9 /* the recorder sleeps at least 9 times as long as a snapshot took */
+
+static void mf_on_stop(int sig)
+{
+    (void)sig;
+    mf_stop = 1;
+}
+
+int mf_record(const char *dir)
+{
+    struct sigaction sa = {.sa_handler = mf_on_stop}; /* no SA_RESTART: the sleep ends */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    sigset_t stop; /* the launcher starts it with them blocked */
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGHUP);
+    sigprocmask(SIG_UNBLOCK, &stop, NULL);
+    struct mf_recorder r;
+    if (mf_record_start(&r, dir)) {
+        mf_record_end(&r);
+        return 1;
+    }
+    bool ended = false;
+    while (!ended && !mf_stop) {
+        uint64_t t0 = mf_real_ns();
+        ended = mf_record_tick(&r, false);
+        uint64_t took = mf_real_ns() - t0;
+        uint64_t due = mf_record_due(&r), now = mf_record_now();
+        if (!r.started)
+            due = now + MF_TL_INTERVAL_NS / 4; /* nothing to read yet: look again soon */
+        /* At most a tenth of a CPU: a large profile is read less often than the interval
+         * says (its points are longer). The test clock shortens this pause too, so that a
+         * test makes hours of snapshots in seconds. */
+        if (due < now + took * MF_RECORD_SHARE)
+            due = now + took * MF_RECORD_SHARE;
+        if (!ended && due > now) {
+            uint64_t ns = (due - now) / mf_clock_speed();
+            struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (!ended && r.fd >= 0)
+        mf_record_tick(&r, true);
+    int rc = r.fd < 0;
+    mf_record_end(&r);
+    return rc;
+}

@@ -1,0 +1,80 @@
+/* The timeline (mf_format.h, timeline.mftl): its reader, and the recorder that writes it
+ * (mf_print --record), a snapshot at a time. */
+#ifndef MF_TIMELINE_H
+#define MF_TIMELINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mf_format.h"
+#include "profile_read.h"
+
+/* A timeline as read: its points, each with its records (recs[first .. first + n)). */
+struct mf_tl_pt {
+    struct mf_tl_point h; /* as written */
+    uint32_t first;
+};
+struct mf_timeline {
+    char *path;
+    uint64_t start_ns, interval_ns;
+    struct mf_tl_pt *points;
+    uint32_t npoints;
+    struct mf_tl_stack *recs;
+    uint32_t nrecs;
+    bool last; /* the recorder's last point is there: the run was recorded to its end */
+};
+
+/* Reads dir/timeline.mftl. Returns 0 with t filled in, 1 if there is none (nothing said),
+ * 2 if it cannot be used at all (one line on stderr). A file whose points go bad part-way
+ * (cut short, damaged) gives its points before that and one line saying so. */
+int mf_timeline_read(struct mf_timeline *t, const char *dir);
+void mf_timeline_free(struct mf_timeline *t);
+
+/* The identity of each of p's raw stacks (its process image's stamp, flags, depth and
+ * frames, hashed; never 0): the ids a timeline names stacks by. Read before
+ * mf_profile_drop_frames. Allocated. */
+uint64_t *mf_stack_ids(const struct mf_profile *p);
+
+/* What p holds, given back: not the strings it interned, nor the directory names its
+ * processes point to. */
+void mf_profile_free(struct mf_profile *p);
+
+/* The recorder: mf_record_start makes dir/timeline.mftl (replacing one there), then each
+ * mf_record_tick snapshots the profile in dir and appends a point of its growth, merging
+ * points as mf_format.h says; call it when mf_record_due says so, from any loop. The last
+ * tick (last true) marks the file finished. */
+struct mf_recorder {
+    char *dir, *path;
+    int fd; /* the file, appended to; -1 after a failure */
+    uint64_t interval_ns, last_ns;
+    bool started; /* a snapshot found the profile */
+    /* The previous snapshot: per stack id, its counts. */
+    struct mf_map prev;
+    uint64_t *ids;
+    struct mf_tl_stack *prev_counts; /* id, calls, bytes, var of the stack with that index */
+    uint32_t nprev, prev_cap;
+    uint64_t calls, bytes; /* the exact totals at the previous snapshot */
+    /* The points written, kept for merging. */
+    struct mf_tl_pt *points;
+    uint32_t npoints, points_cap;
+    struct mf_tl_stack *recs;
+    uint32_t nrecs, recs_cap;
+    uint32_t running; /* process images running at the last snapshot */
+};
+/* Returns true after one line on stderr if the file cannot be made. */
+bool mf_record_start(struct mf_recorder *r, const char *dir);
+/* The recorder's clock: CLOCK_REALTIME in ns (MF_PRINT_TEST_CLOCK=N runs it N times as fast,
+ * for the tests of long runs). */
+uint64_t mf_record_now(void);
+/* When the next snapshot is due, in mf_record_now's ns. */
+uint64_t mf_record_due(const struct mf_recorder *r);
+/* Returns true if the run has ended: it was seen, and no process image of it runs. A failure
+ * to write says so once and stops the recording (the tick returns true). */
+bool mf_record_tick(struct mf_recorder *r, bool last);
+void mf_record_end(struct mf_recorder *r);
+
+/* mf_print --record DIR: ticks until the run ends or SIGINT, SIGTERM or SIGHUP, then a last
+ * tick. Returns the exit status. */
+int mf_record(const char *dir);
+
+#endif

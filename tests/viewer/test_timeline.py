@@ -1,0 +1,204 @@
+"""The timeline: the launcher records one for every run (mf_print --record on the run
+directory), mf_print --timeline reports it.
+
+tests/programs/timeline_phases.c runs three phases of a second each, 50,000 calls of one
+site each (phase_a, phase_b, phase_c) at a fixed pace, and writes each phase's start and end
+time: the timeline must show the three sites in that order, each with its exact count
+(MALLOC_FREQ_SAMPLE=1) or within its error bar (sampled), at the rate the program measured.
+A long run is simulated with the recorder's test clock (MF_PRINT_TEST_CLOCK: 2,000 times as
+fast, so 3 s are 100 minutes): the file keeps its bound. A damaged or cut timeline gives one
+line on stderr and the points before the damage; the profile's own reports are unaffected."""
+import csv
+import io
+import json
+import os
+import shutil
+import stat
+import struct
+import subprocess
+
+import harness as rt
+from harness import F, expect, expect_eq
+
+from harness import PHASE_CALLS, PHASES, phases_run, site_series
+
+
+def expect_phases(sample):
+    run, phases, tl = phases_run(sample)
+    expect(tl["ended"], "the launcher's timeline is not marked recorded to its end")
+    points = tl["points"]
+    # Every call of the run is in the points: the thread headers' exact totals.
+    total = rt.exact_total_calls(*rt.process_dirs(run))
+    expect_eq(sum(p["calls"] for p in points), total, "the points' calls against the profile's")
+    # Each point's busiest phase: phase_a's points, then phase_b's, then phase_c's (the
+    # program's fopen before them may be a point of its own).
+    order = []
+    series = [site_series(tl, name) for name in PHASES]
+    for j, p in enumerate(points):
+        best = max(series, key=lambda s: s["calls"][j])
+        if best["calls"][j] > 0 and (not order or order[-1] != best["name"]):
+            order.append(best["name"])
+    expect_eq(order, list(PHASES), "the sites in the order of the points")
+    for name in PHASES:
+        s = site_series(tl, name)
+        calls, var = sum(s["calls"]), sum(s["calls_var"])
+        se = var ** 0.5
+        if sample == 1:
+            expect_eq((calls, var), (PHASE_CALLS, 0), f"{name}'s calls and variance (exact)")
+        else:
+            expect(abs(calls - PHASE_CALLS) <= 4 * se and se > 0,
+                   f"{name}: {calls} calls, {PHASE_CALLS} made, error bar {se:.0f}")
+        # Its rate over the points inside its phase, against the rate the program kept:
+        # the error bar, and the one burst of 50 calls the snapshots may cut at each end.
+        start, end = phases[name]
+        inside = [j for j, p in enumerate(points) if p["start_s"] >= start and p["end_s"] <= end]
+        expect(len(inside) >= 5, f"{name}: only {len(inside)} points inside its phase")
+        secs = sum(points[j]["end_s"] - points[j]["start_s"] for j in inside)
+        got = sum(s["calls"][j] for j in inside) / secs
+        err = (sum(s["calls_var"][j] for j in inside) ** 0.5) / secs
+        truth = PHASE_CALLS / (end - start)
+        slack = 2 * 50 / secs + 0.03 * truth  # a burst at each end; the pace under load
+        expect(abs(got - truth) <= 4 * err + slack,
+               f"{name}: {got:.0f} calls/s in its {len(inside)} points, the program made "
+               f"{truth:.0f}/s (error bar {err:.0f}, slack {slack:.0f})")
+        # Outside its phase (a point's length off its borders), none of its calls.
+        outside = [j for j, p in enumerate(points) if p["end_s"] < start or p["start_s"] > end]
+        expect_eq(sum(s["calls"][j] for j in outside), 0, f"{name}'s calls outside its phase")
+    return run
+
+
+@rt.test
+def test_timeline_phases_exact():
+    run = expect_phases(1)
+    st = os.lstat(os.path.join(run, F.TL_FILE.decode()))
+    expect_eq(stat.S_IMODE(st.st_mode), 0o600, "the timeline file's mode")
+    # The text: a sparkline per site, the sites named, blocks in UTF-8 and ASCII otherwise.
+    for lang, mark in (("C.UTF-8", "█"), ("C", "@")):
+        env = dict(os.environ, LC_ALL=lang)
+        r = subprocess.run([rt.MF_PRINT, "--timeline", run], capture_output=True, text=True,
+                           env=env, timeout=rt.TIMEOUT)
+        expect_eq((r.returncode, r.stderr), (0, ""), f"mf_print --timeline ({lang})")
+        lines = {name: [l for l in r.stdout.splitlines() if l.endswith("] " + name)]
+                 for name in PHASES}
+        for name, found in lines.items():
+            expect(len(found) == 1 and mark in found[0] and "50,000" in found[0],
+                   f"{lang}: no sparkline line of {name} with its 50,000 calls: {r.stdout!r}")
+            if lang == "C":
+                expect(all(ord(c) < 128 for c in found[0]), f"not ASCII in C: {found[0]!r}")
+        # The sparklines' blocks move right from phase to phase.
+        first = [min(i for i, c in enumerate(lines[n][0]) if c == mark) for n in PHASES]
+        expect(first == sorted(first) and len(set(first)) == 3,
+               f"{lang}: the phases' sparklines start at columns {first}")
+    # CSV: the same series.
+    rows = list(csv.DictReader(io.StringIO(rt.mf_print(["--timeline", "-f", "csv", run]).stdout)))
+    for name in PHASES:
+        expect_eq(sum(int(r["calls"]) for r in rows if r["site"] == name), PHASE_CALLS,
+                  f"{name}'s calls in the CSV")
+
+
+@rt.test
+def test_timeline_phases_sampled():
+    expect_phases(16)
+
+
+def read_timeline(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    h = struct.unpack_from(F.tl_header.format, data, 0)
+    hdr = dict(zip(F.tl_header.fields, h))
+    points, at = [], F.tl_header.size
+    while at < len(data):
+        p = dict(zip(F.tl_point.fields, struct.unpack_from(F.tl_point.format, data, at)))
+        p["at"] = at
+        points.append(p)
+        at += F.tl_point.size + p["nstacks"] * F.tl_stack.size
+    return hdr, points, data
+
+
+@rt.test
+def test_timeline_long_run_bounded():
+    # 3 s of timeline_phases, recorded by mf_print --record alone (no launcher) with a clock
+    # 2,000 times as fast: 100 minutes, 60,000 snapshots at the first interval.
+    prog = rt.c_program("timeline_phases")
+    out = rt.fresh_dir()
+    env = rt.profiled_env(out, "1")
+    p = subprocess.Popen([prog, os.path.join(out, "borders.txt")], cwd=out, env=env)
+    rec = subprocess.Popen([rt.MF_PRINT, "--record", out], env=dict(os.environ,
+                           MF_PRINT_TEST_CLOCK="2000"), stderr=subprocess.PIPE, text=True)
+    try:
+        expect_eq(p.wait(timeout=rt.TIMEOUT), 0, "timeline_phases' exit status")
+        # The recorder ends by itself once the run's processes have ended.
+        err = rec.communicate(timeout=rt.TIMEOUT)[1]
+    finally:
+        for q in (p, rec):
+            if q.poll() is None:
+                q.kill()
+                q.wait()
+    expect_eq((rec.returncode, err), (0, ""), "mf_print --record's exit status and stderr")
+    path = os.path.join(out, F.TL_FILE.decode())
+    hdr, points, data = read_timeline(path)
+    span = (points[-1]["end_ns"] - points[0]["start_ns"]) / 1e9
+    expect(span >= 3600, f"the simulated run lasted {span:.0f} s, not an hour")
+    expect(0 < len(points) <= F.TL_POINTS_MAX, f"{len(points)} points")
+    expect(len(data) <= F.TL_FILE_MAX, f"{len(data)} bytes")
+    # Merged at least 4 times (each doubles the interval) and nothing lost in merging.
+    expect(hdr["interval_ns"] >= 16 * F.TL_INTERVAL_NS, f"interval {hdr['interval_ns']} ns")
+    total = rt.exact_total_calls(*rt.process_dirs(out))
+    expect_eq(sum(p["calls"] for p in points), total, "the points' calls against the profile's")
+    expect(points[-1]["flags"] & F.TL_POINT_LAST, "the last point is not marked last")
+    tl = json.loads(rt.mf_print(["--timeline", "-f", "json", out]).stdout)
+    for name in PHASES:
+        expect_eq(sum(site_series(tl, name)["calls"]), PHASE_CALLS, f"{name}'s calls")
+
+
+@rt.test
+def test_timeline_damaged():
+    run, _, tl = phases_run(1)
+    hdr, points, data = read_timeline(os.path.join(run, F.TL_FILE.decode()))
+    expect(len(points) > 10, f"{len(points)} points")
+    # A copy of the run (the shared one stays whole), its timeline damaged in turn.
+    copy = os.path.join(rt.fresh_dir(), "run")
+    shutil.copytree(run, copy, symlinks=True)
+    path = os.path.join(copy, F.TL_FILE.decode())
+    tree = rt.mf_print([run]).stdout
+
+    def with_file(content):
+        os.unlink(path)
+        with open(path, "wb") as f:
+            f.write(content)
+
+    # A byte of point 6's counts flipped: points 1-5 shown, one line.
+    at = points[5]["at"] + F.tl_point.calls
+    with_file(data[:at] + bytes([data[at] ^ 1]) + data[at + 1:])
+    r = rt.mf_print(["--timeline", "-f", "json", copy])
+    expect(r.stderr.count("\n") == 1 and "point 6 is damaged" in r.stderr, repr(r.stderr))
+    expect_eq(len(json.loads(r.stdout)["points"]), 5, "points shown before the damage")
+    # Cut in the middle of the last point: all but that one, one line.
+    with_file(data[:points[-1]["at"] + 20])
+    r = rt.mf_print(["--timeline", "-f", "json", copy])
+    expect(r.stderr.count("\n") == 1 and "cut short" in r.stderr, repr(r.stderr))
+    expect_eq(len(json.loads(r.stdout)["points"]), len(points) - 1, "points before the cut")
+    # Not a timeline at all: one line, no report; the tree and the page as without it.
+    with_file(b"garbage" * 10)
+    rt.expect_one_line_error(["--timeline", copy], "a timeline of garbage")
+    expect_eq(rt.mf_print([copy]).stdout, tree.replace(run, copy), "the tree beside a bad timeline")
+    html = os.path.join(rt.fresh_dir(), "p.html")
+    r = rt.mf_print(["-f", "html", "-o", html, copy])
+    expect(r.stderr.count("\n") == 1 and "not a timeline" in r.stderr, repr(r.stderr))
+    expect(os.path.getsize(html) > 0, "no page written beside a bad timeline")
+    # A symbolic link in its place is neither read nor replaced.
+    os.unlink(path)
+    os.symlink(os.path.join(run, F.TL_FILE.decode()), path)
+    rt.expect_one_line_error(["--timeline", copy], "a timeline that is a symbolic link")
+    r = rt.mf_print(["--record", copy], check=False)
+    expect(r.returncode == 1 and r.stderr.count("\n") == 1, f"--record over a link: {r!r}")
+    expect(os.path.islink(path), "--record replaced the symbolic link")
+
+
+@rt.test
+def test_timeline_off():
+    for args, env in ((["--no-timeline"], {}), ([], {"MALLOC_FREQ_TIMELINE": "0"}),
+                      ([], {})):
+        r = rt.launch_ok(["-q"] + args + ["--", "sh", "-c", "exit 0"], extra_env=env)
+        there = os.path.exists(os.path.join(r.run_dir, F.TL_FILE.decode()))
+        expect_eq(there, not args and not env, f"a timeline with {args} {env}")
