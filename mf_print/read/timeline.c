@@ -170,43 +170,6 @@ uint64_t *mf_stack_ids(const struct mf_profile *p)
     return ids;
 }
 
-void mf_profile_free(struct mf_profile *p)
-{
-    for (uint32_t i = 0; i < p->nprocs; i++) {
-        struct mf_process *pr = &p->procs[i];
-        for (uint32_t k = 0; k < pr->nmodules; k++)
-            free(pr->modules[k].path);
-        free(pr->modules);
-        free(pr->sizes);
-        free(pr->tables);
-    }
-    free(p->procs);
-    mf_profile_drop_frames(p); /* the raw stacks' frames, in chunks */
-    free(p->stacks);
-    free(p->stack_sizes);
-    free(p->live);
-    free(p->lifetimes);
-    memset(p, 0, sizeof *p);
-}
-
-/* The names of the directories mf_profile_read_dir read into p, which its processes point to
- * (shared by a directory's processes): each freed once. */
-static void mf_profile_free_dirs(struct mf_profile *p)
-{
-    const char **dirs = mf_xmalloc(((size_t)p->nprocs + 1) * sizeof *dirs);
-    uint32_t ndirs = 0;
-    for (uint32_t i = 0; i < p->nprocs; i++) {
-        bool seen = false;
-        for (uint32_t k = ndirs; k-- > 0 && !seen;)
-            seen = dirs[k] == p->procs[i].dir;
-        if (!seen)
-            dirs[ndirs++] = p->procs[i].dir;
-    }
-    for (uint32_t i = 0; i < ndirs; i++)
-        free((char *)(uintptr_t)dirs[i]);
-    free(dirs);
-}
-
 /* ---- recording ------------------------------------------------------------------------ */
 
 /* MF_PRINT_TEST_CLOCK=N: the clock runs N times as fast, from the first reading on. */
@@ -457,7 +420,6 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
         mf_profile_finish(&p);
     mf_errors_muted = false;
     if (none || !p.nfiles_read) {
-        mf_profile_free_dirs(&p);
         mf_profile_free(&p);
         return false;
     }
@@ -499,7 +461,6 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
             r->recs[r->nrecs + n++] = d;
     }
     free(ids);
-    mf_profile_free_dirs(&p);
     mf_profile_free(&p);
     mf_point_cap(r, &pt, n);
     MF_GROW(r->points, r->npoints, r->points_cap);

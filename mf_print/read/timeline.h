@@ -35,10 +35,6 @@ void mf_timeline_free(struct mf_timeline *t);
  * mf_profile_drop_frames. Allocated. */
 uint64_t *mf_stack_ids(const struct mf_profile *p);
 
-/* What p holds, given back: not the strings it interned, nor the directory names its
- * processes point to. */
-void mf_profile_free(struct mf_profile *p);
-
 /* The recorder: mf_record_start makes dir/timeline.mftl (replacing one there), then each
  * mf_record_tick snapshots the profile in dir and appends a point of its growth, merging
  * points as mf_format.h says; call it when mf_record_due says so, from any loop. The last
