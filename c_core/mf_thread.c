@@ -256,6 +256,7 @@ void mf_thread_setup(struct mf_thread *t)
         h->sizes[c].calls += __atomic_exchange_n(&mf_early_sizes.calls[c], 0, __ATOMIC_RELAXED);
         h->sizes[c].bytes += __atomic_exchange_n(&mf_early_sizes.bytes[c], 0, __ATOMIC_RELAXED);
     }
+    s->totals_base = h->totals; /* malloc_freq_thread_counts: this thread's are what it gains */
     mf_table_unlock(tab);
     t->early_calls = t->early_bytes = 0;
     t->totals = &h->totals;
