@@ -270,7 +270,7 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
             r->dirs[r->ndirs++] = optarg;
             break;
         case 'f':
-            if (!mf_report_find(optarg, ~0u)) { /* a format of any kind */
+            if (!mf_report_listed(optarg)) { /* a format of any kind */
                 char list[200];
                 mf_formats_text(list, sizeof list, 0);
                 mf_usage_error("--format is %s, not '%s'", list, optarg);
@@ -420,9 +420,8 @@ enum {
     MF_R_SORT_TEMPORARY = 1 << 12,
     MF_R_NO_DIR = 1 << 13,
     MF_R_CHECK = 1 << 14,
-    MF_R_FORMAT_CHECK = 1 << 15, /* -f check */
-    MF_R_CHECK_GROWTH = 1 << 16, /* a growth rule (calls +10%) */
-    MF_R_CHECK_LIVE = 1 << 17,   /* a live heap rule */
+    MF_R_CHECK_GROWTH = 1 << 15, /* a growth rule (calls +10%) */
+    MF_R_CHECK_LIVE = 1 << 16,   /* a live heap rule */
 };
 
 /* A rule applies to a request with every bit of `when` and none of `unless`. It is broken
@@ -438,8 +437,7 @@ struct mf_rule {
 };
 
 static const struct mf_rule mf_rules[] = {
-    {MF_R_FORMAT_CHECK, MF_R_CHECK, 0, NULL, "--format check is --check RULES's verdict: give --check"},
-    {MF_R_CHECK | MF_R_FORMAT, MF_R_FORMAT_CHECK, 0, NULL,
+    {MF_R_CHECK | MF_R_FORMAT, 0, 0, NULL,
      "--check writes its verdict, not a report: not with --format"},
     {MF_R_CHECK | MF_R_SAVE, 0, 0, NULL,
      "--check measures calls, bytes and the live heap itself: not with --save, --sizes, --by or --live"},
@@ -516,7 +514,6 @@ void mf_request_check(struct mf_request *r)
                    (r->live ? MF_R_LIVE : 0) | (r->nprograms ? MF_R_PROGRAM : 0) |
                    (r->o.sort_temporary ? MF_R_SORT_TEMPORARY : 0) |
                    (r->ndirs == 0 ? MF_R_NO_DIR : 0) | (r->check.n ? MF_R_CHECK : 0) |
-                   (r->format_asked && strcmp(r->format_asked, "check") == 0 ? MF_R_FORMAT_CHECK : 0) |
                    (mf_check_has(&r->check, true, false) ? MF_R_CHECK_GROWTH : 0) |
                    (mf_check_has(&r->check, false, true) ? MF_R_CHECK_LIVE : 0);
     if (r->save) /* --save FILE is --format pprof -o FILE */

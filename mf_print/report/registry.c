@@ -31,7 +31,8 @@ static const struct mf_report mf_reports[] = {
      mf_report_html},
     {"json", "the model, for scripts", MF_CALLS, MF_INPUT_MODEL, false, false, 1, mf_report_json},
     {"json", NULL, MF_KIND_SIZES, MF_INPUT_MODEL, false, false, 1, mf_report_sizes_json},
-    {"check", "--check RULES's verdict (set by --check)", MF_KIND_CHECK, MF_INPUT_MODEL, false,
+    /* --check's verdict: chosen by --check, never by --format (its NULL help hides it) */
+    {"check", NULL, MF_KIND_CHECK, MF_INPUT_MODEL, false,
      true, MF_EXIT_BROKEN, mf_report_check},
     {"check", NULL, MF_KIND_CHECK_BASE, MF_INPUT_DIFF, false, false, MF_EXIT_BROKEN,
      mf_report_check_diff},
@@ -52,9 +53,21 @@ const struct mf_report *mf_report_find(const char *format, unsigned kinds)
     return NULL;
 }
 
-/* Whether line i is the first of its format among those serving kind (0: any). */
+/* Whether format is one --format offers: its first line has a usage text. */
+bool mf_report_listed(const char *format)
+{
+    for (size_t i = 0; i < MF_NREPORTS; i++)
+        if (strcmp(mf_reports[i].format, format) == 0)
+            return mf_reports[i].help != NULL;
+    return false;
+}
+
+/* Whether line i is the first of its format among those serving kind (0: any), of a
+ * format --format offers. */
 static bool mf_first_of_format(size_t i, unsigned kind)
 {
+    if (!mf_report_listed(mf_reports[i].format))
+        return false;
     if (kind && !(mf_reports[i].kinds & kind))
         return false;
     for (size_t j = 0; j < i; j++)

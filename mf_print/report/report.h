@@ -103,7 +103,8 @@ enum mf_input {
 
 struct mf_report {
     const char *format;
-    const char *help;  /* --format's usage text, on the format's first line */
+    const char *help;  /* --format's usage text, on the format's first line (NULL there: a
+                          format --format does not offer) */
     unsigned kinds;    /* enum mf_kind bits */
     enum mf_input input;
     bool cut;          /* text for people: lines cut to --width */
@@ -117,6 +118,8 @@ struct mf_report {
 /* The first report that writes format for a request of one of these kinds (enum mf_kind
  * bits), or NULL. */
 const struct mf_report *mf_report_find(const char *format, unsigned kinds);
+/* Whether --format offers format (the check report is chosen by --check only). */
+bool mf_report_listed(const char *format);
 /* The formats that serve kind (0: any), each once, in the registry's order, as words:
  * "tree, csv or json". */
 void mf_formats_text(char *buf, size_t size, unsigned kind);
