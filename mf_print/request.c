@@ -93,7 +93,7 @@ static void mf_usage(FILE *out)
           "  -c, --check RULES      allocation budgets: exit 4 if a rule is broken, and\n"
           "                         say which and by how much; RULES is a file or rules\n"
           "                         such as 'calls <= 1000; bytes(parse_line) <= 64KiB;\n"
-          "                         live_bytes <= 1Mi', or with --base 'calls +10%%';\n"
+          "                         live_bytes <= 1Mi', or with --base 'calls +10%';\n"
           "                         an estimate breaks one only beyond 3 standard errors;\n"
           "                         repeatable (docs/budgets.md)\n"
           "  -h, --help             this text\n",
