@@ -382,16 +382,19 @@ bool mf_report_check(FILE *out, const struct mf_report_input *v, const struct mf
 {
     const struct mf_check *chk = o->check;
     const struct mf_profile *p = v->p;
-    if (mf_check_has(chk, false, true) && !p->live) {
-        fputs("-live_bytes, live_calls\n+no live heap recorded: run the program with "
-              "MALLOC_FREQ_LIVE=sampled or all\n", out);
-        return mf_check_summary(out, chk->n, chk->n);
-    }
     uint32_t broken = 0;
-    for (uint32_t i = 0; i < chk->n; i++)
-        broken += mf_check_one(out, &chk->v[i],
-                               mf_check_measure(v->model, &chk->v[i], mf_profile_total_calls(p),
+    for (uint32_t i = 0; i < chk->n; i++) {
+        const struct mf_check_rule *r = &chk->v[i];
+        if ((r->qty == MF_CHECK_LIVE_CALLS || r->qty == MF_CHECK_LIVE_BYTES) && !p->live) {
+            fprintf(out, "-%s\n+no live heap recorded: run the program with "
+                         "MALLOC_FREQ_LIVE=sampled or all\n", mf_esc(r->text));
+            broken++;
+            continue;
+        }
+        broken += mf_check_one(out, r,
+                               mf_check_measure(v->model, r, mf_profile_total_calls(p),
                                                 mf_profile_total_bytes(p)));
+    }
     return mf_check_summary(out, broken, chk->n);
 }
 
