@@ -86,6 +86,7 @@ struct mf_slot {
     bool listed;
     uint32_t flush_lock;      /* the owner's flush against the process exit's (mf_flush_others) */
     struct mf_totals proxied; /* the part of the owner's `pending` the process's exit flushed */
+    struct mf_totals totals_base; /* the table's totals at the owner's set-up */
     uint64_t rng[2];          /* xoroshiro128+ state */
     uint64_t samples;         /* samples taken by this thread */
     /* Default mode (mf_adapt): the mean interval the cost budget allows now, and what it

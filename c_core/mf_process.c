@@ -1,6 +1,7 @@
 /* Process life: start-up, fork, exit, and the public API. */
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
@@ -358,6 +359,44 @@ __attribute__((visibility("default"))) void malloc_freq_resume(void)
 {
     if (mf_tls.paused)
         mf_tls.paused--;
+}
+
+_Static_assert((int)MALLOC_FREQ_FUNCTIONS == (int)MF_FN_COUNT &&
+                   (int)MALLOC_FREQ_FN_NEW_ARRAY_ALIGNED == (int)MF_FN_NEW_ARRAY_ALIGNED,
+               "malloc_freq.h numbers the functions as mf_format.h does");
+
+/* The thread's counts are what its table's totals gained since its set-up (the slot's
+ * table may hold a thread's before it), plus what the hot path holds pending, less what the
+ * process's exit already moved from there to the totals (proxied). Read without a lock: a
+ * signal handler may call this inside a flush, and only this thread and the process's exit
+ * write these. */
+__attribute__((visibility("default"))) int malloc_freq_thread_counts(struct malloc_freq_counts *out)
+{
+    if (!out || out->size < offsetof(struct malloc_freq_counts, fn_calls)) {
+        errno = EINVAL;
+        return -1;
+    }
+    const struct mf_thread *t = &mf_tls;
+    const struct mf_slot *s = t->totals ? t->slot : NULL;
+    struct malloc_freq_counts c = {0};
+    for (int fn = 0; fn < MF_FN_COUNT; fn++) {
+        uint64_t calls = __atomic_load_n(&t->pending.calls[fn], __ATOMIC_RELAXED);
+        uint64_t bytes = __atomic_load_n(&t->pending.bytes[fn], __ATOMIC_RELAXED);
+        if (s) {
+            calls += __atomic_load_n(&t->totals->calls[fn], __ATOMIC_RELAXED) -
+                     s->totals_base.calls[fn] - s->proxied.calls[fn];
+            bytes += __atomic_load_n(&t->totals->bytes[fn], __ATOMIC_RELAXED) -
+                     s->totals_base.bytes[fn] - s->proxied.bytes[fn];
+        }
+        c.fn_calls[fn] = calls;
+        c.fn_bytes[fn] = bytes;
+        c.calls += calls;
+        c.bytes += bytes;
+    }
+    c.size = out->size < sizeof c ? out->size : sizeof c;
+    memcpy(out, &c, c.size);
+    return s && (s->table != &s->own ||
+                 (__atomic_load_n(&s->table->hdr->flags, __ATOMIC_RELAXED) & MF_THREAD_SHARED));
 }
 
 /* For front ends that cannot inline the hot path (the Rust crate). */

@@ -256,6 +256,10 @@ void mf_thread_setup(struct mf_thread *t)
         h->sizes[c].calls += __atomic_exchange_n(&mf_early_sizes.calls[c], 0, __ATOMIC_RELAXED);
         h->sizes[c].bytes += __atomic_exchange_n(&mf_early_sizes.bytes[c], 0, __ATOMIC_RELAXED);
     }
+    for (int fn = 0; fn < MF_FN_COUNT; fn++) { /* malloc_freq_thread_counts: this thread's */
+        s->totals_base.calls[fn] = __atomic_load_n(&h->totals.calls[fn], __ATOMIC_RELAXED);
+        s->totals_base.bytes[fn] = __atomic_load_n(&h->totals.bytes[fn], __ATOMIC_RELAXED);
+    } /* are what the totals gain from here on (others add to a shared table's atomically) */
     mf_table_unlock(tab);
     t->early_calls = t->early_bytes = 0;
     t->totals = &h->totals;

@@ -49,8 +49,8 @@ static void mf_usage(FILE *out)
           "                         (mf_print --watch); PROGRAM's standard output and error\n"
           "                         go to the file output in the run directory\n"
           "      --interval SECONDS  --watch's refresh, 0.1..3600 (default 1)\n"
-          "      --no-timeline      record no timeline of the run (timeline.mftl, mf_print\n"
-          "                         --timeline; also MALLOC_FREQ_TIMELINE=0)\n"
+          "      --no-timeline      record no timeline of the run (timeline.mftl, read by\n"
+          "                         mf_print --timeline; also MALLOC_FREQ_TIMELINE=0)\n"
           "  -q, --quiet            print nothing of our own unless something fails\n"
           "  -h, --help             this text\n",
           out);

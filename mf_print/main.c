@@ -2,7 +2,8 @@
  * the allocator: the command line becomes a request (request.c), checked against the option
  * rules and the registry of reports (registry.c); then read+validate, merge (read/),
  * symbolize, transform (model/), and the one report the registry names (report/). Exit
- * status: 0 reported, 1 nothing readable or the output failed, 2 bad usage or directory. */
+ * status: 0 reported, 1 nothing readable or the output failed, 2 bad usage or directory,
+ * 3 out of memory, 4 a --check rule broken (MF_EXIT_BROKEN). */
 #include "request.h"
 #include "watch.h"
 

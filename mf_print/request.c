@@ -14,6 +14,7 @@
 
 #include "mf_print.h"
 #include "request.h"
+#include "text.h"
 
 #define MF_THRESHOLD_DEFAULT 1.0
 
@@ -105,6 +106,12 @@ static void mf_usage(FILE *out)
           "                         6); tree (text), csv or json format\n"
           "      --record           record DIR's timeline until its processes have ended\n"
           "                         (or SIGINT/SIGTERM): for a run without the launcher\n"
+          "  -c, --check RULES      allocation budgets: exit 4 if a rule is broken, and\n"
+          "                         say which and by how much; RULES is a file or rules\n"
+          "                         such as 'calls <= 1000; bytes(parse_line) <= 64KiB;\n"
+          "                         live_bytes <= 1Mi', or with --base 'calls +10%';\n"
+          "                         an estimate breaks one only beyond 3 standard errors;\n"
+          "                         repeatable (docs/budgets.md)\n"
           "  -h, --help             this text\n",
           out);
 }
@@ -203,6 +210,33 @@ static void mf_add_regex(regex_t **res, uint32_t *n, const char *opt, const char
     (*n)++;
 }
 
+/* --check: a file of rules if arg names a regular file, else rules. */
+static void mf_add_check(struct mf_check *chk, const char *arg)
+{
+    char err[1024];
+    struct stat st;
+    if (!*arg)
+        mf_usage_error("%s", "--check needs rules or a file of them (--check 'calls <= 1000')");
+    if (stat(arg, &st) == 0 && S_ISREG(st.st_mode)) {
+        const char *why;
+        int fd = mf_open_regular(arg, true, 1u << 20, &why);
+        FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+        if (!f)
+            mf_usage_error("--check %s: %s", mf_esc(arg), fd < 0 ? why : strerror(errno));
+        char *text = mf_xmalloc((size_t)st.st_size + 1);
+        size_t n = fread(text, 1, (size_t)st.st_size, f);
+        text[n] = '\0';
+        fclose(f);
+        if (strlen(text) != n)
+            mf_usage_error("--check %s: not a text file of rules", mf_esc(arg));
+        if (!mf_check_parse(chk, text, arg, err, sizeof err))
+            mf_usage_error("%s", err);
+        free(text);
+    } else if (!mf_check_parse(chk, arg, NULL, err, sizeof err)) {
+        mf_usage_error("%s", err);
+    }
+}
+
 int mf_request_parse(struct mf_request *r, int argc, char **argv)
 {
     memset(r, 0, sizeof *r);
@@ -254,12 +288,13 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
         {"interval", required_argument, NULL, MF_OPT_INTERVAL},
         {"timeline", no_argument, NULL, MF_OPT_TIMELINE},
         {"record", no_argument, NULL, MF_OPT_RECORD},
+        {"check", required_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     opterr = 0; /* our own one-line messages */
     int c;
-    while ((c = getopt_long(argc, argv, ":d:f:o:w:t:b:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":d:f:o:w:t:b:c:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'd':
             if (!*optarg)
@@ -267,7 +302,7 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
             r->dirs[r->ndirs++] = optarg;
             break;
         case 'f':
-            if (!mf_report_find(optarg, ~0u)) { /* a format of any kind */
+            if (!mf_report_listed(optarg)) { /* a format of any kind */
                 char list[200];
                 mf_formats_text(list, sizeof list, 0);
                 mf_usage_error("--format is %s, not '%s'", list, optarg);
@@ -392,6 +427,9 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
         case MF_OPT_RECORD:
             r->record = true;
             break;
+        case 'c':
+            mf_add_check(&r->check, optarg);
+            break;
         case 'h':
             mf_usage(stdout);
             return 0;
@@ -433,6 +471,9 @@ enum {
     MF_R_TIMELINE = 1 << 16,
     MF_R_RECORD = 1 << 17,
     MF_R_MANY_DIRS = 1 << 18,
+    MF_R_CHECK = 1 << 19,
+    MF_R_CHECK_GROWTH = 1 << 20, /* a growth rule (calls +10%) */
+    MF_R_CHECK_LIVE = 1 << 21,   /* a live heap rule */
 };
 
 #define MF_WATCH_ALONE                                                                        \
@@ -453,6 +494,22 @@ struct mf_rule {
 };
 
 static const struct mf_rule mf_rules[] = {
+    {MF_R_CHECK | MF_R_FORMAT, 0, 0, NULL,
+     "--check writes its verdict, not a report: not with --format"},
+    {MF_R_CHECK | MF_R_SAVE, 0, 0, NULL,
+     "--check measures calls, bytes and the live heap itself: not with --save, --sizes, --by or --live"},
+    {MF_R_CHECK | MF_R_SIZES, 0, 0, NULL,
+     "--check measures calls, bytes and the live heap itself: not with --save, --sizes, --by or --live"},
+    {MF_R_CHECK | MF_R_BY_SITE, 0, 0, NULL,
+     "--check measures calls, bytes and the live heap itself: not with --save, --sizes, --by or --live"},
+    {MF_R_CHECK | MF_R_BY_PROGRAM, 0, 0, NULL,
+     "--check measures calls, bytes and the live heap itself: not with --save, --sizes, --by or --live"},
+    {MF_R_CHECK | MF_R_LIVE, 0, 0, NULL,
+     "--check measures calls, bytes and the live heap itself: not with --save, --sizes, --by or --live"},
+    {MF_R_CHECK_GROWTH, MF_R_BASE, 0, NULL,
+     "--check: a growth rule (calls +10%) compares with --base OLD"},
+    {MF_R_CHECK_LIVE | MF_R_BASE, 0, 0, NULL,
+     "--check: live_calls and live_bytes are checked in one profile, not compared (--base)"},
     {MF_R_SAVE | MF_R_OUTPUT, 0, 0, NULL, "--save FILE is --format pprof -o FILE: give one of them"},
     {MF_R_SAVE | MF_R_FORMAT, 0, 0, "pprof", "--save writes %s, not %s"},
     {MF_R_SITE_DEPTH, MF_R_BY_SITE, 0, NULL,
@@ -498,7 +555,7 @@ static const struct mf_rule mf_rules[] = {
      "program already), not %s"},
     {MF_R_BASE | MF_R_BY_PROGRAM, 0, 0, NULL, "--by program and --program do not apply to --base"},
     {MF_R_BASE | MF_R_PROGRAM, 0, 0, NULL, "--by program and --program do not apply to --base"},
-    {MF_R_BASE, 0, MF_KIND_BASE, NULL, "--base reports in %s format, not %s"},
+    {MF_R_BASE, MF_R_CHECK, MF_KIND_BASE, NULL, "--base reports in %s format, not %s"},
 #define MF_TIMELINE_ALONE "--timeline reports one run's timeline: not with --base, --save, " \
                           "--live, --sizes, --by or --program"
     {MF_R_TIMELINE | MF_R_BASE, 0, 0, NULL, MF_TIMELINE_ALONE},
@@ -519,11 +576,17 @@ static const struct mf_rule mf_rules[] = {
     {MF_R_RECORD | MF_R_BASE, 0, 0, NULL, MF_RECORD_ALONE},
     {MF_R_RECORD | MF_R_LIVE, 0, 0, NULL, MF_RECORD_ALONE},
     {MF_R_RECORD | MF_R_SIZES, 0, 0, NULL, MF_RECORD_ALONE},
+#define MF_CHECK_NOT "--check judges a profile: not with --watch, --timeline or --record"
+    {MF_R_CHECK | MF_R_WATCH, 0, 0, NULL, MF_CHECK_NOT},
+    {MF_R_CHECK | MF_R_TIMELINE, 0, 0, NULL, MF_CHECK_NOT},
+    {MF_R_CHECK | MF_R_RECORD, 0, 0, NULL, MF_CHECK_NOT},
 };
 
 enum mf_kind mf_request_kind(const struct mf_request *r)
 {
-    return r->nbase       ? MF_KIND_BASE
+    return r->check.n && r->nbase ? MF_KIND_CHECK_BASE
+           : r->check.n   ? MF_KIND_CHECK
+           : r->nbase     ? MF_KIND_BASE
            : r->timeline  ? MF_KIND_TIMELINE
            : r->o.by_site ? MF_KIND_SITES
            : r->tune      ? MF_KIND_TUNE
@@ -545,9 +608,14 @@ void mf_request_check(struct mf_request *r)
                    (r->o.sort_temporary ? MF_R_SORT_TEMPORARY : 0) |
                    (r->ndirs == 0 ? MF_R_NO_DIR : 0) | (r->watch ? MF_R_WATCH : 0) |
                    (r->interval ? MF_R_INTERVAL : 0) | (r->timeline ? MF_R_TIMELINE : 0) |
-                   (r->record ? MF_R_RECORD : 0) | (r->ndirs > 1 ? MF_R_MANY_DIRS : 0);
+                   (r->record ? MF_R_RECORD : 0) | (r->ndirs > 1 ? MF_R_MANY_DIRS : 0) |
+                   (r->check.n ? MF_R_CHECK : 0) |
+                   (mf_check_has(&r->check, true, false) ? MF_R_CHECK_GROWTH : 0) |
+                   (mf_check_has(&r->check, false, true) ? MF_R_CHECK_LIVE : 0);
     if (r->save) /* --save FILE is --format pprof -o FILE */
         r->format = "pprof";
+    if (r->check.n) /* --check RULES is --format check */
+        r->format = "check";
     for (size_t i = 0; i < sizeof mf_rules / sizeof *mf_rules; i++) {
         const struct mf_rule *rule = &mf_rules[i];
         if ((has & rule->when) != rule->when || (has & rule->unless))
@@ -576,6 +644,7 @@ void mf_request_check(struct mf_request *r)
     r->o.dirs = r->dirs;
     r->o.ndirs = r->ndirs;
     r->o.sysroot = r->sysroot;
+    r->o.check = &r->check;
     /* Lines are cut on a terminal, to its width: a pipe or a file gets them whole (as ps
      * and git do), for grep, less -S and editors. */
     struct winsize ws;

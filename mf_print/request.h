@@ -23,6 +23,7 @@ struct mf_request {
     bool timeline, record; /* --timeline, --record */
     int width;                /* --width, -1 if not given */
     struct mf_transform xf;   /* --no-fold, --fold, --hide, --full-stacks */
+    struct mf_check check;    /* --check's rules */
     struct mf_report_options o;
 };
 

@@ -50,7 +50,7 @@ static int mf_write(const struct mf_request *r, const struct mf_report *rep,
     mf_symbolize_end();
     if (mf_output_close(&output, failed))
         return 1;
-    return failed;
+    return failed ? rep->fail_status : 0;
 }
 
 /* --base: both sides read, the diff built, one report of it. */

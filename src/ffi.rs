@@ -1,7 +1,7 @@
 //! The C core's interface (`c_core/malloc_freq.h`, `c_core/mf_core.h`), linked statically
 //! by `build.rs`.
 
-use std::os::raw::c_char;
+use std::os::raw::{c_char, c_int};
 
 /// `enum mf_fn` in `c_core/mf_format.h`: the allocation function a call is counted under.
 /// `tests/rust/profile.rs` checks these against the header and against the per-thread totals.
@@ -11,7 +11,36 @@ pub(crate) const MF_FN_RUST_ALLOC_ZEROED: u32 = 9;
 /// `MF_FN_RUST_REALLOC` in `enum mf_fn`.
 pub(crate) const MF_FN_RUST_REALLOC: u32 = 10;
 
+/// `MALLOC_FREQ_FUNCTIONS` in `c_core/malloc_freq.h`: the allocation functions counted.
+pub(crate) const FUNCTIONS: usize = 16;
+
+/// `struct malloc_freq_counts` in `c_core/malloc_freq.h`: versioned by its size field.
+#[repr(C)]
+pub(crate) struct MallocFreqCounts {
+    pub(crate) size: u64,
+    pub(crate) calls: u64,
+    pub(crate) bytes: u64,
+    pub(crate) fn_calls: [u64; FUNCTIONS],
+    pub(crate) fn_bytes: [u64; FUNCTIONS],
+}
+
+impl MallocFreqCounts {
+    pub(crate) fn new() -> Self {
+        MallocFreqCounts {
+            size: std::mem::size_of::<MallocFreqCounts>() as u64,
+            calls: 0,
+            bytes: 0,
+            fn_calls: [0; FUNCTIONS],
+            fn_bytes: [0; FUNCTIONS],
+        }
+    }
+}
+
 extern "C" {
+    /// Fills `*out` with the calling thread's exact counts so far; 0, 1 when the thread
+    /// shares its table (the counts include other threads'), -1 for a bad size.
+    pub(crate) fn malloc_freq_thread_counts(out: *mut MallocFreqCounts) -> c_int;
+
     /// Counts one allocation call of `size` bytes made through function `fn_` (an
     /// `enum mf_fn` value) in the calling thread's exact totals, and samples its call stack
     /// when the thread's countdown runs out. Never allocates, never takes a lock; safe to

@@ -40,6 +40,20 @@
 //! `MALLOC_FREQ_SAMPLE=N` samples 1 in N from the start, and with it `MALLOC_FREQ_SEED`
 //! makes sampling reproducible. `MALLOC_FREQ_DEPTH` limits frames per stack (default 64).
 //!
+//! # Allocation budgets in tests
+//!
+//! [`count`] runs a closure and returns the allocation calls it made on this thread, exact,
+//! so that a unit test can assert "this parser allocates at most 3 times per line":
+//!
+//! ```no_run
+//! # #[global_allocator]
+//! # static GLOBAL: malloc_freq::ProfAllocator = malloc_freq::ProfAllocator;
+//! # fn main() {
+//! let counts = malloc_freq::count(|| drop(vec![1u8; 100])).unwrap();
+//! assert_eq!((counts.calls, counts.bytes), (1, 100));
+//! # }
+//! ```
+//!
 //! # Other allocators
 //!
 //! [`Profiled`] wraps any other [`GlobalAlloc`](std::alloc::GlobalAlloc):
@@ -59,6 +73,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod alloc;
+mod count;
 mod ffi;
 
 use std::ffi::{CStr, OsStr};
@@ -67,6 +82,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 pub use crate::alloc::{ProfAllocator, Profiled};
+pub use crate::count::{count, thread_counts, CountError, Counts};
 
 /// The directory this process writes its profile into, `.../malloc_freq.<pid>` as an
 /// absolute path; `None` if profiling is off (the directory could not be created, which

@@ -9,35 +9,40 @@
 #define MF_CALLS (MF_KIND_PLAIN | MF_KIND_LIVE)
 
 static const struct mf_report mf_reports[] = {
-    {"tree", "caller tree with totals (default)", MF_CALLS, MF_INPUT_MODEL, true, false,
+    {"tree", "caller tree with totals (default)", MF_CALLS, MF_INPUT_MODEL, true, false, 1,
      mf_report_tree},
-    {"tree", NULL, MF_KIND_BY_PROGRAM, MF_INPUT_PARTS, true, false, mf_report_tree_by_program},
-    {"tree", NULL, MF_KIND_SIZES, MF_INPUT_MODEL, false, false, mf_report_sizes_text},
-    {"tree", NULL, MF_KIND_TUNE, MF_INPUT_MODEL, true, false, mf_report_tune},
-    {"tree", NULL, MF_KIND_BASE, MF_INPUT_DIFF, true, false, mf_report_diff_tree},
-    {"tree", NULL, MF_KIND_TIMELINE, MF_INPUT_MODEL, true, false, mf_report_timeline_text},
+    {"tree", NULL, MF_KIND_BY_PROGRAM, MF_INPUT_PARTS, true, false, 1, mf_report_tree_by_program},
+    {"tree", NULL, MF_KIND_SIZES, MF_INPUT_MODEL, false, false, 1, mf_report_sizes_text},
+    {"tree", NULL, MF_KIND_TUNE, MF_INPUT_MODEL, true, false, 1, mf_report_tune},
+    {"tree", NULL, MF_KIND_BASE, MF_INPUT_DIFF, true, false, 1, mf_report_diff_tree},
+    {"tree", NULL, MF_KIND_TIMELINE, MF_INPUT_MODEL, true, false, 1, mf_report_timeline_text},
     {"csv", "one row per stack, for scripts", MF_KIND_PLAIN | MF_KIND_BY_PROGRAM, MF_INPUT_PARTS,
-     false, false, mf_report_csv},
-    {"csv", NULL, MF_KIND_LIVE, MF_INPUT_MODEL, false, false, mf_report_live_csv},
-    {"csv", NULL, MF_KIND_SITES, MF_INPUT_PARTS, false, false, mf_report_sites},
-    {"csv", NULL, MF_KIND_SIZES, MF_INPUT_MODEL, false, false, mf_report_sizes_csv},
-    {"csv", NULL, MF_KIND_BASE, MF_INPUT_DIFF, false, false, mf_report_diff_csv},
-    {"csv", NULL, MF_KIND_TIMELINE, MF_INPUT_MODEL, false, false, mf_report_timeline_csv},
+     false, false, 1, mf_report_csv},
+    {"csv", NULL, MF_KIND_LIVE, MF_INPUT_MODEL, false, false, 1, mf_report_live_csv},
+    {"csv", NULL, MF_KIND_SITES, MF_INPUT_PARTS, false, false, 1, mf_report_sites},
+    {"csv", NULL, MF_KIND_SIZES, MF_INPUT_MODEL, false, false, 1, mf_report_sizes_csv},
+    {"csv", NULL, MF_KIND_BASE, MF_INPUT_DIFF, false, false, 1, mf_report_diff_csv},
+    {"csv", NULL, MF_KIND_TIMELINE, MF_INPUT_MODEL, false, false, 1, mf_report_timeline_csv},
     {"collapsed", "root;...;site COUNT lines, for flame graphs", MF_CALLS, MF_INPUT_MODEL, false,
-     false, mf_report_collapsed},
+     false, 1, mf_report_collapsed},
     /* --by program: every sample is labelled with its program already */
     {"pprof", "gzipped profile.proto (go tool pprof, ...)", MF_CALLS | MF_KIND_BY_PROGRAM,
-     MF_INPUT_MODEL, false, false, mf_report_pprof},
-    {"pprof", NULL, MF_KIND_BASE, MF_INPUT_DIFF, false, false, mf_report_diff_pprof},
-    {"html", "a self-contained interactive flame graph", MF_CALLS, MF_INPUT_MODEL, false, true,
+     MF_INPUT_MODEL, false, false, 1, mf_report_pprof},
+    {"pprof", NULL, MF_KIND_BASE, MF_INPUT_DIFF, false, false, 1, mf_report_diff_pprof},
+    {"html", "a self-contained interactive flame graph", MF_CALLS, MF_INPUT_MODEL, false, true, 1,
      mf_report_html},
-    {"json", "the model, for scripts", MF_CALLS, MF_INPUT_MODEL, false, false, mf_report_json},
-    {"json", NULL, MF_KIND_SIZES, MF_INPUT_MODEL, false, false, mf_report_sizes_json},
-    {"json", NULL, MF_KIND_TIMELINE, MF_INPUT_MODEL, false, false, mf_report_timeline_json},
+    {"json", "the model, for scripts", MF_CALLS, MF_INPUT_MODEL, false, false, 1, mf_report_json},
+    {"json", NULL, MF_KIND_SIZES, MF_INPUT_MODEL, false, false, 1, mf_report_sizes_json},
+    {"json", NULL, MF_KIND_TIMELINE, MF_INPUT_MODEL, false, false, 1, mf_report_timeline_json},
+    /* --check's verdict: chosen by --check, never by --format (its NULL help hides it) */
+    {"check", NULL, MF_KIND_CHECK, MF_INPUT_MODEL, false,
+     true, MF_EXIT_BROKEN, mf_report_check},
+    {"check", NULL, MF_KIND_CHECK_BASE, MF_INPUT_DIFF, false, false, MF_EXIT_BROKEN,
+     mf_report_check_diff},
 #ifdef MF_TEST_REPORT
     /* a test build's throw-away report (tests/test_mf_print_registry.py) */
     {"test-report", "a line of what its model holds (a test build's)",
-     MF_CALLS | MF_KIND_SIZES, MF_INPUT_MODEL, true, false, mf_report_test},
+     MF_CALLS | MF_KIND_SIZES, MF_INPUT_MODEL, true, false, 1, mf_report_test},
 #endif
 };
 
@@ -51,9 +56,21 @@ const struct mf_report *mf_report_find(const char *format, unsigned kinds)
     return NULL;
 }
 
-/* Whether line i is the first of its format among those serving kind (0: any). */
+/* Whether format is one --format offers: its first line has a usage text. */
+bool mf_report_listed(const char *format)
+{
+    for (size_t i = 0; i < MF_NREPORTS; i++)
+        if (strcmp(mf_reports[i].format, format) == 0)
+            return mf_reports[i].help != NULL;
+    return false;
+}
+
+/* Whether line i is the first of its format among those serving kind (0: any), of a
+ * format --format offers. */
 static bool mf_first_of_format(size_t i, unsigned kind)
 {
+    if (!mf_report_listed(mf_reports[i].format))
+        return false;
     if (kind && !(mf_reports[i].kinds & kind))
         return false;
     for (size_t j = 0; j < i; j++)

@@ -11,6 +11,33 @@
 #include "profile_read.h"
 #include "timeline.h"
 
+/* --check RULES (report_check.c, docs/budgets.md): allocation budgets. */
+enum mf_check_qty { MF_CHECK_CALLS, MF_CHECK_BYTES, MF_CHECK_LIVE_CALLS, MF_CHECK_LIVE_BYTES, MF_CHECK_NQTY };
+enum mf_check_op { MF_CHECK_LE, MF_CHECK_LT, MF_CHECK_GE, MF_CHECK_GT, MF_CHECK_EQ, MF_CHECK_NOPS,
+                   MF_CHECK_GROW = MF_CHECK_NOPS };
+struct mf_check_rule {
+    char *text;         /* as written, for the verdict */
+    enum mf_check_qty qty;
+    char *function;     /* calls(f): the sites named f; NULL: the whole profile */
+    enum mf_check_op op;
+    double limit;       /* the bound, or (MF_CHECK_GROW) the growth allowed */
+    bool percent;       /* the growth allowed is in percent of OLD */
+};
+struct mf_check {
+    struct mf_check_rule *v;
+    uint32_t n;
+};
+/* An estimate breaks a rule only when it is more than this many standard errors past it. */
+#define MF_CHECK_SIGMAS 3
+/* mf_print's exit status when a rule is broken. */
+#define MF_EXIT_BROKEN 4
+/* Adds the rules of text to chk. file: where text was read from, for messages (NULL: the
+ * command line). False on a bad rule, with one line in err naming it and its column. */
+bool mf_check_parse(struct mf_check *chk, const char *text, const char *file, char *err,
+                    size_t errsize);
+/* Whether chk has a growth rule (growth), a live heap rule (live). */
+bool mf_check_has(const struct mf_check *chk, bool growth, bool live);
+
 struct mf_report_options {
     double threshold; /* percent of all calls below which entries are folded */
     uint32_t depth;   /* --depth: the tree's levels shown, 0 all */
@@ -30,6 +57,7 @@ struct mf_report_options {
     uint32_t site_depth; /* --site-depth: the frames of a site (4) */
     const char *tune_header; /* --tune-header FILE */
     const char *sysroot;     /* --sysroot: the unresolved modules' package lists */
+    const struct mf_check *check; /* --check's rules */
 };
 
 /* ---- the one report interface ----------------------------------------------------------
@@ -68,6 +96,8 @@ enum mf_kind {
     MF_KIND_BY_PROGRAM = 32, /* --by program */
     MF_KIND_BASE = 64,      /* --base */
     MF_KIND_TIMELINE = 128, /* --timeline */
+    MF_KIND_CHECK = 256,    /* --check */
+    MF_KIND_CHECK_BASE = 512, /* --check --base */
 };
 
 /* What the request builds for a report. */
@@ -79,18 +109,23 @@ enum mf_input {
 
 struct mf_report {
     const char *format;
-    const char *help;  /* --format's usage text, on the format's first line */
+    const char *help;  /* --format's usage text, on the format's first line (NULL there: a
+                          format --format does not offer) */
     unsigned kinds;    /* enum mf_kind bits */
     enum mf_input input;
     bool cut;          /* text for people: lines cut to --width */
     bool attach_live;  /* the live heap read beside the calls, which the model keeps (--live
                           only required: the flame graph offers both) */
+    int fail_status;   /* the exit status when the report returns true: 1, or a check's
+                          MF_EXIT_BROKEN (a rule broken: the report said which) */
     mf_report_fn *fn;
 };
 
 /* The first report that writes format for a request of one of these kinds (enum mf_kind
  * bits), or NULL. */
 const struct mf_report *mf_report_find(const char *format, unsigned kinds);
+/* Whether --format offers format (the check report is chosen by --check only). */
+bool mf_report_listed(const char *format);
 /* The formats that serve kind (0: any), each once, in the registry's order, as words:
  * "tree, csv or json". */
 void mf_formats_text(char *buf, size_t size, unsigned kind);
@@ -102,7 +137,8 @@ mf_report_fn mf_report_tree, mf_report_tree_by_program, mf_report_csv,
     mf_report_live_csv, mf_report_sites, mf_report_collapsed, mf_report_pprof, mf_report_html,
     mf_report_json, mf_report_sizes_text, mf_report_sizes_csv, mf_report_sizes_json,
     mf_report_tune, mf_report_diff_tree, mf_report_diff_csv, mf_report_diff_pprof,
-    mf_report_timeline_text, mf_report_timeline_csv, mf_report_timeline_json;
+    mf_report_timeline_text, mf_report_timeline_csv, mf_report_timeline_json,
+    mf_report_check, mf_report_check_diff;
 #ifdef MF_TEST_REPORT
 mf_report_fn mf_report_test;
 #endif
