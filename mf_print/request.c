@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "debuginfod.h"
 #include "mf_print.h"
 #include "request.h"
 
@@ -65,6 +66,11 @@ static void mf_usage(FILE *out)
           "                         (DIR/.build-id/xx/yyyy.debug); repeatable\n"
           "      --sysroot DIR      modules from a copy of the profiled machine's files:\n"
           "                         /usr/lib/x.so read as DIR/usr/lib/x.so if it is there\n"
+          "      --offline          do not ask debuginfod servers (DEBUGINFOD_URLS) for\n"
+          "                         missing debug files\n"
+          "      --debuginfod-timeout S\n"
+          "                         stop downloading debug files S seconds after the\n"
+          "                         first download began (default 60)\n"
           "      --save FILE        a pprof snapshot to compare later: --format pprof -o\n"
           "                         FILE, but FILE is replaced only when it is whole\n"
           "  -b, --base OLD         compare OLD with NEW: the change per site and stack,\n"
@@ -186,6 +192,7 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
     r->debug_dirs = mf_xcalloc((size_t)argc + 1, sizeof *r->debug_dirs);
     r->format = "tree";
     r->width = -1;
+    r->debuginfod_timeout = MF_DEBUGINFOD_TIMEOUT_DEFAULT;
     r->xf = (struct mf_transform){.fold = true, .cut = true};
     r->o = (struct mf_report_options){.threshold = MF_THRESHOLD_DEFAULT, .trim = true};
     regex_t *fold_re = NULL, *hide_re = NULL;
@@ -193,7 +200,8 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
         MF_OPT_NO_TRIM = 256, MF_OPT_SAVE, MF_OPT_NO_FOLD, MF_OPT_FOLD, MF_OPT_HIDE,
         MF_OPT_FULL_STACKS, MF_OPT_FULL_NAMES, MF_OPT_WIDTH, MF_OPT_BY, MF_OPT_PROGRAM,
         MF_OPT_DEBUG_DIR, MF_OPT_SYSROOT, MF_OPT_SIZES, MF_OPT_SITE_DEPTH, MF_OPT_TUNE,
-        MF_OPT_TUNE_HEADER, MF_OPT_LIVE, MF_OPT_SORT, MF_OPT_DEPTH, MF_OPT_TOP
+        MF_OPT_TUNE_HEADER, MF_OPT_LIVE, MF_OPT_SORT, MF_OPT_DEPTH, MF_OPT_TOP,
+        MF_OPT_OFFLINE, MF_OPT_DEBUGINFOD_TIMEOUT
     };
     static const struct option longopts[] = {
         {"dir", required_argument, NULL, 'd'},
@@ -213,6 +221,8 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
         {"program", required_argument, NULL, MF_OPT_PROGRAM},
         {"debug-dir", required_argument, NULL, MF_OPT_DEBUG_DIR},
         {"sysroot", required_argument, NULL, MF_OPT_SYSROOT},
+        {"offline", no_argument, NULL, MF_OPT_OFFLINE},
+        {"debuginfod-timeout", required_argument, NULL, MF_OPT_DEBUGINFOD_TIMEOUT},
         {"base", required_argument, NULL, 'b'},
         {"sizes", no_argument, NULL, MF_OPT_SIZES},
         {"site-depth", required_argument, NULL, MF_OPT_SITE_DEPTH},
@@ -328,6 +338,13 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
                 r->debug_dirs[r->ndebug_dirs++] = optarg;
             break;
         }
+        case MF_OPT_OFFLINE:
+            r->offline = true;
+            break;
+        case MF_OPT_DEBUGINFOD_TIMEOUT:
+            r->debuginfod_timeout = mf_parse_count("--debuginfod-timeout", "seconds", optarg, 1,
+                                                   86400);
+            break;
         case 'b':
             if (!*optarg)
                 mf_usage_error("%s", "--base needs a profile directory or pprof file");

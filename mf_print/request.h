@@ -18,6 +18,8 @@ struct mf_request {
     const char *save;         /* --save FILE */
     bool live, sizes, tune, by_program, site_depth_given;
     int width;                /* --width, -1 if not given */
+    bool offline;             /* --offline: no debuginfod */
+    unsigned debuginfod_timeout; /* --debuginfod-timeout, seconds */
     struct mf_transform xf;   /* --no-fold, --fold, --hide, --full-stacks */
     struct mf_report_options o;
 };

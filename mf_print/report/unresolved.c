@@ -1,12 +1,13 @@
 /* The tree report's footer: the modules symbolization could not read in full (no debug
  * information, stripped, missing, rebuilt since), each with the calls whose stacks pass
- * through it, and what would fix it: the Debian package of its debug information, a
- * rebuild with -g, --debug-dir, --sysroot. */
+ * through it, and what would fix it: the distribution's debuginfod server, the Debian
+ * package of its debug information, a rebuild with -g, --debug-dir, --sysroot. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "debuginfod.h"
 #include "mf_print.h"
 #include "report.h"
 
@@ -125,6 +126,31 @@ static char *mf_dpkg_owner(const char *path, const char *sysroot)
     return NULL;
 }
 
+/* The distribution's debuginfod server, from os-release's ID (under --sysroot first); NULL
+ * for one without. */
+static const char *mf_distro_debuginfod(const char *sysroot)
+{
+    static const char *const servers[][2] = {
+        {"debian", "https://debuginfod.debian.net"},
+        {"ubuntu", "https://debuginfod.ubuntu.com"},
+    };
+    char path[4200], *line = NULL;
+    size_t cap = 0;
+    const char *found = NULL;
+    snprintf(path, sizeof path, "%s/etc/os-release", sysroot ? sysroot : "");
+    FILE *f = fopen(path, "r");
+    while (f && !found && getline(&line, &cap, f) > 0) {
+        line[strcspn(line, "\n")] = '\0';
+        for (size_t i = 0; i < sizeof servers / sizeof *servers && !found; i++)
+            if (strncmp(line, "ID=", 3) == 0 && strcmp(line + 3 + (line[3] == '"'), servers[i][0]) == 0)
+                found = servers[i][1];
+    }
+    free(line);
+    if (f)
+        fclose(f);
+    return found;
+}
+
 /* What would give the module's frames names and lines. */
 static void mf_fix(char *buf, size_t size, const struct mf_unresolved *u, const char *sysroot)
 {
@@ -143,15 +169,20 @@ static void mf_fix(char *buf, size_t size, const struct mf_unresolved *u, const 
                  "separate debug file (DIR/.build-id/xx/yyyy.debug)", what);
         return;
     }
-    char dbg[300];
+    char dbg[300], fetch[200] = "";
     size_t n = strlen(pkg);
+    const char *server = mf_debuginfod_use() == MF_DEBUGINFOD_UNSET ? mf_distro_debuginfod(sysroot)
+                                                                    : NULL;
+    if (server)
+        snprintf(fetch, sizeof fetch, "export DEBUGINFOD_URLS=%s (mf_print fetches it), or ",
+                 server);
     if (strcmp(pkg, "libc6") == 0)
         snprintf(dbg, sizeof dbg, "install libc6-dbg");
     else if (strncmp(pkg, "python3.", 8) == 0 && n > 8 && strcmp(pkg + n - 8, "-minimal") == 0)
         snprintf(dbg, sizeof dbg, "install %.*s-dbg", (int)(n - 8), pkg);
     else
         snprintf(dbg, sizeof dbg, "install %s-dbgsym (from the debian-debug archive)", pkg);
-    snprintf(buf, size, "%s: %s", what, dbg);
+    snprintf(buf, size, "%s: %s%s", what, fetch, dbg);
     free(pkg);
 }
 

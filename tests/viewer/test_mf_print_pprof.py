@@ -599,7 +599,7 @@ def test_pprof_and_base_under_sanitizers():
     src, inc = rt.mf_print_sources()
     r = subprocess.run(["gcc", "-O1", "-g", "-std=gnu11", "-D_GNU_SOURCE", "-Wall", "-Wextra",
                         "-Werror", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-                        "-o", exe] + inc + src + ["-ldw", "-lelf", "-liberty", "-lz"],
+                        "-o", exe] + inc + src + ["-ldw", "-ldebuginfod", "-lelf", "-liberty", "-lz"],
                        cwd=rt.REPO, capture_output=True, text=True)
     expect(r.returncode == 0, f"cannot build mf_print with sanitizers: {r.stderr[-800:]}")
     old, new = diff_sites_runs(sample="100", seeds=("5", "6"))

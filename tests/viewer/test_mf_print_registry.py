@@ -17,7 +17,7 @@ def test_build():
     src, inc = rt.mf_print_sources()
     r = subprocess.run(["gcc", "-O1", "-std=gnu11", "-D_GNU_SOURCE", "-DMF_TEST_REPORT", "-Wall",
                         "-Wextra", "-Werror", "-o", exe] + inc + src +
-                       ["-ldw", "-lelf", "-liberty", "-lz"], cwd=rt.REPO, capture_output=True,
+                       ["-ldw", "-ldebuginfod", "-lelf", "-liberty", "-lz"], cwd=rt.REPO, capture_output=True,
                       text=True)
     expect(r.returncode == 0, f"cannot build mf_print with MF_TEST_REPORT: {r.stderr[-800:]}")
     return exe
