@@ -51,7 +51,8 @@ static void mf_usage(FILE *out)
           "                         main or the thread's start routine\n"
           "      --full-names       tree: names as demangled (by default template and\n"
           "                         generic arguments read <…>)\n"
-          "      --width N          tree: cut lines to N columns (default: the terminal's\n"
+          "      --width N          tree: cut lines to N columns, numbers compact below\n"
+          "                         120 (default: COLUMNS if set, else the terminal's\n"
           "                         width on a terminal, else not cut; 0: not cut)\n"
           "      --by program       a report per program (cc1, as, ld, ...): tree sections\n"
           "                         with their own totals, or a CSV program column\n"
@@ -501,10 +502,16 @@ void mf_request_check(struct mf_request *r)
     r->o.ndirs = r->ndirs;
     r->o.sysroot = r->sysroot;
     /* Lines are cut on a terminal, to its width: a pipe or a file gets them whole (as ps
-     * and git do), for grep, less -S and editors. */
+     * and git do), for grep, less -S and editors; unless COLUMNS says a width, which then
+     * stands for the terminal's (a pager's, a script's), piped or not. */
     struct winsize ws;
+    const char *columns = getenv("COLUMNS");
+    char *end;
+    unsigned long env_width = columns && *columns ? strtoul(columns, &end, 10) : 0;
     if (r->width >= 0)
         r->o.width = (unsigned)r->width;
+    else if (env_width && !*end && env_width <= 100000)
+        r->o.width = env_width < 40 ? 40 : (unsigned)env_width;
     else if (!r->o.output && isatty(STDOUT_FILENO))
         r->o.width = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 40 ? ws.ws_col : 80;
 }

@@ -194,8 +194,35 @@ static int mf_unres_cmp(const void *a, const void *b)
     return strcmp(x->path, y->path);
 }
 
-void mf_report_unresolved(FILE *out, struct mf_unresolved_list *list, const char *sysroot)
+/* text at column indent, its words wrapped to width columns (0: one line). */
+static void mf_put_wrapped(FILE *out, const char *text, int indent, unsigned width)
 {
+    int col = indent;
+    fprintf(out, "%*s", indent, "");
+    for (const char *w = text; *w;) {
+        size_t len = strcspn(w, " ");
+        char word[600];
+        snprintf(word, sizeof word, "%.*s", (int)len, w);
+        int ww = mf_text_width(word);
+        if (width && col > indent && col + 1 + ww > (int)width - 1) {
+            fprintf(out, "\n%*s", indent, "");
+            col = indent;
+        } else if (col > indent) {
+            fputc(' ', out);
+            col++;
+        }
+        fputs(word, out);
+        col += ww;
+        w += len;
+        w += strspn(w, " ");
+    }
+    fputc('\n', out);
+}
+
+void mf_report_unresolved(FILE *out, struct mf_unresolved_list *list,
+                          const struct mf_report_options *o)
+{
+    const char *sysroot = o->sysroot;
     /* Of the calls the stacks hold: with estimates, the exact total is not what they add to. */
     uint64_t total = list->total;
     struct mf_unresolved *rows = list->v;
@@ -231,7 +258,9 @@ void mf_report_unresolved(FILE *out, struct mf_unresolved_list *list, const char
         mf_fix(fix, sizeof fix, u, sysroot);
         fprintf(out, "%*s %7.2f%%  %s", width, calls,
                 total ? (double)u->calls * 100.0 / (double)total : 0.0, mf_esc(u->opened));
-        fprintf(out, "\n%*s %s\n", width + 11, "", mf_esc(fix));
+        fputc('\n', out);
+        /* On a narrow terminal the fix wraps: cut, it would lose what to do. */
+        mf_put_wrapped(out, mf_esc(fix), width + 12, mf_narrow(o) ? o->width : 0);
     }
     for (uint32_t i = 0; i < n; i++) {
         free(rows[i].path);
