@@ -151,15 +151,16 @@ static const char *mf_distro_debuginfod(const char *sysroot)
     return found;
 }
 
-/* What would give the module's frames names and lines. */
-static void mf_fix(char *buf, size_t size, const struct mf_unresolved *u, const char *sysroot)
+/* What would give the module's frames names and lines; true if that is its package's debug
+ * information (which a debuginfod server has too). */
+static bool mf_fix(char *buf, size_t size, const struct mf_unresolved *u, const char *sysroot)
 {
     if (u->state == MF_DEBUG_UNREADABLE || u->state == MF_DEBUG_OTHER_FILE) {
         snprintf(buf, size, "%s: a profile taken on another machine is read with --sysroot "
                  "DIR, DIR holding a copy of that machine's files",
                  u->state == MF_DEBUG_UNREADABLE ? "cannot be read"
                                                  : "not the file that ran (build-id differs)");
-        return;
+        return false;
     }
     const char *what = u->state == MF_DEBUG_STRIPPED ? "stripped, no debug information"
                                                      : "no debug information";
@@ -167,23 +168,19 @@ static void mf_fix(char *buf, size_t size, const struct mf_unresolved *u, const 
     if (!pkg) {
         snprintf(buf, size, "%s: rebuild it with -g, or give --debug-dir DIR holding its "
                  "separate debug file (DIR/.build-id/xx/yyyy.debug)", what);
-        return;
+        return false;
     }
-    char dbg[300], fetch[200] = "";
+    char dbg[300];
     size_t n = strlen(pkg);
-    const char *server = mf_debuginfod_use() == MF_DEBUGINFOD_UNSET ? mf_distro_debuginfod(sysroot)
-                                                                    : NULL;
-    if (server)
-        snprintf(fetch, sizeof fetch, "export DEBUGINFOD_URLS=%s (mf_print fetches it), or ",
-                 server);
     if (strcmp(pkg, "libc6") == 0)
         snprintf(dbg, sizeof dbg, "install libc6-dbg");
     else if (strncmp(pkg, "python3.", 8) == 0 && n > 8 && strcmp(pkg + n - 8, "-minimal") == 0)
         snprintf(dbg, sizeof dbg, "install %.*s-dbg", (int)(n - 8), pkg);
     else
         snprintf(dbg, sizeof dbg, "install %s-dbgsym (from the debian-debug archive)", pkg);
-    snprintf(buf, size, "%s: %s%s", what, fetch, dbg);
+    snprintf(buf, size, "%s: %s", what, dbg);
     free(pkg);
+    return true;
 }
 
 static int mf_unres_cmp(const void *a, const void *b)
@@ -251,16 +248,29 @@ void mf_report_unresolved(FILE *out, struct mf_unresolved_list *list,
         int w = (int)strlen(mf_fmt_count(num, rows[i].calls)) + rows[i].estimated;
         width = w > width ? w : width;
     }
+    bool any_packaged = false;
     for (uint32_t i = 0; i < n; i++) {
         const struct mf_unresolved *u = &rows[i];
         char calls[48], fix[600];
+        bool packaged;
         snprintf(calls, sizeof calls, "%s%s", u->estimated ? "~" : "", mf_fmt_count(num, u->calls));
-        mf_fix(fix, sizeof fix, u, sysroot);
+        packaged = mf_fix(fix, sizeof fix, u, sysroot);
+        any_packaged |= packaged;
         fprintf(out, "%*s %7.2f%%  %s", width, calls,
                 total ? (double)u->calls * 100.0 / (double)total : 0.0, mf_esc(u->opened));
         fputc('\n', out);
         /* On a narrow terminal the fix wraps: cut, it would lose what to do. */
         mf_put_wrapped(out, mf_esc(fix), width + 12, mf_narrow(o) ? o->width : 0);
+    }
+    /* The distribution's server has its packages' debug information: no install needed. */
+    const char *server = any_packaged && mf_debuginfod_use() == MF_DEBUGINFOD_UNSET
+                             ? mf_distro_debuginfod(sysroot)
+                             : NULL;
+    if (server) {
+        char fetch[300];
+        snprintf(fetch, sizeof fetch, "instead of installing them: export DEBUGINFOD_URLS=%s, and "
+                 "mf_print fetches the packages' debug information from that server", server);
+        mf_put_wrapped(out, fetch, 0, mf_narrow(o) ? o->width : 0);
     }
     for (uint32_t i = 0; i < n; i++) {
         free(rows[i].path);
