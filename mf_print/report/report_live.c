@@ -290,9 +290,8 @@ void mf_report_lifetimes(FILE *out, const struct mf_model *m, const struct mf_re
     /* Narrow: the numbers compact, under the site's own line (the full row's numbers take
      * 98 columns). */
     int wn = narrow ? 6 : 14, we = narrow ? 6 : 8, wb = narrow ? 10 : 12, wf = narrow ? 6 : 12;
-    fprintf(out, "%*s %*s %*s %*s %*s %12s %12s  %s\n", wn, "alive", we, "±error", wb, "bytes",
-            we, "±error", wf, "freed", "temporary", "life calls",
-            narrow ? " life time" : "life time  site");
+    fprintf(out, "%*s %*s %*s %*s %*s %12s %12s %10s%s\n", wn, "alive", we, "±error", wb, "bytes",
+            we, "±error", wf, "freed", "temporary", "life calls", "life time", narrow ? "" : "  site");
     for (uint32_t i = 0; i < n; i++) {
         const struct mf_live_row *r = &rows[i];
         char a[40], b[40], c[40], ea[16] = "", eb[16] = "", lc[48], lt[48], tmp[16];
