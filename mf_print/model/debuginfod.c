@@ -24,13 +24,16 @@ struct mf_missed {
 static struct {
     bool on, offline, tty;
     double limit_s;
-    double started;        /* when the first download began (0: none yet) */
+    double spent;          /* seconds downloads have run, all together */
+    double last;           /* the progress function's last call (0: none yet) */
     bool expired;          /* the time limit is spent: every download is cancelled */
     bool asked;            /* the server was asked during the current lookup */
     bool shown;            /* a progress line is on the terminal */
     const char *missed;    /* the module whose last lookup found nothing */
     struct mf_missed failed, timed_out, rejected;
 } mf_dl;
+
+#define MF_PROGRESS_GAP_S 2.0
 
 static double mf_now(void)
 {
@@ -71,9 +74,12 @@ static int mf_progress(debuginfod_client *c, long a, long b)
     const char *label = debuginfod_get_user_data(c);
     double now = mf_now();
     mf_dl.asked = true;
-    if (mf_dl.started == 0)
-        mf_dl.started = now;
-    if (mf_dl.expired || now - mf_dl.started > mf_dl.limit_s) {
+    /* libdebuginfod calls at least once a second while a download runs: a longer gap is
+     * time no download ran (symbolizing, reading), which the limit does not count. */
+    if (mf_dl.last && now - mf_dl.last < MF_PROGRESS_GAP_S)
+        mf_dl.spent += now - mf_dl.last;
+    mf_dl.last = now;
+    if (mf_dl.expired || mf_dl.spent > mf_dl.limit_s) {
         mf_dl.expired = true;
         return 1;
     }
@@ -192,7 +198,7 @@ void mf_debuginfod_end(void)
              mf_dl.limit_s);
     mf_missed_say(&mf_dl.timed_out, why);
     mf_missed_say(&mf_dl.rejected, "the debug file served has another build id: refused");
-    mf_dl.started = 0;
+    mf_dl.spent = mf_dl.last = 0;
     mf_dl.expired = false;
     mf_dl.missed = NULL;
     mf_dl.failed = mf_dl.timed_out = mf_dl.rejected = (struct mf_missed){0};

@@ -12,7 +12,7 @@
 
 /* Whether debuginfod is asked: not with --offline (which also clears DEBUGINFOD_URLS for
  * libdw), nor without DEBUGINFOD_URLS. timeout_s: the seconds all downloads together may
- * take, counted from the first. Call before symbolizing, before any thread starts. */
+ * run. Call before symbolizing, before any thread starts. */
 void mf_debuginfod_config(bool offline, unsigned timeout_s);
 
 /* What the footer may suggest about debuginfod. */
