@@ -140,9 +140,12 @@ static const char *mf_distro_debuginfod(const char *sysroot)
     snprintf(path, sizeof path, "%s/etc/os-release", sysroot ? sysroot : "");
     FILE *f = fopen(path, "r");
     while (f && !found && getline(&line, &cap, f) > 0) {
-        line[strcspn(line, "\n")] = '\0';
+        if (strncmp(line, "ID=", 3) != 0)
+            continue;
+        char *id = line + 3 + (line[3] == '"'); /* ID=debian or ID="debian" */
+        id[strcspn(id, "\"\n")] = '\0';
         for (size_t i = 0; i < sizeof servers / sizeof *servers && !found; i++)
-            if (strncmp(line, "ID=", 3) == 0 && strcmp(line + 3 + (line[3] == '"'), servers[i][0]) == 0)
+            if (strcmp(id, servers[i][0]) == 0)
                 found = servers[i][1];
     }
     free(line);
@@ -191,7 +194,7 @@ static int mf_unres_cmp(const void *a, const void *b)
     return strcmp(x->path, y->path);
 }
 
-/* text at column indent, its words wrapped to width columns (0: one line). */
+/* Text at column indent, its words wrapped to width columns (0: one line). */
 static void mf_put_wrapped(FILE *out, const char *text, int indent, unsigned width)
 {
     int col = indent;
@@ -252,10 +255,8 @@ void mf_report_unresolved(FILE *out, struct mf_unresolved_list *list,
     for (uint32_t i = 0; i < n; i++) {
         const struct mf_unresolved *u = &rows[i];
         char calls[48], fix[600];
-        bool packaged;
         snprintf(calls, sizeof calls, "%s%s", u->estimated ? "~" : "", mf_fmt_count(num, u->calls));
-        packaged = mf_fix(fix, sizeof fix, u, sysroot);
-        any_packaged |= packaged;
+        any_packaged |= mf_fix(fix, sizeof fix, u, sysroot);
         fprintf(out, "%*s %7.2f%%  %s", width, calls,
                 total ? (double)u->calls * 100.0 / (double)total : 0.0, mf_esc(u->opened));
         fputc('\n', out);
