@@ -25,6 +25,11 @@ PRELOAD_SRC := $(filter-out lib_preload/mf_entry.c,$(wildcard lib_preload/*.c))
 PRINT_SRC   := $(call find_c,mf_print)
 PRINT_INC   := $(addprefix -I,$(patsubst %/,%,$(sort $(dir $(shell find mf_print -name '*.h')))))
 LAUNCH_SRC  := $(wildcard launcher/*.c)
+# mf_print's libraries: libdw and libelf read the modules, libdebuginfod watches libdw's
+# downloads of their debug files (model/debuginfod.c).
+# --watch's terminal view: ncurses, wide-character build (names are UTF-8).
+CURSES_LIBS := $(shell pkg-config --libs ncursesw 2>/dev/null || echo -lncursesw -ltinfo)
+PRINT_LIBS  := -ldw -ldebuginfod -lelf -liberty -lz $(CURSES_LIBS)
 # An object per source: build/obj/<its path>.o
 obj          = $(patsubst %.c,$(OBJ)/%.o,$(1))
 CORE_OBJ    := $(call obj,$(CORE_SRC))
@@ -103,11 +108,8 @@ $(BUILD)/libmalloc_freq.so: $(CORE_OBJ) $(PRELOAD_OBJ) $(ENTRY_OBJ) lib_preload/
 $(BUILD)/mf_print.a: $(filter-out $(OBJ)/mf_print/main.o,$(PRINT_OBJ))
 	rm -f $@ && $(AR) rcs $@ $^
 
-# --watch's terminal view: ncurses, wide-character build (names are UTF-8).
-CURSES_LIBS := $(shell pkg-config --libs ncursesw 2>/dev/null || echo -lncursesw -ltinfo)
-
 $(BUILD)/mf_print: $(PRINT_OBJ)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(PRINT_OBJ) -ldw -lelf -liberty -lz $(CURSES_LIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(PRINT_OBJ) $(PRINT_LIBS)
 
 $(BUILD)/malloc_freq: $(LAUNCH_OBJ)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(LAUNCH_OBJ)
@@ -129,7 +131,7 @@ ALL_OBJ  += $(call obj,$(UNIT_SRC)) $(OBJ)/tests/lib/format_offsets.o
 .SECONDARY: $(call obj,$(UNIT_SRC))
 $(BUILD)/unit/%: $(OBJ)/tests/unit/%.o $(BUILD)/mf_print.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ $^ -ldw -lelf -liberty -lz
+	$(CC) $(CFLAGS) -o $@ $^ $(PRINT_LIBS)
 
 # The library where the dynamic loader finds it by name (LD_PRELOAD=libmalloc_freq.so): in
 # $(LIBDIR), which on Debian is in the loader's path for /usr/local (ld.so.conf.d/libc.conf),

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -99,9 +100,19 @@ static const char *mf_print_command(const char *path)
  * symbolized. */
 static void mf_report(const char *mf_print, const char *run_dir, bool header)
 {
+    /* mf_print writes into a pipe: the width is that of the summary's terminal (stderr), or
+     * COLUMNS, as mf_print's own would be; else lines stay whole. */
+    char width[16];
+    struct winsize ws;
+    const char *columns = getenv("COLUMNS");
+    char *end;
+    unsigned long cols = columns && *columns ? strtoul(columns, &end, 10) : 0;
+    if (!cols || *end || cols > 100000)
+        cols = isatty(STDERR_FILENO) && ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 ? ws.ws_col : 0;
+    snprintf(width, sizeof width, "%lu", cols && cols < 40 ? 40 : cols);
     char *args[] = {(char *)MF_PRINT_NAME, (char *)"--depth", (char *)"1", (char *)"--top",
                     (char *)MF_SUMMARY_SITES, (char *)"--threshold", (char *)MF_SUMMARY_THRESHOLD,
-                    (char *)"--", (char *)run_dir, NULL};
+                    (char *)"--width", width, (char *)"--", (char *)run_dir, NULL};
     struct mf_text report = {0};
     if (mf_print_run(mf_print, args, NULL, mf_read_text, &report)) {
         const char *tree = header ? NULL : memmem(report.s, report.len, "\n\n", 2);

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "debuginfod.h"
 #include "mf_print.h"
 #include "request.h"
 #include "text.h"
@@ -54,7 +55,8 @@ static void mf_usage(FILE *out)
           "                         main or the thread's start routine\n"
           "      --full-names       tree: names as demangled (by default template and\n"
           "                         generic arguments read <…>)\n"
-          "      --width N          tree: cut lines to N columns (default: the terminal's\n"
+          "      --width N          tree: cut lines to N columns, numbers compact below\n"
+          "                         120 (default: COLUMNS if set, else the terminal's\n"
           "                         width on a terminal, else not cut; 0: not cut)\n"
           "      --by program       a report per program (cc1, as, ld, ...): tree sections\n"
           "                         with their own totals, or a CSV program column\n"
@@ -69,6 +71,11 @@ static void mf_usage(FILE *out)
           "                         (DIR/.build-id/xx/yyyy.debug); repeatable\n"
           "      --sysroot DIR      modules from a copy of the profiled machine's files:\n"
           "                         /usr/lib/x.so read as DIR/usr/lib/x.so if it is there\n"
+          "      --offline          do not ask debuginfod servers (DEBUGINFOD_URLS) for\n"
+          "                         missing debug files\n"
+          "      --debuginfod-timeout S\n"
+          "                         stop downloading debug files once downloads have\n"
+          "                         run S seconds in all (default 60)\n"
           "      --save FILE        a pprof snapshot to compare later: --format pprof -o\n"
           "                         FILE, but FILE is replaced only when it is whole\n"
           "  -b, --base OLD         compare OLD with NEW: the change per site and stack,\n"
@@ -246,6 +253,7 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
     r->debug_dirs = mf_xcalloc((size_t)argc + 1, sizeof *r->debug_dirs);
     r->format = "tree";
     r->width = -1;
+    r->debuginfod_timeout = MF_DEBUGINFOD_TIMEOUT_DEFAULT;
     r->xf = (struct mf_transform){.fold = true, .cut = true};
     r->o = (struct mf_report_options){.threshold = MF_THRESHOLD_DEFAULT, .trim = true};
     regex_t *fold_re = NULL, *hide_re = NULL;
@@ -254,7 +262,8 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
         MF_OPT_FULL_STACKS, MF_OPT_FULL_NAMES, MF_OPT_WIDTH, MF_OPT_BY, MF_OPT_PROGRAM,
         MF_OPT_DEBUG_DIR, MF_OPT_SYSROOT, MF_OPT_SIZES, MF_OPT_SITE_DEPTH, MF_OPT_TUNE,
         MF_OPT_TUNE_HEADER, MF_OPT_LIVE, MF_OPT_SORT, MF_OPT_DEPTH, MF_OPT_TOP, MF_OPT_UNCALIBRATED,
-        MF_OPT_WATCH, MF_OPT_INTERVAL, MF_OPT_TIMELINE, MF_OPT_RECORD
+        MF_OPT_WATCH, MF_OPT_INTERVAL, MF_OPT_TIMELINE, MF_OPT_RECORD, MF_OPT_OFFLINE,
+        MF_OPT_DEBUGINFOD_TIMEOUT
     };
     static const struct option longopts[] = {
         {"dir", required_argument, NULL, 'd'},
@@ -274,6 +283,8 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
         {"program", required_argument, NULL, MF_OPT_PROGRAM},
         {"debug-dir", required_argument, NULL, MF_OPT_DEBUG_DIR},
         {"sysroot", required_argument, NULL, MF_OPT_SYSROOT},
+        {"offline", no_argument, NULL, MF_OPT_OFFLINE},
+        {"debuginfod-timeout", required_argument, NULL, MF_OPT_DEBUGINFOD_TIMEOUT},
         {"base", required_argument, NULL, 'b'},
         {"sizes", no_argument, NULL, MF_OPT_SIZES},
         {"site-depth", required_argument, NULL, MF_OPT_SITE_DEPTH},
@@ -398,6 +409,13 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
                 r->debug_dirs[r->ndebug_dirs++] = optarg;
             break;
         }
+        case MF_OPT_OFFLINE:
+            r->offline = true;
+            break;
+        case MF_OPT_DEBUGINFOD_TIMEOUT:
+            r->debuginfod_timeout = mf_parse_count("--debuginfod-timeout", "seconds", optarg, 1,
+                                                   86400);
+            break;
         case 'b':
             if (!*optarg)
                 mf_usage_error("%s", "--base needs a profile directory or pprof file");
@@ -646,10 +664,16 @@ void mf_request_check(struct mf_request *r)
     r->o.sysroot = r->sysroot;
     r->o.check = &r->check;
     /* Lines are cut on a terminal, to its width: a pipe or a file gets them whole (as ps
-     * and git do), for grep, less -S and editors. */
+     * and git do), for grep, less -S and editors; unless COLUMNS says a width, which then
+     * stands for the terminal's (a pager's, a script's), piped or not. */
     struct winsize ws;
+    const char *columns = getenv("COLUMNS");
+    char *end;
+    unsigned long env_width = columns && *columns ? strtoul(columns, &end, 10) : 0;
     if (r->width >= 0)
         r->o.width = (unsigned)r->width;
+    else if (env_width && !*end && env_width <= 100000)
+        r->o.width = env_width < 40 ? 40 : (unsigned)env_width;
     else if (!r->o.output && isatty(STDOUT_FILENO))
         r->o.width = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 40 ? ws.ws_col : 80;
 }

@@ -22,6 +22,8 @@ struct mf_request {
     double interval;          /* --interval: its refresh, in seconds (1) */
     bool timeline, record; /* --timeline, --record */
     int width;                /* --width, -1 if not given */
+    bool offline;             /* --offline: no debuginfod */
+    unsigned debuginfod_timeout; /* --debuginfod-timeout, seconds */
     struct mf_transform xf;   /* --no-fold, --fold, --hide, --full-stacks */
     struct mf_check check;    /* --check's rules */
     struct mf_report_options o;

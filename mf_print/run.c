@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "call_tree.h"
+#include "debuginfod.h"
 #include "diff.h"
 #include "mf_print.h"
 #include "model.h"
@@ -89,6 +90,7 @@ int mf_run(const struct mf_request *r)
     const struct mf_report *rep = mf_report_find(r->format, mf_request_kind(r));
     if (!rep) /* mf_request_check's rules leave none without a report */
         abort();
+    mf_debuginfod_config(r->offline, r->debuginfod_timeout);
     mf_symbolize_config(r->debug_dirs, r->ndebug_dirs, r->sysroot);
     /* The flame graph keeps the calls and adds the live heap's weights of its own: --live
      * only makes it open on live bytes. */

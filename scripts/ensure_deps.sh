@@ -6,14 +6,14 @@
 # demo it then fails, for test and ci it goes on (the tests that need a missing package
 # skip themselves, saying so) and runs npm ci for the HTML tests.
 # Silent when nothing is missing. Each target installs what it needs and nothing more:
-#   build  `make`: the preload library and mf_print (a C compiler, libdw, libiberty, zlib,
-#          ncurses)
+#   build  `make`: the preload library and mf_print (a C compiler, libdw, libdebuginfod,
+#          libiberty, zlib, ncurses)
 #   demo   `make demo`: build, plus what the README's demo output needs (libunwind for the
 #          stacks, glibc's debug info for its file:line); no Rust, no Python
 #   test   `make test`: demo, plus the test suites' needs (g++, Python, allocators that the
 #          tests preload after ours, setpriv, make, groff to check the man pages, a cargo,
-#          Go's pprof to read mf_print's pprof, chromium and npm for the HTML report, clang
-#          and its libFuzzer runtime for the reader's fuzz target, tmux for --watch's view,
+#          a debuginfod server, Go's pprof to read mf_print's pprof, chromium and npm for the
+#          HTML report, clang and its libFuzzer runtime for the reader's fuzz target, tmux for --watch's view,
 #          the Debian packaging tools and what the installed package is tried with)
 #   ci     `.ci/run`: test, plus Debian's own cargo and rustc, the oldest Rust tested
 set -e
@@ -47,6 +47,7 @@ build() {
     command -v "${CC:-gcc}" >/dev/null 2>&1 || need gcc
     have_header stdio.h || need libc6-dev
     have_header elfutils/libdwfl.h || need libdw-dev
+    have_header elfutils/debuginfod.h || need libdebuginfod-dev
     have_header libelf.h || need libelf-dev
     have_header libiberty/demangle.h || need libiberty-dev
     have_header zlib.h || need zlib1g-dev
@@ -79,6 +80,8 @@ test_() {
     # libFuzzer for the reader's fuzz target (tests/fuzz/run_fuzz.sh): clang and its runtime.
     command -v clang >/dev/null 2>&1 || need clang
     have_clang_fuzzer || need libclang-rt-14-dev
+    # A debuginfod server for the tests of fetched debug files (tests/viewer/test_debuginfod.py).
+    command -v debuginfod >/dev/null 2>&1 || need debuginfod
     # Any cargo will do (rustup's too); Debian's if there is none.
     command -v cargo >/dev/null 2>&1 || need cargo
     # --watch's terminal view is driven in a tmux pane (tests/viewer/test_watch.py).

@@ -147,6 +147,8 @@ int mf_replace_open(struct mf_replace *r, const char *path, const char *option);
 bool mf_replace_end(struct mf_replace *r, bool keep);
 /* 1234567 -> "1,234,567" in buf (at least 32 bytes). */
 const char *mf_fmt_count(char *buf, uint64_t n);
+/* A count in at most 4 characters, for narrow terminals: "9999", "12k", "1.2M", "340G". */
+const char *mf_fmt_compact(char *buf, uint64_t n);
 /* Bytes for people: "512 B", "12.3 KiB", "4.0 MiB", in buf (at least 32 bytes). */
 const char *mf_fmt_bytes(char *buf, double bytes);
 

@@ -275,6 +275,23 @@ const char *mf_fmt_count(char *buf, uint64_t n)
     return buf;
 }
 
+const char *mf_fmt_compact(char *buf, uint64_t n)
+{
+    static const char units[] = "kMGTPE";
+    if (n < 10000) {
+        snprintf(buf, 32, "%llu", (unsigned long long)n);
+        return buf;
+    }
+    double v = (double)n / 1000.0;
+    unsigned u = 0;
+    while (v >= 999.5 && u + 1 < sizeof units - 1) {
+        v /= 1000.0;
+        u++;
+    }
+    snprintf(buf, 32, v < 9.95 ? "%.1f%c" : "%.0f%c", v, units[u]);
+    return buf;
+}
+
 const char *mf_fmt_bytes(char *buf, double bytes)
 {
     static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};

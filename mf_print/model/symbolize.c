@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "debuginfod.h"
 #include "mf_print.h"
 #include "symbolize.h"
 #include "trim.h"
@@ -82,7 +83,7 @@ static const char *mf_sysroot;
 
 static Dwfl_Callbacks mf_offline_callbacks = {
     .find_elf = dwfl_build_id_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .find_debuginfo = mf_debuginfod_find_debuginfo,
     .section_address = dwfl_offline_section_address,
 };
 
@@ -248,6 +249,7 @@ static void mf_modfile_open(struct mf_modfile *mf)
         close(fd);
         return;
     }
+    mf_debuginfod_attach(mf->dwfl, mf->label);
     dwfl_report_begin(mf->dwfl);
     mf->mod = dwfl_report_elf(mf->dwfl, mf->label, mf->opened_path, fd, 0, false);
     dwfl_report_end(mf->dwfl, NULL, NULL);
@@ -634,6 +636,7 @@ bool mf_function_entry(struct mf_module *m, uint64_t pc, uint32_t *modfile, uint
 
 void mf_symbolize_end(void)
 {
+    mf_debuginfod_end(); /* before dwfl_end: it names modules */
     for (uint32_t i = 0; i < mf_nmodfiles; i++) {
         struct mf_modfile *mf = &mf_modfiles[i];
         if (mf->dwfl)

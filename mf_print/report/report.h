@@ -193,10 +193,18 @@ bool mf_write_tune_header(const char *path, const struct mf_model *m,
                           const struct mf_report_options *o);
 
 /* --live (report_live.c): the tree's header for the live heap; the lifetime table printed
- * after the tree, per allocation site. sort_temporary: --sort temporary, the largest
- * temporary share first (else the most live bytes). */
+ * after the tree, per allocation site, sorted as --sort says (o->sort_temporary: the largest
+ * temporary share first, else the most live bytes); on a narrow width each site's name on
+ * a line of its own above its numbers. */
 void mf_report_live_header(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
-void mf_report_lifetimes(FILE *out, const struct mf_model *m, bool sort_temporary);
+void mf_report_lifetimes(FILE *out, const struct mf_model *m, const struct mf_report_options *o);
+/* Whether the text is cut to a narrow width (below 120 columns): numbers compact first, so
+ * that the sites' names and lines keep the room. */
+#define MF_NARROW_BELOW 120
+static inline bool mf_narrow(const struct mf_report_options *o)
+{
+    return o->width && o->width < MF_NARROW_BELOW;
+}
 /* A JSON number, %.6g; null for infinity or NaN, which JSON has not (a damaged file's
  * variance can make either): every JSON writer's standard errors. */
 void mf_json_number(FILE *out, double v);
@@ -228,7 +236,8 @@ struct mf_unresolved_list {
     uint64_t total; /* calls of every stack added */
 };
 void mf_unresolved_add(struct mf_unresolved_list *u, const struct mf_model *m);
-void mf_report_unresolved(FILE *out, struct mf_unresolved_list *u, const char *sysroot);
+void mf_report_unresolved(FILE *out, struct mf_unresolved_list *u,
+                          const struct mf_report_options *o);
 
 /* The timeline by site (report_timeline.c): the top sites' series over the timeline's
  * points, for the timeline's reports and the HTML page's chart. A site is a stack's

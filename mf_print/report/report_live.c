@@ -276,8 +276,9 @@ void mf_report_live_header(FILE *out, const struct mf_model *m, const struct mf_
 }
 
 /* The lifetime table, after the tree. */
-void mf_report_lifetimes(FILE *out, const struct mf_model *m, bool sort_temporary)
+void mf_report_lifetimes(FILE *out, const struct mf_model *m, const struct mf_report_options *o)
 {
+    bool sort_temporary = o->sort_temporary, narrow = mf_narrow(o);
     mf_sort_temporary = sort_temporary;
     uint32_t n;
     struct mf_live_row *rows = mf_live_rows(m, false, &n);
@@ -286,8 +287,11 @@ void mf_report_lifetimes(FILE *out, const struct mf_model *m, bool sort_temporar
                  "allocation call; life: the median, in that\nthread's allocation calls and in "
                  "time\n",
             sort_temporary ? "temporary share" : "live bytes");
-    fprintf(out, "%14s %8s %12s %8s %12s %12s %12s  %s\n", "alive", "±error", "bytes", "±error",
-            "freed", "temporary", "life calls", "life time  site");
+    /* Narrow: the numbers compact, under the site's own line (the full row's numbers take
+     * 98 columns). */
+    int wn = narrow ? 6 : 14, we = narrow ? 6 : 8, wb = narrow ? 10 : 12, wf = narrow ? 6 : 12;
+    fprintf(out, "%*s %*s %*s %*s %*s %12s %12s %10s%s\n", wn, "alive", we, "±error", wb, "bytes",
+            we, "±error", wf, "freed", "temporary", "life calls", "life time", narrow ? "" : "  site");
     for (uint32_t i = 0; i < n; i++) {
         const struct mf_live_row *r = &rows[i];
         char a[40], b[40], c[40], ea[16] = "", eb[16] = "", lc[48], lt[48], tmp[16];
@@ -303,11 +307,19 @@ void mf_report_lifetimes(FILE *out, const struct mf_model *m, bool sort_temporar
         mf_fmt_calls_bucket(lc, sizeof lc, mf_median_bucket(r->life.life_calls, MF_LIVE_CALL_BUCKETS));
         mf_fmt_ns_bucket(lt, sizeof lt, mf_median_bucket(r->life.life_ns, MF_LIVE_NS_BUCKETS));
         char alive[48];
-        snprintf(alive, sizeof alive, "%s%s", r->estimated ? "~" : "", mf_fmt_count(a, r->alive));
-        fprintf(out, "%14s %8s %12s %8s %12s %12s %12s %10s  %s%s%s%s\n", alive, ea,
-                mf_fmt_bytes(b, (double)r->bytes), eb, mf_fmt_count(c, r->life.freed), tmp, lc,
-                lt, mf_esc(mf_str(r->name)), r->via ? " via " : "", r->via ? mf_esc(mf_str(r->via)) : "",
-                r->outside_main ? "  [outside main]" : "");
+        snprintf(alive, sizeof alive, "%s%s", r->estimated ? "~" : "",
+                 narrow ? mf_fmt_compact(a, r->alive) : mf_fmt_count(a, r->alive));
+        if (narrow)
+            fprintf(out, "%s%s%s%s\n", mf_esc(mf_str(r->name)), r->via ? " via " : "",
+                    r->via ? mf_esc(mf_str(r->via)) : "", r->outside_main ? "  [outside main]" : "");
+        fprintf(out, "%*s %*s %*s %*s %*s %12s %12s %10s", wn, alive, we, ea, wb,
+                mf_fmt_bytes(b, (double)r->bytes), we, eb, wf,
+                narrow ? mf_fmt_compact(c, r->life.freed) : mf_fmt_count(c, r->life.freed), tmp,
+                lc, lt);
+        if (!narrow)
+            fprintf(out, "  %s%s%s%s", mf_esc(mf_str(r->name)), r->via ? " via " : "",
+                    r->via ? mf_esc(mf_str(r->via)) : "", r->outside_main ? "  [outside main]" : "");
+        fputc('\n', out);
     }
     if (!n)
         fputs("no sampled allocation alive or freed\n", out);

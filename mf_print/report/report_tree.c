@@ -46,6 +46,7 @@ struct mf_tree_ctx {
     uint64_t interval; /* the sample interval behind the estimates */
     int calls_width; /* widest calls column text */
     bool err_column; /* some number is an estimate */
+    bool compact;    /* a narrow terminal: counts as "1.2M", no bytes error column */
     char *prefix;    /* tree glyphs of the current line's ancestors */
     size_t prefix_len, prefix_cap;
 };
@@ -55,7 +56,8 @@ static void mf_line(struct mf_tree_ctx *c, uint64_t calls, uint64_t var, uint64_
                     const struct mf_loc *loc)
 {
     char num[40], calls_s[48], err[32] = "", bytes_err[32] = "", bytes_s[32], pct[32];
-    snprintf(calls_s, sizeof calls_s, "%s%s", estimated ? "~" : "", mf_fmt_count(num, calls));
+    snprintf(calls_s, sizeof calls_s, "%s%s", estimated ? "~" : "",
+             c->compact ? mf_fmt_compact(num, calls) : mf_fmt_count(num, calls));
     if (estimated) {
         mf_fmt_error(err, sizeof err, mf_rel_error_pct(calls, var, c->interval));
         mf_fmt_error(bytes_err, sizeof bytes_err,
@@ -70,8 +72,8 @@ static void mf_line(struct mf_tree_ctx *c, uint64_t calls, uint64_t var, uint64_
         fputs(err, c->out);
         mf_pad(c->out, 7 - mf_text_width(err));
     }
-    fprintf(c->out, " %8s %10s", pct, bytes_s);
-    if (c->err_column) { /* always 7 wide: the tree's glyphs follow */
+    fprintf(c->out, " %*s %10s", c->compact ? 7 : 8, pct, bytes_s);
+    if (c->err_column && !c->compact) { /* always 7 wide: the tree's glyphs follow */
         fputc(' ', c->out);
         fputs(bytes_err, c->out);
         mf_pad(c->out, 7 - mf_text_width(bytes_err));
@@ -430,7 +432,10 @@ void mf_tree_print(FILE *out, const struct mf_model *m, const struct mf_tree *t,
     }
     char num[40];
     uint64_t widest = c.total > t->nodes[0].calls ? c.total : t->nodes[0].calls;
-    c.calls_width = (int)strlen(mf_fmt_count(num, widest)) + (t->estimated ? 1 : 0);
+    /* Below 120 columns the numbers would take the room of the names and lines. */
+    c.compact = mf_narrow(o);
+    c.calls_width = (int)strlen(c.compact ? mf_fmt_compact(num, widest) : mf_fmt_count(num, widest)) +
+                    (t->estimated ? 1 : 0);
     if (c.calls_width < 5)
         c.calls_width = 5;
     c.err_column = t->estimated;
@@ -439,8 +444,8 @@ void mf_tree_print(FILE *out, const struct mf_model *m, const struct mf_tree *t,
     fputs(live ? "alive" : "calls", out);
     if (c.err_column) /* as wide as a line's " ±NN%" and its padding: 8 */
         fputs(" ±error ", out);
-    fprintf(out, " %8s %10s%s  %s\n", "%", "bytes", c.err_column ? " ±error " : "",
-            "allocation site, then its callers");
+    fprintf(out, " %*s %10s%s  %s\n", c.compact ? 7 : 8, "%", "bytes",
+            c.err_column && !c.compact ? " ±error " : "", "allocation site, then its callers");
     mf_children(&c);
     free(c.prefix);
 }
@@ -458,11 +463,11 @@ bool mf_report_tree(FILE *out, const struct mf_report_input *v, const struct mf_
     mf_tree_free(&tree);
     if (live) {
         free(tree_model.stacks);
-        mf_report_lifetimes(out, m, o->sort_temporary);
+        mf_report_lifetimes(out, m, o);
     }
     struct mf_unresolved_list u = {0};
     mf_unresolved_add(&u, m);
-    mf_report_unresolved(out, &u, o->sysroot);
+    mf_report_unresolved(out, &u, o);
     return false;
 }
 
@@ -501,6 +506,6 @@ bool mf_report_tree_by_program(FILE *out, const struct mf_report_input *v, const
         mf_tree_free(&tree);
         mf_unresolved_add(&u, m);
     }
-    mf_report_unresolved(out, &u, o->sysroot);
+    mf_report_unresolved(out, &u, o);
     return false;
 }

@@ -1,12 +1,13 @@
 /* The tree report's footer: the modules symbolization could not read in full (no debug
  * information, stripped, missing, rebuilt since), each with the calls whose stacks pass
- * through it, and what would fix it: the Debian package of its debug information, a
- * rebuild with -g, --debug-dir, --sysroot. */
+ * through it, and what would fix it: the distribution's debuginfod server, the Debian
+ * package of its debug information, a rebuild with -g, --debug-dir, --sysroot. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "debuginfod.h"
 #include "mf_print.h"
 #include "report.h"
 
@@ -125,15 +126,44 @@ static char *mf_dpkg_owner(const char *path, const char *sysroot)
     return NULL;
 }
 
-/* What would give the module's frames names and lines. */
-static void mf_fix(char *buf, size_t size, const struct mf_unresolved *u, const char *sysroot)
+/* The distribution's debuginfod server, from os-release's ID (under --sysroot first); NULL
+ * for one without. */
+static const char *mf_distro_debuginfod(const char *sysroot)
+{
+    static const char *const servers[][2] = {
+        {"debian", "https://debuginfod.debian.net"},
+        {"ubuntu", "https://debuginfod.ubuntu.com"},
+    };
+    char path[4200], *line = NULL;
+    size_t cap = 0;
+    const char *found = NULL;
+    snprintf(path, sizeof path, "%s/etc/os-release", sysroot ? sysroot : "");
+    FILE *f = fopen(path, "r");
+    while (f && !found && getline(&line, &cap, f) > 0) {
+        if (strncmp(line, "ID=", 3) != 0)
+            continue;
+        char *id = line + 3 + (line[3] == '"'); /* ID=debian or ID="debian" */
+        id[strcspn(id, "\"\n")] = '\0';
+        for (size_t i = 0; i < sizeof servers / sizeof *servers && !found; i++)
+            if (strcmp(id, servers[i][0]) == 0)
+                found = servers[i][1];
+    }
+    free(line);
+    if (f)
+        fclose(f);
+    return found;
+}
+
+/* What would give the module's frames names and lines; true if that is its package's debug
+ * information (which a debuginfod server has too). */
+static bool mf_fix(char *buf, size_t size, const struct mf_unresolved *u, const char *sysroot)
 {
     if (u->state == MF_DEBUG_UNREADABLE || u->state == MF_DEBUG_OTHER_FILE) {
         snprintf(buf, size, "%s: a profile taken on another machine is read with --sysroot "
                  "DIR, DIR holding a copy of that machine's files",
                  u->state == MF_DEBUG_UNREADABLE ? "cannot be read"
                                                  : "not the file that ran (build-id differs)");
-        return;
+        return false;
     }
     const char *what = u->state == MF_DEBUG_STRIPPED ? "stripped, no debug information"
                                                      : "no debug information";
@@ -141,7 +171,7 @@ static void mf_fix(char *buf, size_t size, const struct mf_unresolved *u, const 
     if (!pkg) {
         snprintf(buf, size, "%s: rebuild it with -g, or give --debug-dir DIR holding its "
                  "separate debug file (DIR/.build-id/xx/yyyy.debug)", what);
-        return;
+        return false;
     }
     char dbg[300];
     size_t n = strlen(pkg);
@@ -153,6 +183,7 @@ static void mf_fix(char *buf, size_t size, const struct mf_unresolved *u, const 
         snprintf(dbg, sizeof dbg, "install %s-dbgsym (from the debian-debug archive)", pkg);
     snprintf(buf, size, "%s: %s", what, dbg);
     free(pkg);
+    return true;
 }
 
 static int mf_unres_cmp(const void *a, const void *b)
@@ -163,8 +194,35 @@ static int mf_unres_cmp(const void *a, const void *b)
     return strcmp(x->path, y->path);
 }
 
-void mf_report_unresolved(FILE *out, struct mf_unresolved_list *list, const char *sysroot)
+/* Text at column indent, its words wrapped to width columns (0: one line). */
+static void mf_put_wrapped(FILE *out, const char *text, int indent, unsigned width)
 {
+    int col = indent;
+    fprintf(out, "%*s", indent, "");
+    for (const char *w = text; *w;) {
+        size_t len = strcspn(w, " ");
+        char word[600];
+        snprintf(word, sizeof word, "%.*s", (int)len, w);
+        int ww = mf_text_width(word);
+        if (width && col > indent && col + 1 + ww > (int)width - 1) {
+            fprintf(out, "\n%*s", indent, "");
+            col = indent;
+        } else if (col > indent) {
+            fputc(' ', out);
+            col++;
+        }
+        fputs(word, out);
+        col += ww;
+        w += len;
+        w += strspn(w, " ");
+    }
+    fputc('\n', out);
+}
+
+void mf_report_unresolved(FILE *out, struct mf_unresolved_list *list,
+                          const struct mf_report_options *o)
+{
+    const char *sysroot = o->sysroot;
     /* Of the calls the stacks hold: with estimates, the exact total is not what they add to. */
     uint64_t total = list->total;
     struct mf_unresolved *rows = list->v;
@@ -193,14 +251,27 @@ void mf_report_unresolved(FILE *out, struct mf_unresolved_list *list, const char
         int w = (int)strlen(mf_fmt_count(num, rows[i].calls)) + rows[i].estimated;
         width = w > width ? w : width;
     }
+    bool any_packaged = false;
     for (uint32_t i = 0; i < n; i++) {
         const struct mf_unresolved *u = &rows[i];
         char calls[48], fix[600];
         snprintf(calls, sizeof calls, "%s%s", u->estimated ? "~" : "", mf_fmt_count(num, u->calls));
-        mf_fix(fix, sizeof fix, u, sysroot);
+        any_packaged |= mf_fix(fix, sizeof fix, u, sysroot);
         fprintf(out, "%*s %7.2f%%  %s", width, calls,
                 total ? (double)u->calls * 100.0 / (double)total : 0.0, mf_esc(u->opened));
-        fprintf(out, "\n%*s %s\n", width + 11, "", mf_esc(fix));
+        fputc('\n', out);
+        /* On a narrow terminal the fix wraps: cut, it would lose what to do. */
+        mf_put_wrapped(out, mf_esc(fix), width + 12, mf_narrow(o) ? o->width : 0);
+    }
+    /* The distribution's server has its packages' debug information: no install needed. */
+    const char *server = any_packaged && mf_debuginfod_use() == MF_DEBUGINFOD_UNSET
+                             ? mf_distro_debuginfod(sysroot)
+                             : NULL;
+    if (server) {
+        char fetch[300];
+        snprintf(fetch, sizeof fetch, "instead of installing them: export DEBUGINFOD_URLS=%s, and "
+                 "mf_print fetches the packages' debug information from that server", server);
+        mf_put_wrapped(out, fetch, 0, mf_narrow(o) ? o->width : 0);
     }
     for (uint32_t i = 0; i < n; i++) {
         free(rows[i].path);

@@ -22,7 +22,7 @@ make -s --no-print-directory BUILD="$out/lib" CC=clang \
     CFLAGS="-O1 -g -fsanitize=fuzzer-no-link $sanitize" "$out/lib/mf_print.a"
 clang -O1 -g -Wall -Wextra -Werror -std=gnu11 -D_GNU_SOURCE $(make -s --no-print-directory mf_print-include) \
     -fsanitize=fuzzer $sanitize -o "$out/fuzz_reader" \
-    "$top/tests/fuzz/fuzz_reader.c" "$out/lib/mf_print.a" -ldw -lelf -liberty -lz
+    "$top/tests/fuzz/fuzz_reader.c" "$out/lib/mf_print.a" -ldw -ldebuginfod -lelf -liberty -lz
 cd "$out"
 
 # Profiles: each program at two sampling intervals; live_heap's with its live heap, each

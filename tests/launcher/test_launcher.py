@@ -775,6 +775,34 @@ def test_launcher_python_gets_pythonmalloc():
 
 
 @rt.test
+def test_launcher_debian_python3_says_the_cost_and_starts_at_py_bytesmain():
+    """Debian's python3: the launcher's line says what PYTHONMALLOC=malloc costs by itself;
+    main tail-calls Py_BytesMain, so main is never on the stack: the tree's stacks start at
+    Py_BytesMain (the start-up frames below it cut), and no site
+    under it is marked outside main (--live)."""
+    py = "/usr/bin/python3"
+    rt.need(os.path.exists(py), "Debian's python3 at /usr/bin/python3")
+    cwd = rt.fresh_dir()
+    script = python_script(cwd, "keep = [bytearray(1000 + i) for i in range(300)]\n")
+    r = launch_ok(["--", py, script], cwd=cwd, extra_env={"MALLOC_FREQ_LIVE": "all"})
+    rt.expect_eq(r.stderr.splitlines()[0],
+                 f"malloc_freq: {py} is Python: PYTHONMALLOC=malloc, so that its object "
+                 "allocations reach malloc and are counted; that alone makes Python about 1.4x "
+                 "slower (glibc's malloc instead of pymalloc's pools)", "the Python line")
+    rows = rt.csv_rows(r.run_dir)
+    under = [row for row in rows if "Py_BytesMain" in row.stack]
+    rt.expect(sum(row.calls for row in under) * 2 > sum(row.calls for row in rows),
+              f"most calls under Py_BytesMain: {len(under)} of {len(rows)} stacks")
+    # A stack cut by the recorded depth ends in its marker, the start-up frames unrecorded.
+    ends = {tuple(row.stack[row.stack.index("Py_BytesMain"):]) for row in under}
+    rt.expect(ends <= {("Py_BytesMain",), ("Py_BytesMain", "[deeper frames not recorded]")},
+              f"stacks going on past Py_BytesMain: {ends}")
+    live = rt.mf_print(["--live", "--format", "csv", r.run_dir]).stdout.splitlines()
+    marked = [l for l in live[1:] if "Py_BytesMain" in l and l.split(",")[8] != "0"]
+    rt.expect_eq(marked, [], "sites under Py_BytesMain marked outside main")
+
+
+@rt.test
 def test_launcher_python_found_by_shebang_and_env():
     py = sys.executable
     small = 'import os\nprint(os.environ.get("PYTHONMALLOC"))\n'

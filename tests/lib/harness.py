@@ -12,6 +12,7 @@ import os
 import re
 import select
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -27,6 +28,12 @@ LIB = os.environ.get("MF_TEST_LIB", os.path.join(BUILD, "libmalloc_freq.so"))  #
 MF_PRINT = os.environ.get("MF_TEST_PRINT", os.path.join(BUILD, "mf_print"))  # another build, likewise
 CFLAGS = ["-O1", "-g", "-fno-omit-frame-pointer", "-Wall", "-Wextra", "-Werror"]
 TIMEOUT = 300  # seconds, per child process
+# A machine's debuginfod servers (Debian's profile.d sets DEBUGINFOD_URLS) would be asked by
+# every mf_print run and change its footer: the debuginfod tests start their own. An
+# exported COLUMNS would cut the text the tests compare: the narrow tests set their own.
+for _var in ("DEBUGINFOD_URLS", "DEBUGINFOD_TIMEOUT", "DEBUGINFOD_PROGRESS", "DEBUGINFOD_VERBOSE",
+             "COLUMNS"):
+    os.environ.pop(_var, None)
 
 # The preload library's exports: the C allocation functions and every global operator new
 # (plain, nothrow, aligned, aligned nothrow; new and new[]).
@@ -117,10 +124,11 @@ def mf_print_sources():
 
 
 def mf_print_libs():
-    """The libraries mf_print links (the Makefile's: libdw's, zlib, ncurses for --watch)."""
+    """The libraries mf_print links (the Makefile's PRINT_LIBS: libdw's and its debuginfod
+    client's, zlib, ncurses for --watch)."""
     r = subprocess.run(["pkg-config", "--libs", "ncursesw"], capture_output=True, text=True)
     curses = r.stdout.split() if r.returncode == 0 else ["-lncursesw", "-ltinfo"]
-    return ["-ldw", "-lelf", "-liberty", "-lz"] + curses
+    return ["-ldw", "-ldebuginfod", "-lelf", "-liberty", "-lz"] + curses
 
 
 def c_program(name, libs=("-lpthread",)):
@@ -203,6 +211,43 @@ def mf_print(args, check=True):
     if check and r.returncode != 0:
         raise TestFailure(f"mf_print {' '.join(args)} exited {r.returncode}: {r.stderr.strip()}")
     return r
+
+
+def build_id_of(path):
+    """The ELF file's build id, in hex."""
+    out = subprocess.run(["readelf", "-n", path], capture_output=True, text=True).stdout
+    return re.search(r"Build ID: ([0-9a-f]+)", out).group(1)
+
+
+def build_nodebug(where, debug, strip, debug_dir=None):
+    """nodebug_lib as where/libnodebug.so (with -g or not, stripped or not; its debug
+    information moved to debug_dir/.build-id/ if given) and nodebug_main as where/prog,
+    linked to it by its path (rpath)."""
+    os.makedirs(where, exist_ok=True)
+    lib, prog = os.path.join(where, "libnodebug.so"), os.path.join(where, "prog")
+    src = os.path.join(PROGRAMS, "nodebug_lib.c")
+    flags = ["-O1", "-fno-omit-frame-pointer", "-Wall", "-Wextra", "-Werror"]
+    steps = [["gcc"] + flags + (["-g"] if debug else []) + ["-shared", "-fPIC", "-o", lib, src],
+             ["gcc"] + flags + ["-g", "-o", prog, os.path.join(PROGRAMS, "nodebug_main.c"),
+                                "-L" + where, "-lnodebug", "-Wl,-rpath," + where]]
+    for cmd in steps:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        expect(r.returncode == 0, f"{' '.join(cmd)}: {r.stderr.strip()}")
+    if debug_dir:
+        build_id = build_id_of(lib)
+        target = os.path.join(debug_dir, ".build-id", build_id[:2], build_id[2:] + ".debug")
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        subprocess.run(["objcopy", "--only-keep-debug", lib, target], check=True)
+    if strip:
+        subprocess.run(["strip", lib], check=True)
+    return lib, prog
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def csv_frames(field):

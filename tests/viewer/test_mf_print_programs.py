@@ -143,31 +143,6 @@ def test_mf_print_by_program_and_program():
     rt.expect_one_line_error([parent, "--by", "program", "-f", "json"], "--by program -f json")
 
 
-def build_nodebug(where, debug, strip, debug_dir=None):
-    """nodebug_lib as where/libnodebug.so (with -g or not, stripped or not; its debug
-    information moved to debug_dir/.build-id/ if given) and nodebug_main as where/prog,
-    linked to it by its path (rpath)."""
-    os.makedirs(where, exist_ok=True)
-    lib, prog = os.path.join(where, "libnodebug.so"), os.path.join(where, "prog")
-    src = os.path.join(rt.PROGRAMS, "nodebug_lib.c")
-    flags = ["-O1", "-fno-omit-frame-pointer", "-Wall", "-Wextra", "-Werror"]
-    steps = [["gcc"] + flags + (["-g"] if debug else []) + ["-shared", "-fPIC", "-o", lib, src],
-             ["gcc"] + flags + ["-g", "-o", prog, os.path.join(rt.PROGRAMS, "nodebug_main.c"),
-                                "-L" + where, "-lnodebug", "-Wl,-rpath," + where]]
-    for cmd in steps:
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        rt.expect(r.returncode == 0, f"{' '.join(cmd)}: {r.stderr.strip()}")
-    if debug_dir:
-        out = subprocess.run(["readelf", "-n", lib], capture_output=True, text=True).stdout
-        build_id = re.search(r"Build ID: ([0-9a-f]+)", out).group(1)
-        target = os.path.join(debug_dir, ".build-id", build_id[:2], build_id[2:] + ".debug")
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        subprocess.run(["objcopy", "--only-keep-debug", lib, target], check=True)
-    if strip:
-        subprocess.run(["strip", lib], check=True)
-    return lib, prog
-
-
 def footer(text):
     """The footer's modules: {path: (calls, percent, the fix line)}."""
     lines = text.splitlines()
@@ -183,7 +158,7 @@ def footer(text):
 @rt.test
 def test_footer_names_a_stripped_library_with_its_share():
     where = os.path.join(rt.fresh_dir(), "build")
-    lib, prog = build_nodebug(where, debug=False, strip=True)
+    lib, prog = rt.build_nodebug(where, debug=False, strip=True)
     r = rt.run_ok([prog])
     tree = rt.mf_print([r.profile]).stdout
     total = rt.exact_total_calls(r.profile)
@@ -205,7 +180,7 @@ def test_footer_names_a_stripped_library_with_its_share():
     # --debug-dir: the same library with -g, its debug information moved out by build id.
     debug_dir = os.path.join(rt.fresh_dir(), "debug")
     where = os.path.join(rt.fresh_dir(), "build")
-    lib, prog = build_nodebug(where, debug=True, strip=True, debug_dir=debug_dir)
+    lib, prog = rt.build_nodebug(where, debug=True, strip=True, debug_dir=debug_dir)
     r = rt.run_ok([prog])
     plain = rt.mf_print([r.profile]).stdout
     rt.expect(lib in footer(plain), f"{lib} (no debug information beside it) not in the footer")
@@ -250,7 +225,7 @@ def copy_modules(profile, root):
 def test_sysroot_symbolizes_from_a_copy_of_the_modules():
     base = rt.fresh_dir()
     where = os.path.join(base, "orig")
-    lib, prog = build_nodebug(where, debug=True, strip=False)
+    lib, prog = rt.build_nodebug(where, debug=True, strip=False)
     r = rt.run_ok([prog])
     local = rt.mf_print([r.profile, "--format", "csv"]).stdout
     rt.expect("nodebug_lib.c:9" in local and "nodebug_main.c" in local,
@@ -259,7 +234,7 @@ def test_sysroot_symbolizes_from_a_copy_of_the_modules():
     copied = copy_modules(r.profile, sysroot)
     rt.expect(prog in copied and lib in copied, f"modules copied: {copied}")
     # The originals are gone: the program is rebuilt elsewhere, the first build deleted.
-    build_nodebug(os.path.join(base, "moved"), debug=True, strip=False)
+    rt.build_nodebug(os.path.join(base, "moved"), debug=True, strip=False)
     shutil.rmtree(where)
     gone = rt.mf_print([r.profile, "--format", "csv"])
     rt.expect(gone.stdout != local and prog in gone.stderr,
