@@ -1106,29 +1106,32 @@ def startup_bench():
 
 def timeline_bench():
     """The timeline workload (BENCH_ONLY=timeline): bench/micro.c (1 thread) under the
-    launcher, recording its timeline (mf_print --record beside it, the default) and with
-    --no-timeline, in alternating order, BENCH_ROUNDS pairs. bench/measure runs inside the
-    launcher, so the program's own CPU and wall time are measured apart from the recorder's
-    and the launcher's; the launcher's wall time (the recorder's last snapshot included) is
-    measured too. Returns the report lines and the failures."""
+    launcher, recording its timeline (mf_print --record beside it, the default), watched
+    (--watch --no-timeline: mf_print --watch's text view reading the run every second, as
+    with a pipe) and with --no-timeline, in rotating order, BENCH_ROUNDS rounds. bench/measure
+    runs inside the launcher, so the program's own CPU and wall time are measured apart from
+    the reader's and the launcher's; the launcher's wall time (the recorder's last snapshot
+    included) is measured too. Returns the report lines and the failures."""
     micro = build_c("micro", "-lpthread")
     launcher = os.path.join(ROOT, "build", "malloc_freq")
     n = 20_000_000 // SHRINK
-    ratios = {"program CPU": [], "program wall": [], "launcher wall": []}
+    modes = {"timeline": [], "watch": ["--watch", "--no-timeline"], "off": ["--no-timeline"]}
+    ratios = {(m, k): [] for m in ("timeline", "watch")
+              for k in ("program CPU", "program wall", "launcher wall")}
     failures = []
 
-    def once(timeline):
+    def once(mode):
         tmp = tempfile.mkdtemp(prefix="mf_bench.")
         try:
             result = os.path.join(tmp, "measure.out")
-            argv = [launcher, "-q", "-o", os.path.join(tmp, "run")] + \
-                ([] if timeline else ["--no-timeline"]) + ["--", MEASURE, result, micro, "1", str(n)]
+            argv = [launcher, "-q", "-o", os.path.join(tmp, "run")] + modes[mode] + \
+                ["--", MEASURE, result, micro, "1", str(n)]
             t0 = time.perf_counter()
             subprocess.run(argv, env=clean_env(), check=True, stdout=subprocess.DEVNULL)
             wall = time.perf_counter() - t0
             has = os.path.exists(os.path.join(tmp, "run", "timeline.mftl"))
-            if has != timeline:
-                raise RuntimeError("timeline %s: timeline.mftl %s" % (timeline, "made" if has else "missing"))
+            if has != (mode == "timeline"):
+                raise RuntimeError("%s: timeline.mftl %s" % (mode, "made" if has else "missing"))
             with open(result) as f:
                 user, system, pwall, _, status = f.read().split()
             if status != "0":
@@ -1136,24 +1139,27 @@ def timeline_bench():
             return float(user) + float(system), float(pwall), wall
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+    names = list(modes)
     for rnd in range(ROUNDS):
         try:
-            order = (True, False) if rnd % 2 == 0 else (False, True)
-            got = {t: once(t) for t in order}
-            on, off = got[True], got[False]
-            for k, i in (("program CPU", 0), ("program wall", 1), ("launcher wall", 2)):
-                ratios[k].append(on[i] / off[i])
+            order = names[rnd % 3:] + names[:rnd % 3]
+            got = {m: once(m) for m in order}
+            for m in ("timeline", "watch"):
+                for k, i in (("program CPU", 0), ("program wall", 1), ("launcher wall", 2)):
+                    ratios[(m, k)].append(got[m][i] / got["off"][i])
         except (subprocess.CalledProcessError, RuntimeError, OSError, ValueError) as e:
             failures.append("timeline: %s" % e)
-    lines = ["", "## The timeline: a recorded launcher run against the same run with --no-timeline",
-             "", "bench/micro.c, 1 thread, %s malloc/free pairs, default mode, %d pairs of runs in "
-             "alternating order; ratios timeline / no timeline (median, rounds' range)." % (
-                 "{:,}".format(n), ROUNDS), "",
-             "| measure | ratio | rounds' range |", "|---|---|---|"]
-    for k, rs in ratios.items():
+    lines = ["", "## The timeline and --watch: a recorded and a watched launcher run against the "
+             "same run with neither",
+             "", "bench/micro.c, 1 thread, %s malloc/free pairs, default mode, %d rounds of three "
+             "runs in rotating order; ratios to the run with --no-timeline (median, rounds' "
+             "range)." % ("{:,}".format(n), ROUNDS), "",
+             "| run | measure | ratio | rounds' range |", "|---|---|---|---|"]
+    for (m, k), rs in ratios.items():
         if rs:
-            lines.append("| %s | %s | %s-%s |" % (k, fmt_ratio(median(rs)), fmt_ratio(min(rs)),
-                                                 fmt_ratio(max(rs))))
+            lines.append("| %s | %s | %s | %s-%s |" % (
+                "timeline recorded" if m == "timeline" else "--watch", k, fmt_ratio(median(rs)),
+                fmt_ratio(min(rs)), fmt_ratio(max(rs))))
     print("run_bench: timeline workload done", flush=True)
     return lines, failures
 

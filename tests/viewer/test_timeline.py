@@ -202,3 +202,36 @@ def test_timeline_off():
         r = rt.launch_ok(["-q"] + args + ["--", "sh", "-c", "exit 0"], extra_env=env)
         there = os.path.exists(os.path.join(r.run_dir, F.TL_FILE.decode()))
         expect_eq(there, not args and not env, f"a timeline with {args} {env}")
+
+
+@rt.test
+def test_watch_record_gives_a_run_without_the_launcher_a_timeline():
+    """mf_print --watch --record DIR: the watch loop records the timeline too (a tick when one
+    is due, a last one when the view ends), for a program run under LD_PRELOAD alone: the
+    timeline is marked ended, holds every call of the run, and shows the phases in turn."""
+    prog = rt.c_program("timeline_phases")
+    outdir = rt.fresh_dir()
+    watcher = subprocess.Popen([rt.MF_PRINT, "--watch", "--record", "--interval", "0.2", outdir],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    r = subprocess.run([prog, os.path.join(outdir, "borders.txt")], cwd=outdir,
+                       env=rt.profiled_env(outdir, sample="1"), capture_output=True,
+                       timeout=rt.TIMEOUT)
+    expect_eq(r.returncode, 0, f"timeline_phases' status ({r.stderr!r})")
+    out, err = watcher.communicate(timeout=rt.TIMEOUT)
+    expect_eq((watcher.returncode, err), (0, b""), "mf_print --watch --record's status and stderr")
+    expect(b"phase_c" in out, f"the watch view's text: {out[-400:]!r}")
+    path = os.path.join(outdir, "timeline.mftl")
+    expect_eq(os.stat(path).st_mode & 0o777, 0o600, "the timeline file's mode")
+    tl = json.loads(rt.mf_print(["--timeline", "--format", "json", outdir]).stdout)
+    expect(tl["ended"], "the timeline is not marked recorded to its end")
+    total = rt.exact_total_calls(*rt.process_dirs(outdir))
+    expect_eq(sum(p["calls"] for p in tl["points"]), total, "the points' calls against the profile's")
+    series = [site_series(tl, name) for name in PHASES]
+    order = []
+    for j in range(len(tl["points"])):
+        best = max(series, key=lambda s: s["calls"][j])
+        if best["calls"][j] > 0 and (not order or order[-1] != best["name"]):
+            order.append(best["name"])
+    expect_eq(order, list(PHASES), "the sites in the order of the points")
+    for s in series:
+        expect_eq(sum(s["calls"]), PHASE_CALLS, f"{s['name']}'s calls")
