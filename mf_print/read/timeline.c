@@ -412,7 +412,9 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
     if (r->fd < 0)
         return true;
     uint64_t now = mf_record_now();
-    struct mf_profile p = {0};
+    /* The estimates as recorded: a finished thread's calibrated ones would move every
+     * stack at once when it ends, a growth in the last point that no call made. */
+    struct mf_profile p = {.uncalibrated = true};
     /* A run starting, or files being written: what cannot be read now is read next time. */
     mf_errors_muted = true;
     bool none = mf_profile_read_dir(&p, r->dir);
