@@ -1322,6 +1322,22 @@ def syscalls(cmd, lib):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def write_alone(what, name, lines, failures):
+    """The results of a workload run alone (BENCH_ONLY=name): to build/bench/<file> (or
+    BENCH_RESULTS) and stdout."""
+    text = "# malloc_freq %s (`make bench`, BENCH_ONLY=%s)\n\n%s; machine: %s.\n\n" % (
+        what, name, datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), machine())
+    text += "\n".join(lines) + "\n"
+    for f in failures:
+        text += "- FAILED: %s\n" % f.replace("\n", " / ")[:600]
+    out = os.environ.get("BENCH_RESULTS") or os.path.join(
+        WORK, "RESULTS-%s%s.md" % (name, "-quick" if QUICK and name == "startup" else ""))
+    with open(out, "w") as f:
+        f.write(text)
+    print(text, end="")
+    print("run_bench: written to %s" % os.path.relpath(out, ROOT))
+
+
 def main():
     if not os.path.exists(LIB):
         die("%s is missing: run `make` first" % LIB)
@@ -1337,55 +1353,20 @@ def main():
     if not only or "timeline" in only:
         timeline_lines, timeline_failures = timeline_bench()
         if set(only) <= {"timeline", "mfprint"} and only:
-            text = "# malloc_freq overhead (`make bench`, BENCH_ONLY=timeline)\n\n%s; machine: %s.\n" % (
-                datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), machine())
-            text += "\n".join(timeline_lines) + "\n"
-            for f in timeline_failures:
-                text += "- FAILED: %s\n" % f.replace("\n", " / ")[:600]
-            out = os.environ.get("BENCH_RESULTS") or os.path.join(WORK, "RESULTS-timeline.md")
-            with open(out, "w") as f:
-                f.write(text)
-            print(text, end="")
-            print("run_bench: written to %s" % os.path.relpath(out, ROOT))
+            write_alone("overhead", "timeline", timeline_lines, timeline_failures)
             return 1 if timeline_failures or status else 0
     startup_lines, startup_failures = [], []
     if not only or "startup" in only:
         startup_lines, startup_failures = startup_bench()
         if set(only) <= {"startup", "mfprint"} and only:
-            text = "# malloc_freq overhead (`make bench`, BENCH_ONLY=startup)\n\n%s; machine: %s.\n\n" % (
-                datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), machine())
-            text += "\n".join(startup_lines) + "\n"
-            for f in startup_failures:
-                text += "- FAILED: %s\n" % f.replace("\n", " / ")[:600]
-            out = os.environ.get("BENCH_RESULTS") or os.path.join(
-                WORK, "RESULTS-startup-quick.md" if QUICK else "RESULTS-startup.md")
-            with open(out, "w") as f:
-                f.write(text)
-            print(text, end="")
-            print("run_bench: written to %s" % os.path.relpath(out, ROOT))
+            write_alone("overhead", "startup", startup_lines, startup_failures)
             return 1 if startup_failures or status else 0
     if only and set(only) <= {"accuracy", "mfprint"}:  # BENCH_ONLY=accuracy
-        text = "# malloc_freq accuracy (`make bench`, BENCH_ONLY=accuracy)\n\n%s; machine: %s.\n" % (
-            datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), machine())
-        text += "\n".join(compile_accuracy([])) + "\n"
-        out = os.environ.get("BENCH_RESULTS") or os.path.join(WORK, "RESULTS-accuracy.md")
-        with open(out, "w") as f:
-            f.write(text)
-        print(text, end="")
-        print("run_bench: written to %s" % os.path.relpath(out, ROOT))
+        write_alone("accuracy", "accuracy", compile_accuracy([]), [])
         return status
     if only and "build" in only and set(only) <= {"build", "startup", "mfprint", "timeline"}:
         lines, build_failures = build_bench()
-        text = "# malloc_freq overhead (`make bench`, BENCH_ONLY=build)\n\n%s; machine: %s.\n\n" % (
-            datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), machine())
-        text += "\n".join(lines) + "\n"
-        for f in build_failures + startup_failures:
-            text += "- FAILED: %s\n" % f.replace("\n", " / ")[:600]
-        out = os.environ.get("BENCH_RESULTS") or os.path.join(WORK, "RESULTS-build.md")
-        with open(out, "w") as f:
-            f.write(text)
-        print(text, end="")
-        print("run_bench: written to %s" % os.path.relpath(out, ROOT))
+        write_alone("overhead", "build", lines, build_failures + startup_failures)
         return 1 if build_failures or startup_failures or status else 0
     ws = workloads()
     print("run_bench: %d round%s of %d workloads x %d variants%s" % (

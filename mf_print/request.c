@@ -514,16 +514,14 @@ struct mf_rule {
 static const struct mf_rule mf_rules[] = {
     {MF_R_CHECK | MF_R_FORMAT, 0, 0, NULL,
      "--check writes its verdict, not a report: not with --format"},
-    {MF_R_CHECK | MF_R_SAVE, 0, 0, NULL,
-     "--check measures calls, bytes and the live heap itself: not with --save, --sizes, --by or --live"},
-    {MF_R_CHECK | MF_R_SIZES, 0, 0, NULL,
-     "--check measures calls, bytes and the live heap itself: not with --save, --sizes, --by or --live"},
-    {MF_R_CHECK | MF_R_BY_SITE, 0, 0, NULL,
-     "--check measures calls, bytes and the live heap itself: not with --save, --sizes, --by or --live"},
-    {MF_R_CHECK | MF_R_BY_PROGRAM, 0, 0, NULL,
-     "--check measures calls, bytes and the live heap itself: not with --save, --sizes, --by or --live"},
-    {MF_R_CHECK | MF_R_LIVE, 0, 0, NULL,
-     "--check measures calls, bytes and the live heap itself: not with --save, --sizes, --by or --live"},
+#define MF_CHECK_ITSELF                                                                     \
+    "--check measures calls, bytes and the live heap itself: not with --save, --sizes, --by " \
+    "or --live"
+    {MF_R_CHECK | MF_R_SAVE, 0, 0, NULL, MF_CHECK_ITSELF},
+    {MF_R_CHECK | MF_R_SIZES, 0, 0, NULL, MF_CHECK_ITSELF},
+    {MF_R_CHECK | MF_R_BY_SITE, 0, 0, NULL, MF_CHECK_ITSELF},
+    {MF_R_CHECK | MF_R_BY_PROGRAM, 0, 0, NULL, MF_CHECK_ITSELF},
+    {MF_R_CHECK | MF_R_LIVE, 0, 0, NULL, MF_CHECK_ITSELF},
     {MF_R_CHECK_GROWTH, MF_R_BASE, 0, NULL,
      "--check: a growth rule (calls +10%) compares with --base OLD"},
     {MF_R_CHECK_LIVE | MF_R_BASE, 0, 0, NULL,
