@@ -223,6 +223,7 @@ static struct mf_process *mf_process_get(struct mf_profile *p, uint64_t stamp, u
     pr->stamp = stamp;
     pr->pid = pid;
     pr->dir = dir;
+    pr->dir_owned = true;
     pr->threads_start_ns = UINT64_MAX;
     return pr;
 }
@@ -1204,8 +1205,8 @@ void mf_profile_free(struct mf_profile *p)
         free(pr->sizes);
         free(pr->tables);
         /* One copy per directory read, made for its first process (mf_read_process_dir):
-         * the processes of a directory lie together. */
-        if (i == 0 || p->procs[i - 1].dir != pr->dir)
+         * the processes of a directory lie together. A saved profile's are its path's. */
+        if (pr->dir_owned && (i == 0 || p->procs[i - 1].dir != pr->dir))
             free((char *)pr->dir);
     }
     free(p->procs);

@@ -23,6 +23,7 @@ struct mf_process {
     uint64_t stamp;
     uint32_t pid;
     const char *dir;
+    bool dir_owned; /* dir is the reader's copy (mf_profile_free frees it), not a saved profile's path */
     bool has_file; /* its process file was read: the fields below it are valid */
     uint32_t flags;
     uint64_t start_ns, end_ns, sample_interval, exact_calls;

@@ -56,14 +56,6 @@ static void mf_put(const char *path, const uint8_t *data, size_t n)
     close(fd);
 }
 
-static void mf_model_free(struct mf_model *m)
-{
-    free(m->locs);
-    free(m->frames);
-    free(m->stack_locs);
-    free(m->stacks);
-}
-
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
