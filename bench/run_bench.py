@@ -1114,7 +1114,7 @@ def timeline_bench():
     included) is measured too. Returns the report lines and the failures."""
     micro = build_c("micro", "-lpthread")
     launcher = os.path.join(ROOT, "build", "malloc_freq")
-    n = 20_000_000 // SHRINK
+    n = 200_000_000 // SHRINK
     modes = {"timeline": [], "watch": ["--watch", "--no-timeline"], "off": ["--no-timeline"]}
     ratios = {(m, k): [] for m in ("timeline", "watch")
               for k in ("program CPU", "program wall", "launcher wall")}
