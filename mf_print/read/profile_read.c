@@ -680,6 +680,13 @@ void mf_profile_drop_frames(struct mf_profile *p)
  * through p->reading.size_next, at most MF_SIZE_CLASSES links; mf_profile_finish lays them out in
  * a row. No map: 10^6 stacks' classes cost a hashed slot (a cache miss) each. */
 
+/* The variance of an estimate of calls from its sum of squared weights: each sample of
+ * weight w adds w(w - 1); 0 for exact counts. */
+static uint64_t mf_calls_var(uint64_t calls, uint64_t calls_sq)
+{
+    return calls_sq > calls ? calls_sq - calls : 0;
+}
+
 static void mf_add_stack_size(struct mf_profile *p, uint32_t stack, const struct mf_entry *e,
                               uint32_t size_class)
 {
@@ -705,7 +712,7 @@ static void mf_add_stack_size(struct mf_profile *p, uint32_t stack, const struct
     z->samples += e->samples;
     z->calls += e->calls;
     z->bytes += e->bytes;
-    z->var += e->calls_sq > e->calls ? e->calls_sq - e->calls : 0;
+    z->var += mf_calls_var(e->calls, e->calls_sq);
     z->bytes_var += e->bytes_var;
 }
 
@@ -732,13 +739,11 @@ static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf
     s->samples += e->samples;
     s->calls += e->calls;
     s->bytes += e->bytes;
-    s->var += e->calls_sq > e->calls ? e->calls_sq - e->calls : 0;
+    s->var += mf_calls_var(e->calls, e->calls_sq);
     s->bytes_var += e->bytes_var;
     if (e->flags & MF_ENTRY_SIZED) /* the class was checked (mf_check_thread) */
         mf_add_stack_size(p, idx, e, e->size_class);
     p->procs[process].attributed += e->calls;
-    if (e->calls != e->samples)
-        p->procs[process].weighted = true;
 }
 
 /* The thread tables read so far, by identity: a copy of a directory (or a file copied into
@@ -804,11 +809,6 @@ struct mf_calibration {
 static int64_t mf_round(double x)
 {
     return (int64_t)(x < 0 ? x - 0.5 : x + 0.5);
-}
-
-static uint64_t mf_calls_var(uint64_t calls, uint64_t calls_sq)
-{
-    return calls_sq > calls ? calls_sq - calls : 0;
 }
 
 static void mf_calibration_start(struct mf_calibration *k, const struct mf_thread_header *h,
