@@ -33,24 +33,29 @@ struct mf_table {
     volatile uint32_t shared; /* more than one thread may write */
     struct mf_segment_header *seg[MF_MAX_SEGMENTS];
     uint64_t reserved_entries, reserved_nodes; /* the last segment's with disk blocks */
-    struct mf_index nodes;   /* (parent, pc) -> node */
-    struct mf_index entries; /* (node, flags, size class) -> entry */
-    /* The last stack recorded, outermost frame first, and its nodes: the next stack shares
-     * a prefix with it more often than not, and only the frames after that prefix are
-     * looked up (a compile's stacks differ from the one before in their innermost 3
-     * frames out of 40). */
-    uint32_t path_len;
+    struct mf_index nodes;   /* (parent, pc) -> node: for a new stack's frames */
+    struct mf_index entries; /* (path hash, flags, size class) -> entry */
+    /* The last stack looked up, outermost frame first, with each frame's path hash (of the
+     * frames from the outermost to it) and, for the first path_len, its node. The next
+     * stack shares a prefix with it more often than not (a compile's stacks differ from the
+     * one before in their innermost 3 frames out of 40): only the frames after that prefix
+     * are hashed, and a stack met before is found by its hash alone, one probe, however
+     * many of its frames are new to the path; nodes are looked up for new stacks only. */
+    uint32_t hash_len; /* frames with path_pc and path_hash */
+    uint32_t path_len; /* of those, frames with path_node (a prefix) */
     bool path_truncated;   /* its stack was cut at max_depth: its outermost frame moves */
     const void *path_slot; /* the slot whose walk number path_seq it is */
     uint64_t path_seq;
     uint64_t path_pc[MF_STACK_PATH_MAX];
+    uint64_t path_hash[MF_STACK_PATH_MAX];
     uint32_t path_node[MF_STACK_PATH_MAX];
     /* The entry found or made last: a thread's next call comes from the same stack more
-     * often than not, which is then found by one comparison, no hash. The comparison leaves
+     * often than not, which is then found by one comparison, no probe. The comparison leaves
      * out the size class (a loop allocates at one site in many sizes): the entries of the
      * last stack are kept by class, those of generation last_gen being that stack's (the
-     * generation moves on when its node or flags change). */
-    uint32_t last_node, last_flags;
+     * generation moves on when its path or flags change). */
+    uint64_t last_path;
+    uint32_t last_depth, last_flags;
     uint64_t last_gen;
     struct {
         struct mf_entry *e;

@@ -163,9 +163,23 @@ static uint64_t mf_node_hash(uint32_t parent, uint64_t pc)
     return mf_key_hash(pc, parent);
 }
 
-static uint64_t mf_entry_hash(uint32_t node, uint32_t flags, uint32_t cls)
+/* A path hash: the frames of a stack from the outermost in, one step a return address. Two
+ * stacks are told apart by their path hash (64 bits), depth, flags and size class alone, as
+ * async-profiler's call trace storage tells them apart by a 64-bit hash: a stack met before is
+ * then found by one probe however many of its frames differ from the last stack's, where
+ * following its nodes costs a probe a frame, each a cache miss in a large program (docs/design.md
+ * §16). The seed keeps a stack of no frames' hash off 0. */
+#define MF_PATH_SEED 0x243f6a8885a308d3u
+static uint64_t mf_path_step(uint64_t h, uint64_t pc)
 {
-    return mf_key_hash((uint64_t)node << 32 | cls, flags);
+    h = (h ^ pc) * 0x9e3779b97f4a7c15u;
+    return h ^ (h >> 29);
+}
+
+/* An entry's key: its stack's path hash, flags and size class. */
+static uint64_t mf_entry_hash(uint64_t path, uint32_t flags, uint32_t cls)
+{
+    return mf_key_hash(path, (uint64_t)flags << 32 | cls);
 }
 
 /* ---- the private indexes -------------------------------------------------------------
@@ -203,8 +217,7 @@ static bool mf_index_room(struct mf_table *tab, struct mf_index *ix)
     uint64_t *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
         return false;
-    if (bytes <= MF_PREFAULT_MAX) /* read before written: two faults */
-        mf_prefault(m, bytes);
+    mf_prefault(m, bytes); /* the keys land all over it at once: a fault a page otherwise */
     ix->slot = m;
     ix->slots = slots;
     ix->used = 0;
@@ -233,7 +246,7 @@ static uint32_t mf_node_find(const struct mf_table *tab, uint32_t parent, uint64
     return 0;
 }
 
-static struct mf_entry *mf_entry_find(const struct mf_table *tab, uint64_t h, uint32_t node,
+static struct mf_entry *mf_entry_find(const struct mf_table *tab, uint64_t h, uint32_t depth,
                                       uint32_t flags, uint32_t cls)
 {
     const struct mf_index *ix = &tab->entries;
@@ -244,7 +257,7 @@ static struct mf_entry *mf_entry_find(const struct mf_table *tab, uint64_t h, ui
         if ((ix->slot[j] ^ h) >> 32)
             continue;
         struct mf_entry *e = mf_entry_at(tab, (uint32_t)ix->slot[j]);
-        if (e->node == node && e->flags == flags && e->size_class == cls)
+        if (e->hash == h && e->depth == depth && e->flags == flags && e->size_class == cls)
             return e;
     }
     return NULL;
@@ -273,23 +286,25 @@ static uint32_t mf_last_class(uint32_t cls, uint32_t flags)
     return flags & MF_ENTRY_SIZED && cls < MF_SIZE_CLASSES ? cls : MF_SIZE_CLASSES;
 }
 
-/* The last stack's entry of class slot cls (mf_last_class), if node and flags are the last
- * stack's: with a last entry the generation is at least 1, and a class of it holds one. */
-static struct mf_entry *mf_last_entry(const struct mf_table *tab, uint32_t node,
+/* The last stack's entry of class slot cls (mf_last_class), if path, depth and flags are the
+ * last stack's: with a last entry the generation is at least 1, and a class of it holds one. */
+static struct mf_entry *mf_last_entry(const struct mf_table *tab, uint64_t path, uint32_t depth,
                                       uint32_t flags, uint32_t cls)
 {
-    return tab->last_gen && node == tab->last_node && flags == tab->last_flags &&
-                   tab->last_by_class[cls].gen == tab->last_gen
+    return tab->last_gen && path == tab->last_path && depth == tab->last_depth &&
+                   flags == tab->last_flags && tab->last_by_class[cls].gen == tab->last_gen
                ? tab->last_by_class[cls].e
                : NULL;
 }
 
-/* e, of node and flags, is now the last entry. */
-static void mf_remember(struct mf_table *tab, struct mf_entry *e, uint32_t node, uint32_t flags,
-                        uint32_t cls)
+/* e, of path, depth and flags, is now the last entry. */
+static void mf_remember(struct mf_table *tab, struct mf_entry *e, uint64_t path, uint32_t depth,
+                        uint32_t flags, uint32_t cls)
 {
-    if (!tab->last_gen || tab->last_node != node || tab->last_flags != flags) {
-        tab->last_node = node;
+    if (!tab->last_gen || tab->last_path != path || tab->last_depth != depth ||
+        tab->last_flags != flags) {
+        tab->last_path = path;
+        tab->last_depth = depth;
         tab->last_flags = flags;
         tab->last_gen++;
     }
@@ -297,23 +312,39 @@ static void mf_remember(struct mf_table *tab, struct mf_entry *e, uint32_t node,
     tab->last_by_class[cls].gen = tab->last_gen;
 }
 
-/* The nodes of pcs (innermost first, depth of them), outermost first, as far as they exist:
- * the last path's nodes where its frames are the same (the outermost `same` are known to
- * be), then the index. Returns how many there are; *leaf the last of them (0 for none). */
-static uint32_t mf_path_find(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
-                             uint32_t same, uint32_t *leaf)
+/* The path cache brought to pcs (innermost first, depth of them): the frames it shares with
+ * the last path keep their hashes and nodes (the outermost `same` are known to be shared),
+ * the others are hashed. Returns the stack's path hash. */
+static uint64_t mf_path_hash(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
+                             uint32_t same)
 {
-    uint32_t lim = depth < tab->path_len ? depth : tab->path_len;
+    uint32_t lim = depth < tab->hash_len ? depth : tab->hash_len;
     uint32_t j = same < lim ? same : lim;
     while (j < lim && tab->path_pc[j] == pcs[depth - 1 - j])
         j++;
+    if (tab->path_len > j)
+        tab->path_len = j;
+    uint64_t h = j ? tab->path_hash[j - 1] : MF_PATH_SEED;
+    for (uint32_t k = j; k < depth; k++) {
+        uint64_t pc = pcs[depth - 1 - k];
+        h = mf_path_step(h, pc);
+        tab->path_pc[k] = pc;
+        tab->path_hash[k] = h;
+    }
+    tab->hash_len = depth;
+    return h;
+}
+
+/* The nodes of the path cache's first depth frames, as far as they exist: the cache's own,
+ * then the node index. Returns how many there are; *leaf the last of them (0 for none). */
+static uint32_t mf_path_nodes(struct mf_table *tab, uint32_t depth, uint32_t *leaf)
+{
+    uint32_t j = tab->path_len;
     uint32_t parent = j ? tab->path_node[j - 1] : 0;
     for (; j < depth; j++) {
-        uint64_t pc = pcs[depth - 1 - j];
-        uint32_t ref = mf_node_find(tab, parent, pc);
+        uint32_t ref = mf_node_find(tab, parent, tab->path_pc[j]);
         if (!ref)
             break;
-        tab->path_pc[j] = pc;
         tab->path_node[j] = ref;
         parent = ref;
     }
@@ -322,24 +353,22 @@ static uint32_t mf_path_find(struct mf_table *tab, const uintptr_t *pcs, uint32_
     return j;
 }
 
-/* The stack's entry, or NULL; *found: the nodes of its frames that exist, *leaf the last. */
+/* The stack's entry, or NULL; *path its path hash. */
 static struct mf_entry *mf_table_lookup(struct mf_table *tab, const uintptr_t *pcs,
                                         uint32_t depth, uint32_t flags, uint32_t sample_cls,
-                                        uint32_t same, uint32_t *found, uint32_t *leaf)
+                                        uint32_t same, uint64_t *path)
 {
     if (depth > MF_STACK_PATH_MAX) /* never: max_depth <= MF_DEPTH_MAX */
         return NULL;
-    *found = mf_path_find(tab, pcs, depth, same, leaf);
-    if (*found < depth)
-        return NULL;
-    uint32_t node = *leaf, cls = mf_last_class(sample_cls, flags);
-    struct mf_entry *e = mf_last_entry(tab, node, flags, cls);
+    *path = mf_path_hash(tab, pcs, depth, same);
+    uint32_t cls = mf_last_class(sample_cls, flags);
+    struct mf_entry *e = mf_last_entry(tab, *path, depth, flags, cls);
     if (e)
         return e;
     uint32_t key_cls = mf_key_class(sample_cls, flags);
-    e = mf_entry_find(tab, mf_entry_hash(node, flags, key_cls), node, flags, key_cls);
+    e = mf_entry_find(tab, mf_entry_hash(*path, flags, key_cls), depth, flags, key_cls);
     if (e)
-        mf_remember(tab, e, node, flags, cls);
+        mf_remember(tab, e, *path, depth, flags, cls);
     return e;
 }
 
@@ -350,12 +379,16 @@ struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint3
      * its entry of this class, no frame looked at. */
     *new_frames = 0;
     struct mf_entry *e = NULL;
-    if (same == depth && tab->path_len == depth && depth &&
-        (e = mf_last_entry(tab, tab->path_node[depth - 1], flags, mf_last_class(cls, flags))))
+    if (same == depth && tab->hash_len == depth && depth &&
+        (e = mf_last_entry(tab, tab->path_hash[depth - 1], depth, flags,
+                           mf_last_class(cls, flags))))
         return e;
-    uint32_t found = 0, leaf;
-    e = mf_table_lookup(tab, pcs, depth, flags, cls, same, &found, &leaf);
-    *new_frames = depth - found;
+    uint64_t path;
+    e = mf_table_lookup(tab, pcs, depth, flags, cls, same, &path);
+    if (!e && depth <= MF_STACK_PATH_MAX) { /* a new stack: which of its frames are new? */
+        uint32_t leaf;
+        *new_frames = depth - mf_path_nodes(tab, depth, &leaf);
+    }
     return e;
 }
 
@@ -365,8 +398,8 @@ struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint3
 #define MF_RESERVE_STEP (64u << 10)
 /* Blocks for items [*have, want) of size bytes each of an array at file offset at, rounded
  * up to MF_RESERVE_STEP and to at most cap items. Returns true on error. */
-static bool mf_reserve_more(int fd, uint64_t at, uint64_t size, uint64_t *have, uint64_t want,
-                            uint64_t cap)
+static bool mf_reserve_more(int fd, uint64_t at, void *mapped, uint64_t size, uint64_t *have,
+                            uint64_t want, uint64_t cap)
 {
     if (want <= *have)
         return false;
@@ -376,6 +409,10 @@ static bool mf_reserve_more(int fd, uint64_t at, uint64_t size, uint64_t *have, 
         want = cap;
     if (mf_file_reserve(fd, at + *have * size, (want - *have) * size))
         return true;
+    /* Their pages too, in one call: sixteen write faults on a shared file mapping took
+     * longer than the samples that filled them (a compile at N=1: 3,000 faults, 10 % of
+     * its time in the kernel). */
+    mf_prefault((char *)mapped + *have * size, (want - *have) * size);
     *have = want;
     return false;
 }
@@ -392,10 +429,10 @@ static bool mf_segment_reserve(struct mf_table *tab, uint64_t entries, uint64_t 
         return mf_grow_failed(tab->hdr);
     uint64_t entries_at = tab->hdr->segment_offset[k] + MF_SEGMENT_ENTRIES_OFFSET;
     uint64_t nodes_at = entries_at + (uint64_t)seg->capacity * sizeof(struct mf_entry);
-    bool failed = mf_reserve_more(fd, entries_at, sizeof(struct mf_entry), &tab->reserved_entries,
-                                  entries, seg->capacity) ||
-                  mf_reserve_more(fd, nodes_at, sizeof(struct mf_frame_node), &tab->reserved_nodes,
-                                  nodes, seg->node_capacity);
+    bool failed = mf_reserve_more(fd, entries_at, mf_segment_entries(seg), sizeof(struct mf_entry),
+                                  &tab->reserved_entries, entries, seg->capacity) ||
+                  mf_reserve_more(fd, nodes_at, mf_segment_nodes(seg), sizeof(struct mf_frame_node),
+                                  &tab->reserved_nodes, nodes, seg->node_capacity);
     mf_sys_close(fd);
     return failed && mf_grow_failed(tab->hdr);
 }
@@ -426,10 +463,11 @@ static struct mf_segment_header *mf_segment_room(struct mf_table *tab, uint32_t 
 struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                                  uint32_t flags, uint32_t cls)
 {
-    uint32_t found, parent;
-    struct mf_entry *e = mf_table_lookup(tab, pcs, depth, flags, cls, 0, &found, &parent);
+    uint64_t path;
+    struct mf_entry *e = mf_table_lookup(tab, pcs, depth, flags, cls, 0, &path);
     if (e || depth > MF_STACK_PATH_MAX)
         return e;
+    uint32_t parent, found = mf_path_nodes(tab, depth, &parent);
     struct mf_segment_header *seg = mf_segment_room(tab, depth - found);
     if (!seg)
         return NULL;
@@ -438,20 +476,19 @@ struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uin
     for (uint32_t j = found; j < depth; j++) {
         if (!mf_index_room(tab, &tab->nodes))
             return NULL;
-        uint64_t i = seg->nodes_used, pc = pcs[depth - 1 - j];
+        uint64_t i = seg->nodes_used, pc = tab->path_pc[j];
         mf_segment_nodes(seg)[i] = (struct mf_frame_node){pc, parent, j + 1};
         __atomic_store_n(&seg->nodes_used, i + 1, __ATOMIC_RELEASE);
         uint64_t h = mf_node_hash(parent, pc);
         parent = MF_NODE_REF(k, i);
         mf_index_put(&tab->nodes, h, parent);
-        tab->path_pc[j] = pc;
         tab->path_node[j] = parent;
         tab->path_len = j + 1;
     }
     if (!mf_index_room(tab, &tab->entries))
         return NULL;
     uint32_t key_cls = mf_key_class(cls, flags);
-    uint64_t h = mf_entry_hash(parent, flags, key_cls), i = seg->entries_used;
+    uint64_t h = mf_entry_hash(path, flags, key_cls), i = seg->entries_used;
     e = &mf_segment_entries(seg)[i];
     e->depth = depth;
     e->flags = flags;
@@ -460,7 +497,7 @@ struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uin
     __atomic_store_n(&e->hash, h, __ATOMIC_RELEASE);
     __atomic_store_n(&seg->entries_used, i + 1, __ATOMIC_RELEASE);
     mf_index_put(&tab->entries, h, (uint32_t)((k << MF_REF_ENTRY_BITS | i) + 1));
-    mf_remember(tab, e, parent, flags, mf_last_class(cls, flags));
+    mf_remember(tab, e, path, depth, flags, mf_last_class(cls, flags));
     return e;
 }
 
