@@ -16,9 +16,14 @@
  * own (full disk, setuid, chroot) records into the process's first table, which is then
  * `shared` and written under `lock`. */
 /* One of a table's private indexes (mf_table.c): open addressing, linear probing, at most
- * half full; a slot holds the key's hash's upper 32 bits and a reference + 1 (0 = empty). */
+ * half full; a slot holds the whole 64-bit key and a reference + 1 (0 = empty), so that
+ * rebuilding it larger reads no node or entry. */
+struct mf_index_slot {
+    uint64_t key;
+    uint64_t ref;
+};
 struct mf_index {
-    uint64_t *slot; /* anonymous memory; NULL until the first key, or without memory */
+    struct mf_index_slot *slot; /* anonymous memory; NULL until the first key, or without memory */
     uint64_t slots; /* a power of two */
     uint64_t used;
 };
@@ -33,22 +38,18 @@ struct mf_table {
     volatile uint32_t shared; /* more than one thread may write */
     struct mf_segment_header *seg[MF_MAX_SEGMENTS];
     uint64_t reserved_entries, reserved_nodes; /* the last segment's with disk blocks */
-    struct mf_index nodes;   /* (parent, pc) -> node: for a new stack's frames */
+    struct mf_index nodes;   /* path hash -> node: a new stack's frames */
     struct mf_index entries; /* (path hash, flags, size class) -> entry */
     /* The last stack looked up, outermost frame first, with each frame's path hash (of the
-     * frames from the outermost to it) and, for the first path_len, its node. The next
-     * stack shares a prefix with it more often than not (a compile's stacks differ from the
-     * one before in their innermost 3 frames out of 40): only the frames after that prefix
-     * are hashed, and a stack met before is found by its hash alone, one probe, however
-     * many of its frames are new to the path; nodes are looked up for new stacks only. */
-    uint32_t hash_len; /* frames with path_pc and path_hash */
-    uint32_t path_len; /* of those, frames with path_node (a prefix) */
+     * frames from the outermost to it). The next stack shares a prefix with it more often
+     * than not (a compile's stacks differ from the one before in their innermost 3 frames
+     * out of 40): only the frames after that prefix are hashed. */
+    uint32_t path_len;
     bool path_truncated;   /* its stack was cut at max_depth: its outermost frame moves */
     const void *path_slot; /* the slot whose walk number path_seq it is */
     uint64_t path_seq;
     uint64_t path_pc[MF_STACK_PATH_MAX];
     uint64_t path_hash[MF_STACK_PATH_MAX];
-    uint32_t path_node[MF_STACK_PATH_MAX];
     /* The entry found or made last: a thread's next call comes from the same stack more
      * often than not, which is then found by one comparison, no probe. The comparison leaves
      * out the size class (a loop allocates at one site in many sizes): the entries of the

@@ -158,17 +158,13 @@ static struct mf_entry *mf_entry_at(const struct mf_table *tab, uint32_t ref)
     return &entries[ref & ((1u << MF_REF_ENTRY_BITS) - 1)];
 }
 
-static uint64_t mf_node_hash(uint32_t parent, uint64_t pc)
-{
-    return mf_key_hash(pc, parent);
-}
-
-/* A path hash: the frames of a stack from the outermost in, one step a return address. Two
- * stacks are told apart by their path hash (64 bits), depth, flags and size class alone, as
- * async-profiler's call trace storage tells them apart by a 64-bit hash: a stack met before is
- * then found by one probe however many of its frames differ from the last stack's, where
- * following its nodes costs a probe a frame, each a cache miss in a large program (docs/design.md
- * §16). The seed keeps a stack of no frames' hash off 0. */
+/* A path hash: the frames of a stack from the outermost in, one step a return address. A
+ * stack is told apart from others by its path hash (64 bits), depth, flags and size class,
+ * and a node by its path hash, depth and return address, as async-profiler's call trace
+ * storage tells traces apart by a 64-bit hash: a stack met before is then found by one
+ * probe however many of its frames differ from the last stack's, where following its nodes
+ * from the outermost costs a probe a frame, each a cache miss in a large program
+ * (docs/design.md §16). */
 #define MF_PATH_SEED 0x243f6a8885a308d3u
 static uint64_t mf_path_step(uint64_t h, uint64_t pc)
 {
@@ -186,35 +182,25 @@ static uint64_t mf_entry_hash(uint64_t path, uint32_t flags, uint32_t cls)
  * Segments are chained, never rehashed (a reader may be reading them), and the file keeps
  * nodes and entries in the order they were made. Finding one by its key is the writer's
  * business alone: two indexes in anonymous memory, rebuilt larger as they fill. */
-static uint64_t mf_index_key_hash(const struct mf_table *tab, const struct mf_index *ix,
-                                  uint32_t ref)
+static void mf_index_put(struct mf_index *ix, uint64_t key, uint32_t ref)
 {
-    if (ix == &tab->nodes) {
-        const struct mf_frame_node *n = mf_node_at(tab, ref);
-        return mf_node_hash(n->parent, n->pc);
-    }
-    const struct mf_entry *e = mf_entry_at(tab, ref);
-    return e->hash;
-}
-
-static void mf_index_put(struct mf_index *ix, uint64_t h, uint32_t ref)
-{
-    uint64_t mask = ix->slots - 1, j = h & mask;
-    while (ix->slot[j])
+    uint64_t mask = ix->slots - 1, j = key & mask;
+    while (ix->slot[j].ref)
         j = (j + 1) & mask;
-    ix->slot[j] = (h & ~(uint64_t)UINT32_MAX) | ref;
+    ix->slot[j] = (struct mf_index_slot){key, ref};
     ix->used++;
 }
 
 /* Room for one more key, at most half full; false without memory (the key is then not
  * kept: its stack is counted as not profiled). */
-static bool mf_index_room(struct mf_table *tab, struct mf_index *ix)
+static bool mf_index_room(struct mf_index *ix)
 {
     if (ix->slot && (ix->used + 1) * 2 <= ix->slots)
         return true;
     uint64_t slots = ix->slots ? ix->slots * 2 : 1024, bytes = slots * sizeof *ix->slot;
-    uint64_t *old = ix->slot, old_slots = ix->slots;
-    uint64_t *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    struct mf_index_slot *old = ix->slot, *m;
+    uint64_t old_slots = ix->slots;
+    m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
         return false;
     mf_prefault(m, bytes); /* the keys land all over it at once: a fault a page otherwise */
@@ -222,25 +208,27 @@ static bool mf_index_room(struct mf_table *tab, struct mf_index *ix)
     ix->slots = slots;
     ix->used = 0;
     for (uint64_t j = 0; j < old_slots; j++)
-        if (old[j])
-            mf_index_put(ix, mf_index_key_hash(tab, ix, (uint32_t)old[j]), (uint32_t)old[j]);
+        if (old[j].ref)
+            mf_index_put(ix, old[j].key, (uint32_t)old[j].ref);
     if (old)
         munmap(old, old_slots * sizeof *old);
     return true;
 }
 
-static uint32_t mf_node_find(const struct mf_table *tab, uint32_t parent, uint64_t pc)
+/* The node at depth whose path hash is path and return address pc, or 0. */
+static uint32_t mf_node_find(const struct mf_table *tab, uint64_t path, uint64_t pc,
+                             uint32_t depth)
 {
     const struct mf_index *ix = &tab->nodes;
     if (!ix->slot)
         return 0;
-    uint64_t h = mf_node_hash(parent, pc), mask = ix->slots - 1;
-    for (uint64_t j = h & mask; ix->slot[j]; j = (j + 1) & mask) {
-        if ((ix->slot[j] ^ h) >> 32)
+    uint64_t mask = ix->slots - 1;
+    for (uint64_t j = path & mask; ix->slot[j].ref; j = (j + 1) & mask) {
+        if (ix->slot[j].key != path)
             continue;
-        uint32_t ref = (uint32_t)ix->slot[j];
+        uint32_t ref = (uint32_t)ix->slot[j].ref;
         const struct mf_frame_node *n = mf_node_at(tab, ref);
-        if (n->pc == pc && n->parent == parent)
+        if (n->pc == pc && n->depth == depth)
             return ref;
     }
     return 0;
@@ -253,11 +241,11 @@ static struct mf_entry *mf_entry_find(const struct mf_table *tab, uint64_t h, ui
     if (!ix->slot)
         return NULL;
     uint64_t mask = ix->slots - 1;
-    for (uint64_t j = h & mask; ix->slot[j]; j = (j + 1) & mask) {
-        if ((ix->slot[j] ^ h) >> 32)
+    for (uint64_t j = h & mask; ix->slot[j].ref; j = (j + 1) & mask) {
+        if (ix->slot[j].key != h)
             continue;
-        struct mf_entry *e = mf_entry_at(tab, (uint32_t)ix->slot[j]);
-        if (e->hash == h && e->depth == depth && e->flags == flags && e->size_class == cls)
+        struct mf_entry *e = mf_entry_at(tab, (uint32_t)ix->slot[j].ref);
+        if (e->depth == depth && e->flags == flags && e->size_class == cls)
             return e;
     }
     return NULL;
@@ -313,17 +301,15 @@ static void mf_remember(struct mf_table *tab, struct mf_entry *e, uint64_t path,
 }
 
 /* The path cache brought to pcs (innermost first, depth of them): the frames it shares with
- * the last path keep their hashes and nodes (the outermost `same` are known to be shared),
- * the others are hashed. Returns the stack's path hash. */
+ * the last path keep their hashes (the outermost `same` are known to be shared), the others
+ * are hashed. Returns the stack's path hash. */
 static uint64_t mf_path_hash(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                              uint32_t same)
 {
-    uint32_t lim = depth < tab->hash_len ? depth : tab->hash_len;
+    uint32_t lim = depth < tab->path_len ? depth : tab->path_len;
     uint32_t j = same < lim ? same : lim;
     while (j < lim && tab->path_pc[j] == pcs[depth - 1 - j])
         j++;
-    if (tab->path_len > j)
-        tab->path_len = j;
     uint64_t h = j ? tab->path_hash[j - 1] : MF_PATH_SEED;
     for (uint32_t k = j; k < depth; k++) {
         uint64_t pc = pcs[depth - 1 - k];
@@ -331,25 +317,20 @@ static uint64_t mf_path_hash(struct mf_table *tab, const uintptr_t *pcs, uint32_
         tab->path_pc[k] = pc;
         tab->path_hash[k] = h;
     }
-    tab->hash_len = depth;
+    tab->path_len = depth;
     return h;
 }
 
-/* The nodes of the path cache's first depth frames, as far as they exist: the cache's own,
- * then the node index. Returns how many there are; *leaf the last of them (0 for none). */
-static uint32_t mf_path_nodes(struct mf_table *tab, uint32_t depth, uint32_t *leaf)
+/* How many of the path cache's first depth frames have nodes (a prefix: a node's caller
+ * has one), looked up from the innermost out: a new stack's new frames are its innermost
+ * few, none when only its size class is new. *leaf: the innermost node (0 for none). */
+static uint32_t mf_path_nodes(const struct mf_table *tab, uint32_t depth, uint32_t *leaf)
 {
-    uint32_t j = tab->path_len;
-    uint32_t parent = j ? tab->path_node[j - 1] : 0;
-    for (; j < depth; j++) {
-        uint32_t ref = mf_node_find(tab, parent, tab->path_pc[j]);
-        if (!ref)
+    uint32_t j = depth;
+    *leaf = 0;
+    for (; j > 0; j--)
+        if ((*leaf = mf_node_find(tab, tab->path_hash[j - 1], tab->path_pc[j - 1], j)))
             break;
-        tab->path_node[j] = ref;
-        parent = ref;
-    }
-    tab->path_len = j;
-    *leaf = parent;
     return j;
 }
 
@@ -379,7 +360,7 @@ struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint3
      * its entry of this class, no frame looked at. */
     *new_frames = 0;
     struct mf_entry *e = NULL;
-    if (same == depth && tab->hash_len == depth && depth &&
+    if (same == depth && tab->path_len == depth && depth &&
         (e = mf_last_entry(tab, tab->path_hash[depth - 1], depth, flags,
                            mf_last_class(cls, flags))))
         return e;
@@ -474,18 +455,15 @@ struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uin
     uint32_t k = tab->nseg - 1;
     /* The nodes, each before any node or entry that refers to it. */
     for (uint32_t j = found; j < depth; j++) {
-        if (!mf_index_room(tab, &tab->nodes))
+        if (!mf_index_room(&tab->nodes))
             return NULL;
-        uint64_t i = seg->nodes_used, pc = tab->path_pc[j];
-        mf_segment_nodes(seg)[i] = (struct mf_frame_node){pc, parent, j + 1};
+        uint64_t i = seg->nodes_used;
+        mf_segment_nodes(seg)[i] = (struct mf_frame_node){tab->path_pc[j], parent, j + 1};
         __atomic_store_n(&seg->nodes_used, i + 1, __ATOMIC_RELEASE);
-        uint64_t h = mf_node_hash(parent, pc);
         parent = MF_NODE_REF(k, i);
-        mf_index_put(&tab->nodes, h, parent);
-        tab->path_node[j] = parent;
-        tab->path_len = j + 1;
+        mf_index_put(&tab->nodes, tab->path_hash[j], parent);
     }
-    if (!mf_index_room(tab, &tab->entries))
+    if (!mf_index_room(&tab->entries))
         return NULL;
     uint32_t key_cls = mf_key_class(cls, flags);
     uint64_t h = mf_entry_hash(path, flags, key_cls), i = seg->entries_used;
