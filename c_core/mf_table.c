@@ -191,11 +191,13 @@ static void mf_index_put(struct mf_index *ix, uint64_t key, uint32_t ref)
     ix->used++;
 }
 
-/* Room for one more key, at most half full; false without memory (the key is then not
+/* Room for one more key, at most three quarters full (a miss probes ~8 slots, 16 bytes each:
+ * two or three lines; every rebuild writes fresh pages, which cost more in this VM than the
+ * probes); false without memory (the key is then not
  * kept: its stack is counted as not profiled). */
 static bool mf_index_room(struct mf_index *ix)
 {
-    if (ix->slot && (ix->used + 1) * 2 <= ix->slots)
+    if (ix->slot && (ix->used + 1) * 4 <= ix->slots * 3)
         return true;
     uint64_t slots = ix->slots ? ix->slots * 2 : 1024, bytes = slots * sizeof *ix->slot;
     struct mf_index_slot *old = ix->slot, *m;
