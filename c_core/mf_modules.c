@@ -20,7 +20,16 @@ struct mf_range {
     uintptr_t lo, hi;
     uint64_t id; /* path and build-id, hashed */
 };
-static struct mf_range mf_known[MF_MODULES_MAX] MF_LARGE_ZEROED;
+/* A short process's few modules among the library's small variables, the rest in pages of
+ * their own. */
+#define MF_KNOWN_FIRST 8u
+static struct mf_range mf_known_first[MF_KNOWN_FIRST];
+static struct mf_range mf_known_more[MF_MODULES_MAX - MF_KNOWN_FIRST] MF_LARGE_ZEROED;
+
+static inline struct mf_range *mf_known(uint32_t i)
+{
+    return i < MF_KNOWN_FIRST ? &mf_known_first[i] : &mf_known_more[i - MF_KNOWN_FIRST];
+}
 static uint32_t mf_nknown;  /* published with release after the range is written */
 static int mf_refreshing; /* try-lock: one refresh at a time, others skip */
 uint32_t mf_module_epoch;
@@ -208,7 +217,7 @@ static bool mf_is_known(uintptr_t lo, uintptr_t hi, uint64_t id, bool *moved)
     uint32_t n = __atomic_load_n(&mf_nknown, __ATOMIC_ACQUIRE);
     bool known = false;
     for (uint32_t i = 0; i < n; i++) {
-        struct mf_range *k = &mf_known[i];
+        struct mf_range *k = mf_known(i);
         if (k->lo == lo && k->hi == hi && k->id == id)
             known = true;
         else if (k->lo < hi && lo < k->hi) {
@@ -294,7 +303,7 @@ static int mf_module_visit(struct dl_phdr_info *info, size_t size, void *arg)
     }
     rec.r.epoch = mf_module_epoch;
     mf_log_append(&rec, rec.r.record_size);
-    mf_known[mf_nknown] = (struct mf_range){lo, hi, id};
+    *mf_known(mf_nknown) = (struct mf_range){lo, hi, id};
     __atomic_store_n(&mf_nknown, mf_nknown + 1, __ATOMIC_RELEASE);
     return 0;
 }
@@ -370,7 +379,7 @@ bool mf_modules_cover(const uintptr_t *pcs, uint32_t n)
     uint32_t known = __atomic_load_n(&mf_nknown, __ATOMIC_ACQUIRE);
     for (uint32_t i = 0; i < n; i++) {
         uint32_t k = 0;
-        while (k < known && !(mf_known[k].lo <= pcs[i] && pcs[i] < mf_known[k].hi))
+        while (k < known && !(mf_known(k)->lo <= pcs[i] && pcs[i] < mf_known(k)->hi))
             k++;
         if (k == known)
             return false;
