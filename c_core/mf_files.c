@@ -6,10 +6,10 @@
  * the one it accepted (device, inode, owner, mode). No descriptor stays open (the program
  * may close or reuse any number): the directory is opened (O_PATH) for each file operation,
  * checked, and the file opened relative to it (openat), under a short name whatever the
- * directory's path. Start-up alone keeps the descriptor it accepted the directory with for
- * the files it makes next (mf_files_start_end), inside the one allocation call, signals
- * blocked: the process file and the first thread's, and the live heap's. The calls that glibc makes cancellation points go through mf_sys.c:
- * these run inside malloc. */
+ * directory's path. Start-up alone keeps the descriptor it accepted the directory with, for
+ * the files its thread makes next in the same allocation call, signals blocked (the process
+ * file, the live heap's, the thread's own: mf_files_start_end). The calls that glibc makes
+ * cancellation points go through mf_sys.c: these run inside malloc. */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -46,6 +46,7 @@ static uid_t mf_dir_uid;
 static int mf_dir_fd = -1;
 static int mf_dir_fd_spare = -1; /* opened before the setuid, kept if it is needed after */
 static int mf_dir_fd_start = -1; /* mf_files_start()'s, until mf_files_start_end() */
+static const struct mf_thread *mf_dir_fd_owner; /* the thread starting: its files only */
 
 static int mf_dir_open(void);
 
@@ -208,10 +209,12 @@ static const char *mf_dir_accept(const char *dir, bool created, const char **wha
         return errno == ENOTDIR ? "not a directory (a symbolic link?)" : mf_strerror(errno);
     struct stat st;
     const char *why = mf_dir_check(fd, dir, created, &st, what);
-    if (why || !keep)
+    if (why || !keep) {
         mf_sys_close(fd);
-    else
+    } else {
         mf_dir_fd_start = fd;
+        mf_dir_fd_owner = &mf_tls;
+    }
     if (why)
         return why;
     mf_dir_dev = st.st_dev;
@@ -418,9 +421,9 @@ bool mf_files_sealed(void)
     return true;
 }
 
-void mf_files_start_end(void)
+void mf_files_start_end(bool forked)
 {
-    if (mf_dir_fd_start >= 0) {
+    if (mf_dir_fd_start >= 0 && (forked || mf_dir_fd_owner == &mf_tls)) {
         int err = errno;
         mf_sys_close(mf_dir_fd_start);
         mf_dir_fd_start = -1;
@@ -439,11 +442,12 @@ static int mf_dir_open(void)
         errno = ENOENT;
         return -1;
     }
-    if (mf_dir_fd_start < 0 && mf_files_sealed()) {
+    bool start = mf_dir_fd_start >= 0 && mf_dir_fd_owner == &mf_tls;
+    if (!start && mf_files_sealed()) {
         errno = EPERM;
         return -1;
     }
-    int fd = mf_dir_fd_start >= 0 ? mf_dir_fd_start : mf_dir_fd;
+    int fd = start ? mf_dir_fd_start : mf_dir_fd;
     if (fd < 0 && (fd = mf_sys_openat(AT_FDCWD, mf_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW |
                                       O_CLOEXEC, 0)) < 0)
         return -1;

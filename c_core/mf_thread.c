@@ -292,7 +292,7 @@ void mf_setup_on_stack(void *arg)
     if (!vfork_child && mf_ready && t->state == MF_THREAD_NEW)
         mf_thread_setup(t);
     if (!vfork_child)
-        mf_files_start_end();
+        mf_files_start_end(false);
     mf_signals_restore(&mask);
     errno = err;
 }
