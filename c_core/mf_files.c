@@ -6,8 +6,10 @@
  * the one it accepted (device, inode, owner, mode). No descriptor stays open (the program
  * may close or reuse any number): the directory is opened (O_PATH) for each file operation,
  * checked, and the file opened relative to it (openat), under a short name whatever the
- * directory's path. The calls that glibc makes cancellation points go through mf_sys.c:
- * these run inside malloc. */
+ * directory's path. Start-up alone keeps the descriptor it accepted the directory with, for
+ * the files its thread makes next in the same allocation call, signals blocked (the process
+ * file, the live heap's, the thread's own: mf_files_start_end). The calls that glibc makes
+ * cancellation points go through mf_sys.c: these run inside malloc. */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -18,6 +20,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "mf_files.h"
 #include "mf_internal.h"
 
 extern char **environ;
@@ -42,12 +45,14 @@ static uid_t mf_dir_uid;
  * program may close or reuse the number: each use checks it is still the directory. */
 static int mf_dir_fd = -1;
 static int mf_dir_fd_spare = -1; /* opened before the setuid, kept if it is needed after */
+static int mf_dir_fd_start = -1; /* mf_files_start()'s, until mf_files_start_end() */
+static const struct mf_thread *mf_dir_fd_owner; /* the thread starting: its files only */
 
 static int mf_dir_open(void);
 
 static void mf_dir_close(int fd)
 {
-    if (fd != mf_dir_fd)
+    if (fd != mf_dir_fd && fd != mf_dir_fd_start)
         mf_sys_close(fd);
 }
 
@@ -194,8 +199,9 @@ static const char *mf_dir_check(int fd, const char *dir, bool created, struct st
 }
 
 /* Takes dir as the profile directory if it is a directory (not a symlink) of the effective
- * user's that nobody else can write to; else returns why not, and what it did (*what). */
-static const char *mf_dir_accept(const char *dir, bool created, const char **what)
+ * user's that nobody else can write to; else returns why not, and what it did (*what).
+ * keep: the descriptor is kept in mf_dir_fd_start. */
+static const char *mf_dir_accept(const char *dir, bool created, const char **what, bool keep)
 {
     *what = "refusing ";
     int fd = mf_sys_openat(AT_FDCWD, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
@@ -203,7 +209,12 @@ static const char *mf_dir_accept(const char *dir, bool created, const char **wha
         return errno == ENOTDIR ? "not a directory (a symbolic link?)" : mf_strerror(errno);
     struct stat st;
     const char *why = mf_dir_check(fd, dir, created, &st, what);
-    mf_sys_close(fd);
+    if (why || !keep) {
+        mf_sys_close(fd);
+    } else {
+        mf_dir_fd_start = fd;
+        mf_dir_fd_owner = &mf_tls;
+    }
     if (why)
         return why;
     mf_dir_dev = st.st_dev;
@@ -254,12 +265,13 @@ static bool mf_dir_fall_back(bool forked, dev_t dev, ino_t ino, char *dir)
             return true;
         mf_dir_fd = -1;
     }
-    if (forked && !mf_dir_accept(mf_dir, false, &what) && mf_dir_dev == dev && mf_dir_ino == ino)
+    if (forked && !mf_dir_accept(mf_dir, false, &what, false) && mf_dir_dev == dev &&
+        mf_dir_ino == ino)
         return true;
     char *end = dir + MF_PATH_MAX;
     mf_append_u64(mf_append(mf_append(dir, end, mf_base), end, MF_DIR_PREFIX), end,
                   (uint64_t)getppid());
-    if (mf_dir_accept(dir, false, &what))
+    if (mf_dir_accept(dir, false, &what, false))
         return false;
     memcpy(mf_dir, dir, strlen(dir) + 1);
     return true;
@@ -303,7 +315,7 @@ bool mf_files_start(void)
             return false;
         return mf_dir_refuse("cannot create ", dir, mf_strerror(err));
     }
-    const char *what, *why = mf_dir_accept(dir, created, &what);
+    const char *what, *why = mf_dir_accept(dir, created, &what, true);
     if (why)
         return mf_dir_refuse(what, dir, why);
     memcpy(mf_dir, dir, strlen(dir) + 1);
@@ -409,20 +421,33 @@ bool mf_files_sealed(void)
     return true;
 }
 
+void mf_files_start_end(bool forked)
+{
+    if (mf_dir_fd_start >= 0 && (forked || mf_dir_fd_owner == &mf_tls)) {
+        int err = errno;
+        mf_sys_close(mf_dir_fd_start);
+        mf_dir_fd_start = -1;
+        errno = err;
+    }
+}
+
 /* The directory, if it is still the one mf_files_start() accepted: not replaced (by a
  * rename and a symlink in a directory others can write), not given away or opened to
- * others since. An O_PATH descriptor: it needs no permission on the directory itself. */
+ * others since. An O_PATH descriptor: it needs no permission on the directory itself.
+ * Start-up's own descriptor was checked for a seccomp filter in the same call
+ * (mf_files_start), with signals blocked: nothing of the program's ran since. */
 static int mf_dir_open(void)
 {
     if (!mf_dir[0]) {
         errno = ENOENT;
         return -1;
     }
-    if (mf_files_sealed()) {
+    bool start = mf_dir_fd_start >= 0 && mf_dir_fd_owner == &mf_tls;
+    if (!start && mf_files_sealed()) {
         errno = EPERM;
         return -1;
     }
-    int fd = mf_dir_fd;
+    int fd = start ? mf_dir_fd_start : mf_dir_fd;
     if (fd < 0 && (fd = mf_sys_openat(AT_FDCWD, mf_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW |
                                       O_CLOEXEC, 0)) < 0)
         return -1;

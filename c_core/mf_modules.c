@@ -20,15 +20,28 @@ struct mf_range {
     uintptr_t lo, hi;
     uint64_t id; /* path and build-id, hashed */
 };
-static struct mf_range mf_known[MF_MODULES_MAX] MF_LARGE_ZEROED;
+/* A short process's few modules among the library's small variables, the rest in pages of
+ * their own. */
+#define MF_KNOWN_FIRST 8u
+static struct mf_range mf_known_first[MF_KNOWN_FIRST];
+static struct mf_range mf_known_more[MF_MODULES_MAX - MF_KNOWN_FIRST] MF_LARGE_ZEROED;
+
+static inline struct mf_range *mf_known(uint32_t i)
+{
+    return i < MF_KNOWN_FIRST ? &mf_known_first[i] : &mf_known_more[i - MF_KNOWN_FIRST];
+}
 static uint32_t mf_nknown;  /* published with release after the range is written */
 static int mf_refreshing; /* try-lock: one refresh at a time, others skip */
 uint32_t mf_module_epoch;
 static unsigned long long mf_seen_adds, mf_seen_subs; /* the loader's counts at the last look */
 /* Every module record written, in memory of our own: a fork child writes its parent's list
- * into its process file without asking the loader (mf_modules_inherit). */
-static char *mf_log;
-static size_t mf_log_len, mf_log_cap;
+ * into its process file without asking the loader (mf_modules_inherit). A short process's
+ * few records fit in mf_log_first, beside the library's other small variables: a page of
+ * its own costs a short process as much as ten system calls (docs/performance.md). */
+#define MF_LOG_FIRST_BYTES 1024u
+static uint64_t mf_log_first[MF_LOG_FIRST_BYTES / 8];
+static char *mf_log = (char *)mf_log_first;
+static size_t mf_log_len, mf_log_cap = MF_LOG_FIRST_BYTES;
 static bool mf_inherited; /* the next start writes mf_log */
 static bool mf_frozen;    /* a fork child of a threaded parent: the loader is not asked */
 
@@ -38,16 +51,23 @@ static int mf_process_warned;
 /* The process file's header, mapped: the exit writes its end time and flags there, no
  * system call (a fork child forgets it: mf_modules_inherit). */
 static struct mf_process_header *mf_process_map;
-/* /proc/self/exe, read once per process image (the main program's module record). */
-static char mf_exe[MF_PATH_MAX] MF_LARGE_ZEROED;
+/* /proc/self/exe, read once per process image (the main program's module record): a short
+ * path among the small variables, a long one in a page of its own. */
+static char mf_exe_short[256];
+static char mf_exe_long[MF_PATH_MAX] MF_LARGE_ZEROED;
+static const char *mf_exe;
 static ssize_t mf_exe_len = -1;
 
 static const char *mf_exe_path(size_t *len)
 {
     if (mf_exe_len < 0) {
-        ssize_t n = readlink("/proc/self/exe", mf_exe, sizeof mf_exe - 1);
+        char *exe = mf_exe_short;
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof mf_exe_short - 1);
+        if (n == (ssize_t)sizeof mf_exe_short - 1) /* perhaps cut short */
+            n = readlink("/proc/self/exe", exe = mf_exe_long, sizeof mf_exe_long - 1);
         mf_exe_len = n > 0 ? n : 0;
-        mf_exe[mf_exe_len] = '\0';
+        exe[mf_exe_len] = '\0';
+        mf_exe = exe;
     }
     *len = (size_t)mf_exe_len;
     return mf_exe;
@@ -197,7 +217,7 @@ static bool mf_is_known(uintptr_t lo, uintptr_t hi, uint64_t id, bool *moved)
     uint32_t n = __atomic_load_n(&mf_nknown, __ATOMIC_ACQUIRE);
     bool known = false;
     for (uint32_t i = 0; i < n; i++) {
-        struct mf_range *k = &mf_known[i];
+        struct mf_range *k = mf_known(i);
         if (k->lo == lo && k->hi == hi && k->id == id)
             known = true;
         else if (k->lo < hi && lo < k->hi) {
@@ -211,13 +231,16 @@ static bool mf_is_known(uintptr_t lo, uintptr_t hi, uint64_t id, bool *moved)
 static void mf_log_append(const void *rec, size_t len)
 {
     if (mf_log_len + len > mf_log_cap) {
-        size_t cap = mf_log_cap ? 2 * mf_log_cap : 64 << 10;
+        bool first = mf_log == (char *)mf_log_first;
+        size_t cap = first ? 64 << 10 : 2 * mf_log_cap;
         while (cap < mf_log_len + len)
             cap *= 2;
-        void *m = mf_log ? mremap(mf_log, mf_log_cap, cap, MREMAP_MAYMOVE)
-                         : mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        void *m = first ? mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                        : mremap(mf_log, mf_log_cap, cap, MREMAP_MAYMOVE);
         if (m == MAP_FAILED)
             return; /* a fork child would miss this module's name, nothing worse */
+        if (first)
+            memcpy(m, mf_log, mf_log_len);
         mf_log = m;
         mf_log_cap = cap;
     }
@@ -280,7 +303,7 @@ static int mf_module_visit(struct dl_phdr_info *info, size_t size, void *arg)
     }
     rec.r.epoch = mf_module_epoch;
     mf_log_append(&rec, rec.r.record_size);
-    mf_known[mf_nknown] = (struct mf_range){lo, hi, id};
+    *mf_known(mf_nknown) = (struct mf_range){lo, hi, id};
     __atomic_store_n(&mf_nknown, mf_nknown + 1, __ATOMIC_RELEASE);
     return 0;
 }
@@ -356,7 +379,7 @@ bool mf_modules_cover(const uintptr_t *pcs, uint32_t n)
     uint32_t known = __atomic_load_n(&mf_nknown, __ATOMIC_ACQUIRE);
     for (uint32_t i = 0; i < n; i++) {
         uint32_t k = 0;
-        while (k < known && !(mf_known[k].lo <= pcs[i] && pcs[i] < mf_known[k].hi))
+        while (k < known && !(mf_known(k)->lo <= pcs[i] && pcs[i] < mf_known(k)->hi))
             k++;
         if (k == known)
             return false;

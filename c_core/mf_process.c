@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "malloc_freq.h"
+#include "mf_files.h"
 #include "mf_internal.h"
 #include "mf_math.h"
 
@@ -93,6 +94,7 @@ void mf_process_start(void)
     /* <base>/malloc_freq.<pid>, private, under the base settled at the first start-up
      * (mf_files.c); under AT_SECURE it fails silently. */
     if (mf_files_start() || mf_process_file_create()) {
+        mf_files_start_end(false);
         mf_dir[0] = '\0';
         mf_disabled = 1;
         mf_ready = 0;
@@ -129,6 +131,7 @@ void mf_after_fork_child(bool prepared)
     struct mf_thread *t = &mf_tls;
     if (mf_fork_canary)
         *mf_fork_canary = 1; /* this image's from now on */
+    mf_files_start_end(true); /* another thread of the parent's was starting */
     /* Forked by a signal handler that interrupted this thread in the slow path: when the
      * handler returns, the child goes on with that call, with the parent's table and live
      * heap, which are shared mappings. Private copies take their place, so that the child
@@ -299,6 +302,7 @@ void mf_core_init(void)
     mf_process_start();
     mf_leave(&mf_tls, saved);
     mf_setup_start_thread();
+    mf_files_start_end(false); /* if the thread was not set up */
 }
 
 __attribute__((constructor)) static void mf_core_constructor(void)

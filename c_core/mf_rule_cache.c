@@ -141,15 +141,19 @@ static int mf_rc_visit(struct dl_phdr_info *info, size_t size, void *arg)
 
 /* ---- reading a file ------------------------------------------------------------------ */
 
-/* A file is read here (under mf_rc.busy) if it fits, else into memory mapped for it. */
+/* A file is read into the caller's buffer if it fits (a short process's: on the slot's
+ * stack, whose top pages its start-up has touched already), else here (under mf_rc.busy),
+ * else into memory mapped for it. */
 #define MF_RC_BUF_BYTES (16u << 10)
 static uint64_t mf_rc_buf[MF_RC_BUF_BYTES / 8] MF_LARGE_ZEROED;
+#define MF_RC_STACK_BYTES (4u << 10) /* within the three pages mf_slot_acquire maps ahead */
 
 struct mf_rc_data {
     void *map;
     size_t size;
     const uint64_t *pair; /* count pairs */
     uint64_t count;
+    uint64_t *buf; /* the caller's, of MF_RC_STACK_BYTES, or NULL */
 };
 
 /* Whether the file in d is a cache of module m that may be used. */
@@ -178,18 +182,19 @@ static bool mf_rc_valid(const struct mf_rc_module *m, const struct mf_rc_data *d
 
 static void mf_rc_free(struct mf_rc_data *d)
 {
-    if (d->map && d->map != mf_rc_buf)
+    if (d->map && d->map != mf_rc_buf && d->map != d->buf)
         munmap(d->map, d->size);
     d->map = NULL;
 }
 
 /* Module m's file in the directory dfd (owned by uid), read whole and checked (mf_rc.busy
- * held): false if it is missing or may not be used. */
-static bool mf_rc_read(int dfd, uid_t uid, const struct mf_rc_module *m, struct mf_rc_data *d)
+ * held): false if it is missing or may not be used. buf: see struct mf_rc_data. */
+static bool mf_rc_read(int dfd, uid_t uid, const struct mf_rc_module *m, struct mf_rc_data *d,
+                       uint64_t *buf)
 {
     char name[MF_RC_NAME_MAX];
     mf_rc_name(m, ".rules", name);
-    *d = (struct mf_rc_data){NULL, 0, NULL, 0};
+    *d = (struct mf_rc_data){NULL, 0, NULL, 0, buf};
     /* Not a link; a FIFO in its place does not block the open. */
     int fd = mf_sys_openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0);
     if (fd < 0)
@@ -200,7 +205,8 @@ static bool mf_rc_read(int dfd, uid_t uid, const struct mf_rc_module *m, struct 
               (uint64_t)st.st_size <= sizeof(struct mf_rc_header) + MF_RC_RULES_MAX * 16;
     if (ok) {
         d->size = (size_t)st.st_size;
-        void *map = d->size <= sizeof mf_rc_buf ? mf_rc_buf
+        void *map = buf && d->size <= MF_RC_STACK_BYTES ? buf
+                    : d->size <= sizeof mf_rc_buf ? mf_rc_buf
                     : mmap(NULL, d->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         d->map = map == MAP_FAILED ? NULL : map;
         size_t have = 0;
@@ -229,9 +235,11 @@ static int mf_rc_dir_open(bool create, struct stat *st)
 }
 
 /* The cached rules of the modules from .. to - 1 into the rule table, with the walk's
- * epoch: one opening of the directory for all. */
+ * epoch: one opening of the directory for all. Called by the rule walk, on the slot's
+ * stack (256 KiB). */
 static void mf_rc_load(uint32_t from, uint32_t to, uint64_t epoch)
 {
+    uint64_t buf[MF_RC_STACK_BYTES / 8];
     bool any = false;
     for (uint32_t i = from; i < to; i++)
         any = any || mf_rc.m[i].build_id_len;
@@ -242,7 +250,7 @@ static void mf_rc_load(uint32_t from, uint32_t to, uint64_t epoch)
     for (uint32_t i = from; i < to; i++) {
         const struct mf_rc_module *m = &mf_rc.m[i];
         struct mf_rc_data d;
-        if (!m->build_id_len || !mf_rc_read(dfd, st.st_uid, m, &d))
+        if (!m->build_id_len || !mf_rc_read(dfd, st.st_uid, m, &d, buf))
             continue;
         uint64_t k = 0;
         while (k < d.count && mf_rule_load(m->bias + d.pair[2 * k], d.pair[2 * k + 1], epoch))
@@ -345,7 +353,7 @@ static size_t mf_rc_merge(int dfd, uid_t uid, const struct mf_rc_module *m, cons
     struct mf_rc_header *h = (struct mf_rc_header *)buf;
     uint64_t *out = (uint64_t *)(h + 1);
     struct mf_rc_data d;
-    bool had = mf_rc_read(dfd, uid, m, &d);
+    bool had = mf_rc_read(dfd, uid, m, &d, NULL);
     uint64_t i = 0, j = 0, c = 0, added = 0;
     while ((i < n || j < d.count) && c < MF_RC_RULES_MAX) {
         uint64_t pc = i < n ? mine[2 * i] - m->bias : 0;

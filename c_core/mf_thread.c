@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "malloc_freq.h"
+#include "mf_files.h"
 #include "mf_internal.h"
 #include "mf_math.h"
 
@@ -290,6 +291,8 @@ void mf_setup_on_stack(void *arg)
     }
     if (!vfork_child && mf_ready && t->state == MF_THREAD_NEW)
         mf_thread_setup(t);
+    if (!vfork_child)
+        mf_files_start_end(false);
     mf_signals_restore(&mask);
     errno = err;
 }

@@ -14,6 +14,7 @@ import re
 import resource
 import shutil
 import stat
+import struct
 import subprocess
 import tempfile
 import time
@@ -684,3 +685,48 @@ def test_pending_cancel_not_acted_on_in_malloc():
                      (0, "malloc returned 1, unlocked 1, cancelled 1, mutex free\n", ""),
                      f"status, stdout, stderr ({unwind})")
         rt.expect_sites(rt.csv_rows(r.profile), {"site_cancel_pending": (10, 400)})
+
+
+def module_records(process_file):
+    """The module records of a process file: [(path, record)], in the order written."""
+    with open(process_file, "rb") as f:
+        data = f.read()
+    at, out = rt.F.process_header.size, []
+    while at + rt.F.module_record.size <= len(data):
+        rec = dict(zip(rt.F.module_record.fields,
+                       struct.unpack_from(rt.F.module_record.format, data, at)))
+        rt.expect_eq(rec["magic"], rt.F.MODULE_MAGIC, f"module record magic at {at}")
+        start = at + rt.F.module_record.size
+        out.append((data[start:start + rec["path_len"]].decode(), rec))
+        at += rec["record_size"]
+    rt.expect_eq(at, len(data), "the process file's end (after its last module record)")
+    return out
+
+
+@rt.test
+def test_long_program_path_in_the_module_records():
+    """The main program's path is read once and kept apart from the other module records
+    when it is long: exact_sites copied to paths of 254, 255 and 600 characters (the first
+    kept among the small variables, the others read again whole) keeps its exact counts
+    and names; the process file's first module record holds the whole path, its header the
+    first 255 characters; with the 600-character path the records outgrow the first 1 KiB
+    of the module log and are copied to memory of their own, all still in the file."""
+    prog = rt.c_program("exact_sites")
+    for length in (254, 255, 600):
+        top = rt.fresh_dir()
+        where = long_directory(top, length - len("/exact_sites"))
+        path = os.path.join(where, "exact_sites")
+        shutil.copy(prog, path)
+        rt.expect_eq(len(path), length, "the program's path length")
+        r, _ = rt.expect_exact_sites_with({}, program=path)
+        [pf] = rt.process_files(r.profile)
+        exe = rt.read_struct(pf, rt.F.process_header, "exe", "<256s")
+        rt.expect_eq(exe.rstrip(b"\0").decode(), path[:255], f"{length}: the header's exe")
+        records = module_records(pf)
+        paths = [p for p, _ in records]
+        rt.expect_eq(paths[0], path, f"{length}: the first module record's path")
+        rt.expect(rt.LIB in paths and any(os.path.basename(p).startswith("libc.so") for p in paths),
+                  f"{length}: module records {paths}")
+        if length == 600:
+            rt.expect(sum(rec["record_size"] for _, rec in records) > 1024,
+                      f"{length}: module records of {paths} fit in 1 KiB")
