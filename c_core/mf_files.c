@@ -20,7 +20,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "mf_files.h"
 #include "mf_internal.h"
 
 extern char **environ;

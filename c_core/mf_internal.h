@@ -389,6 +389,10 @@ void mf_files_settle(void); /* the absolute base directory, when the library is 
 bool mf_files_start(void); /* creates and checks mf_dir (malloc_freq.<pid> under the base,
                             * or beside its parent's after a setuid); warns on failure,
                             * except under AT_SECURE, where it fails silently */
+/* mf_files_start() keeps the descriptor it accepted the directory with for the files its
+ * thread makes next; this closes it at that thread's start-up's end, or in a fork child
+ * (another thread of the parent's may have been starting). errno is kept. */
+void mf_files_start_end(bool forked);
 bool mf_files_hand_over(uid_t uid); /* mf_dir and its files to uid, before a setuid */
 void mf_files_handed_over(bool failed); /* after it */
 bool mf_files_sealed(void); /* a seccomp filter: no file is opened (said once) */

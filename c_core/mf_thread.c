@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "malloc_freq.h"
-#include "mf_files.h"
 #include "mf_internal.h"
 #include "mf_math.h"
 
