@@ -413,8 +413,9 @@ static uint64_t mf_growth(uint64_t now, uint64_t before)
 
 /* A process directory's state. Seen with every image ended at one snapshot, it is read once
  * more at the next (an image that died while its files were read is read whole then), and
- * left out after that. A file made in it since (a new image of a reused pid) changes its
- * time: it is read again. */
+ * left out after that; read when its process was already gone (reaped: every thread of it
+ * had ended), the one reading is whole. A file made in it since (a new image of a reused
+ * pid) changes its time: it is read again. */
 enum mf_rec_state { MF_REC_READ, MF_REC_ENDED, MF_REC_LEFT_OUT };
 /* File times come from a clock that lags by up to a tick of the kernel's: a directory
  * changed this recently may change again without its time moving, and is not left out. */
@@ -428,8 +429,11 @@ struct mf_rec_dir {
     bool met;     /* found by this snapshot's walk */
     bool settled; /* its time was MF_REC_SETTLED_NS old when it was found */
     bool read;    /* read by this snapshot */
+    bool gone;    /* the pid its name says was no process's when it was read */
+    uint32_t pid; /* that pid (malloc_freq.<pid>), 0 if its name says none */
     uint32_t images; /* its images this snapshot read */
     bool ended;   /* every one of them has ended (mf_life) */
+    bool others;  /* some of them are of another pid (written beside their parent) */
     /* Its images' exact totals and [not profiled] as last read (frozen once left out). */
     uint64_t calls, bytes;
     struct mf_tl_stack unprofiled;
@@ -477,8 +481,20 @@ static void mf_rec_base(struct mf_recorder *r, const struct mf_rec_dir *d, bool 
     }
 }
 
+/* The pid of a directory named malloc_freq.<pid>, 0 for any other name. */
+static uint32_t mf_rec_dir_pid(const char *dir)
+{
+    static const char prefix[] = "malloc_freq.";
+    const char *name = mf_basename(dir), *digits = name + sizeof prefix - 1;
+    if (strncmp(name, prefix, sizeof prefix - 1) != 0 || *digits < '1' || *digits > '9')
+        return 0;
+    char *end;
+    unsigned long pid = strtoul(digits, &end, 10);
+    return !*end && pid <= INT32_MAX ? (uint32_t)pid : 0;
+}
+
 /* The reader's left_out: a directory left out before and unchanged since. */
-static bool mf_rec_left_out(const struct stat *st, void *ctx)
+static bool mf_rec_left_out(const char *dir, const struct stat *st, void *ctx)
 {
     struct mf_recorder *r = ctx;
     struct mf_rec_dir *d = mf_rec_dir_find(r, st->st_dev, st->st_ino);
@@ -490,6 +506,7 @@ static bool mf_rec_left_out(const struct stat *st, void *ctx)
         MF_GROW(r->dirs, r->ndirs, r->dirs_cap);
         d = &r->dirs[r->ndirs++];
         *d = (struct mf_rec_dir){.dev = k.dev, .ino = k.ino, .mtime = st->st_mtim};
+        d->pid = mf_rec_dir_pid(dir);
     }
     d->met = true;
     if (d->mtime.tv_sec != st->st_mtim.tv_sec || d->mtime.tv_nsec != st->st_mtim.tv_nsec) {
@@ -502,6 +519,7 @@ static bool mf_rec_left_out(const struct stat *st, void *ctx)
         return true;
     uint64_t mtime = (uint64_t)st->st_mtim.tv_sec * 1000000000ull + (uint64_t)st->st_mtim.tv_nsec;
     d->settled = mf_real_ns() > mtime + MF_REC_SETTLED_NS;
+    d->gone = d->pid && kill((pid_t)d->pid, 0) != 0 && errno == ESRCH;
     d->read = true;
     return false;
 }
@@ -528,6 +546,7 @@ static void mf_rec_dirs_read(struct mf_recorder *r)
         if (d->read) {
             d->images = 0;
             d->ended = true;
+            d->others = false;
             d->calls = d->bytes = 0;
             d->unprofiled = (struct mf_tl_stack){0};
         }
@@ -542,6 +561,7 @@ static void mf_rec_dir_image(struct mf_recorder *r, const struct mf_process *pr,
         return;
     d->images++;
     d->ended &= ended;
+    d->others |= pr->pid != d->pid;
     for (int f = 0; f < MF_FN_COUNT; f++) { /* as mf_profile_total_calls and _bytes */
         d->calls += pr->totals.calls[f];
         d->bytes += pr->totals.bytes[f];
@@ -552,7 +572,8 @@ static void mf_rec_dir_image(struct mf_recorder *r, const struct mf_process *pr,
 }
 
 /* After the snapshot's point: a directory read with every image ended at two snapshots in a
- * row (and not changed in between) is left out from the next one on. */
+ * row (and not changed in between), or once after its process was gone, is left out from
+ * the next one on. */
 static void mf_rec_dirs_settle(struct mf_recorder *r)
 {
     for (uint32_t i = 0; i < r->ndirs; i++) {
@@ -560,7 +581,7 @@ static void mf_rec_dirs_settle(struct mf_recorder *r)
         if (d->read) {
             if (!d->images || !d->ended)
                 d->state = MF_REC_READ;
-            else if (d->state == MF_REC_ENDED && d->settled) {
+            else if ((d->state == MF_REC_ENDED || (d->gone && !d->others)) && d->settled) {
                 d->state = MF_REC_LEFT_OUT;
                 mf_rec_base(r, d, true);
             } else
