@@ -1089,7 +1089,7 @@ static uint32_t mf_walk(struct mf_profile *p, struct mf_walk *w, int dirfd, cons
     }
     uint32_t found = 0;
     if (n) {
-        if (!p->left_out || !p->left_out(dir, st, p->left_out_ctx))
+        if (!p->left_out || !p->left_out(dir, st, (uint32_t)n, p->left_out_ctx))
             mf_read_process_dir(p, dirfd, dir, st, names, n);
         found++;
     }

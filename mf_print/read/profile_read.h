@@ -109,10 +109,10 @@ struct mf_profile {
     /* Set before reading: estimates as recorded, not calibrated to the exact totals. */
     bool uncalibrated;
     /* Set before reading, or NULL: a process directory for which left_out(its path, its
-     * stat, ctx) is true is not read, though it counts as found (the directories under it
-     * are walked). A reader that reads a directory again and again leaves out what cannot
-     * have changed. */
-    bool (*left_out)(const char *dir, const struct stat *st, void *ctx);
+     * stat, how many profile files it lists, ctx) is true is not read, though it counts as
+     * found (the directories under it are walked). A reader that reads a directory again
+     * and again leaves out what cannot have changed. */
+    bool (*left_out)(const char *dir, const struct stat *st, uint32_t nfiles, void *ctx);
     void *left_out_ctx;
     struct mf_process *procs;
     uint32_t nprocs, procs_cap;

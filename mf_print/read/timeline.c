@@ -415,19 +415,16 @@ static uint64_t mf_growth(uint64_t now, uint64_t before)
  * more at the next (an image that died while its files were read is read whole then), and
  * left out after that; read when its process was already gone (reaped: every thread of it
  * had ended), the one reading is whole. A file made in it since (a new image of a reused
- * pid) changes its time: it is read again. */
+ * pid) changes its count of files: it is read again. Its time would not do: file times
+ * come from a coarse clock, and a file made within its tick leaves the time as it was. */
 enum mf_rec_state { MF_REC_READ, MF_REC_ENDED, MF_REC_LEFT_OUT };
-/* File times come from a clock that lags by up to a tick of the kernel's: a directory
- * changed this recently may change again without its time moving, and is not left out. */
-#define MF_REC_SETTLED_NS 50000000u
 
 struct mf_rec_dir {
     dev_t dev;
     ino_t ino;
-    struct timespec mtime; /* as the last walk found it */
+    uint32_t nfiles; /* its profile files, as the last walk found them */
     enum mf_rec_state state;
     bool met;     /* found by this snapshot's walk */
-    bool settled; /* its time was MF_REC_SETTLED_NS old when it was found */
     bool read;    /* read by this snapshot */
     bool gone;    /* the pid its name says was no process's when it was read */
     uint32_t pid; /* that pid (malloc_freq.<pid>), 0 if its name says none */
@@ -494,7 +491,7 @@ static uint32_t mf_rec_dir_pid(const char *dir)
 }
 
 /* The reader's left_out: a directory left out before and unchanged since. */
-static bool mf_rec_left_out(const char *dir, const struct stat *st, void *ctx)
+static bool mf_rec_left_out(const char *dir, const struct stat *st, uint32_t nfiles, void *ctx)
 {
     struct mf_recorder *r = ctx;
     struct mf_rec_dir *d = mf_rec_dir_find(r, st->st_dev, st->st_ino);
@@ -505,20 +502,18 @@ static bool mf_rec_left_out(const char *dir, const struct stat *st, void *ctx)
                    &added);
         MF_GROW(r->dirs, r->ndirs, r->dirs_cap);
         d = &r->dirs[r->ndirs++];
-        *d = (struct mf_rec_dir){.dev = k.dev, .ino = k.ino, .mtime = st->st_mtim};
+        *d = (struct mf_rec_dir){.dev = k.dev, .ino = k.ino, .nfiles = nfiles};
         d->pid = mf_rec_dir_pid(dir);
     }
     d->met = true;
-    if (d->mtime.tv_sec != st->st_mtim.tv_sec || d->mtime.tv_nsec != st->st_mtim.tv_nsec) {
+    if (d->nfiles != nfiles) {
         if (d->state == MF_REC_LEFT_OUT)
             mf_rec_base(r, d, false);
         d->state = MF_REC_READ; /* seen ended again from here on before it is left out */
-        d->mtime = st->st_mtim;
+        d->nfiles = nfiles;
     }
     if (d->state == MF_REC_LEFT_OUT)
         return true;
-    uint64_t mtime = (uint64_t)st->st_mtim.tv_sec * 1000000000ull + (uint64_t)st->st_mtim.tv_nsec;
-    d->settled = mf_real_ns() > mtime + MF_REC_SETTLED_NS;
     d->gone = d->pid && kill((pid_t)d->pid, 0) != 0 && errno == ESRCH;
     d->read = true;
     return false;
@@ -581,7 +576,7 @@ static void mf_rec_dirs_settle(struct mf_recorder *r)
         if (d->read) {
             if (!d->images || !d->ended)
                 d->state = MF_REC_READ;
-            else if ((d->state == MF_REC_ENDED || (d->gone && !d->others)) && d->settled) {
+            else if (d->state == MF_REC_ENDED || (d->gone && !d->others)) {
                 d->state = MF_REC_LEFT_OUT;
                 mf_rec_base(r, d, true);
             } else
