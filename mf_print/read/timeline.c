@@ -670,8 +670,9 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
 }
 
 static volatile sig_atomic_t mf_stop;
-/* The recorder sleeps at least 9 times the CPU time a snapshot took (the reader's threads
- * together): at most a tenth of one CPU. */
+/* The recorder sleeps at least 9 times as long as a snapshot took, by its CPU time (the
+ * reader's threads together: at most a tenth of one CPU) or its wall time if longer (on a
+ * busy machine, where the snapshot waited for a CPU, the recorder backs off further). */
 #define MF_RECORD_SHARE 9
 
 static uint64_t mf_cpu_ns(void)
@@ -706,9 +707,10 @@ int mf_record(const char *dir)
     }
     bool ended = false;
     while (!ended && !mf_stop) {
-        uint64_t t0 = mf_cpu_ns();
+        uint64_t c0 = mf_cpu_ns(), w0 = mf_real_ns();
         ended = mf_record_tick(&r, false);
-        uint64_t took = mf_cpu_ns() - t0;
+        uint64_t cpu = mf_cpu_ns() - c0, wall = mf_real_ns() - w0;
+        uint64_t took = cpu > wall ? cpu : wall;
         uint64_t due = mf_record_due(&r), now = mf_record_now();
         if (!r.started)
             due = now + MF_TL_INTERVAL_NS / 4; /* nothing to read yet: look again soon */
