@@ -41,9 +41,10 @@ is bench/micro.c under the launcher recording its timeline, against the same run
 the recorder) and the launcher's wall ratio.
 
 The `build` workload (BENCH_ONLY=build runs only it, into build/bench/RESULTS-build.md) is
-`make -j2 all` of this project's HEAD, plain and under the launcher (default mode, and
-MALLOC_FREQ_EXACT=0): wall and CPU ratios, the run directory's size on disk, and the exact
-stretch's fixed cost in ms of CPU a process.
+`make -j2 all` of this project's HEAD, plain and under the launcher (default mode,
+MALLOC_FREQ_EXACT=0, and --no-timeline): wall and CPU ratios, the run directory's size on disk,
+the exact stretch's fixed cost in ms of CPU a process, and the timeline recorder's wall and CPU
+(default minus --no-timeline).
 
 The `accuracy` workload (BENCH_ONLY=accuracy runs only it, into build/bench/RESULTS-accuracy.md)
 is the default mode's accuracy past its exact stretch on one real compile: the spread of its
@@ -1167,9 +1168,10 @@ def timeline_bench():
 def build_bench():
     """A real, public workload: `make -j2 all` of this project's own sources (its HEAD, from
     git archive), plain and under the launcher (`malloc_freq -o DIR -- make -j2 all`), in the
-    default mode and with MALLOC_FREQ_EXACT=0, rounds interleaved. Returns report lines and
-    failures: wall and CPU medians, the launcher's ratio, the run directory's size on disk,
-    and the exact stretch's fixed cost in ms of CPU a process (default minus EXACT=0)."""
+    default mode, with MALLOC_FREQ_EXACT=0 and with --no-timeline, rounds interleaved.
+    Returns report lines and failures: wall and CPU medians, the launcher's ratio, the run
+    directory's size on disk, the exact stretch's fixed cost in ms of CPU a process (default
+    minus EXACT=0) and the timeline recorder's share (default minus --no-timeline)."""
     failures = []
     launcher = os.path.join(ROOT, "build", "malloc_freq")
     src = os.path.join(WORK, "build_src")
@@ -1181,12 +1183,14 @@ def build_bench():
         subprocess.run(["tar", "-x", "-C", src], input=archive, check=True)
     except (subprocess.CalledProcessError, OSError) as e:
         return [], ["build: cannot copy the sources with git archive: %s" % e]
-    variants = [("plain make -j2 all", None), ("malloc_freq -- make -j2 all", {}),
-                ("malloc_freq -- make (MALLOC_FREQ_EXACT=0)", {"MALLOC_FREQ_EXACT": "0"})]
+    # name, the environment's additions (None: no launcher), the launcher's options
+    variants = [("plain make -j2 all", None, []), ("malloc_freq -- make -j2 all", {}, []),
+                ("malloc_freq -- make (MALLOC_FREQ_EXACT=0)", {"MALLOC_FREQ_EXACT": "0"}, []),
+                ("malloc_freq --no-timeline -- make", {}, ["--no-timeline"])]
     wall, cpu, size, procs = {}, {}, {}, {}
     for rnd in range(ROUNDS):
         order = variants if rnd % 2 == 0 else variants[::-1]
-        for name, extra in order:
+        for name, extra, opts in order:
             subprocess.run(["make", "-s", "-C", src, "clean"], capture_output=True)
             run = os.path.join(WORK, "build_run")
             shutil.rmtree(run, ignore_errors=True)
@@ -1194,7 +1198,7 @@ def build_bench():
             argv = ["make", "-s", "-C", src, "-j2", "all"]
             if extra is not None:
                 env.update(extra)
-                argv = [launcher, "-o", run, "--"] + argv
+                argv = [launcher, "-o", run] + opts + ["--"] + argv
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             r = subprocess.run(argv, env=env, capture_output=True)
@@ -1213,7 +1217,7 @@ def build_bench():
                 procs.setdefault(name, []).append(
                     sum(1 for d in os.listdir(run) if d.startswith("malloc_freq.")))
         print("run_bench: build round %d/%d done" % (rnd + 1, ROUNDS), flush=True)
-    if any(name not in wall for name, _ in variants):
+    if any(name not in wall for name, _, _ in variants):
         return [], failures
     base_w, base_c = median(wall[variants[0][0]]), median(cpu[variants[0][0]])
     lines = ["## A build under the launcher", "",
@@ -1222,7 +1226,7 @@ def build_bench():
                  median(procs[variants[1][0]]), ROUNDS, "s" if ROUNDS > 1 else ""), "",
              "| variant | wall | wall ratio | CPU (user+sys) | CPU ratio | run directory |",
              "|---|---|---|---|---|---|"]
-    for name, extra in variants:
+    for name, extra, _ in variants:
         w, c = median(wall[name]), median(cpu[name])
         lines.append("| %s | %.2f s (%.2f-%.2f) | %s | %.2f s | %s | %s |" % (
             name, w, min(wall[name]), max(wall[name]),
@@ -1233,6 +1237,12 @@ def build_bench():
         median(procs[variants[1][0]]) * 1000
     lines += ["", "The exact stretch's fixed cost: %.1f ms of CPU a process (default mode minus "
               "MALLOC_FREQ_EXACT=0, over %d processes)." % (stretch, median(procs[variants[1][0]])),
+              "",
+              "The timeline's recorder (`mf_print --record` beside the build): %.2f s of wall "
+              "and %.2f s of CPU (default mode minus --no-timeline, medians; the CPU of a "
+              "recorder still running when the launcher gives up waiting for it is not "
+              "counted)." % (median(wall[variants[1][0]]) - median(wall[variants[3][0]]),
+                             median(cpu[variants[1][0]]) - median(cpu[variants[3][0]])),
               ""]
     return lines, failures
 

@@ -86,6 +86,8 @@ test_() {
     command -v cargo >/dev/null 2>&1 || need cargo
     # --watch's terminal view is driven in a tmux pane (tests/viewer/test_watch.py).
     command -v tmux >/dev/null 2>&1 || need tmux
+    # Which files the timeline's recorder opens (tests/viewer/test_timeline.py).
+    command -v strace >/dev/null 2>&1 || need strace
     # The Debian package's tests (tests/package): dpkg-buildpackage with debhelper, lintian,
     # and in the installed clone bash-completion and man (pkg-config: build).
     command -v dpkg-buildpackage >/dev/null 2>&1 || need dpkg-dev

@@ -1023,9 +1023,9 @@ static bool mf_seen_dir(struct mf_profile *p, const struct stat *st)
     return !added;
 }
 
-/* Reads the profile files of one process directory (dirfd, named dir). */
-static void mf_read_process_dir(struct mf_profile *p, int dirfd, const char *dir, char **names,
-                                size_t n)
+/* Reads the profile files of one process directory (dirfd, named dir, of stat st). */
+static void mf_read_process_dir(struct mf_profile *p, int dirfd, const char *dir,
+                                const struct stat *st, char **names, size_t n)
 {
     qsort(names, n, sizeof *names, mf_name_cmp);
     char *dir_copy = mf_xstrdup(dir); /* the processes it makes keep pointing at it */
@@ -1039,6 +1039,10 @@ static void mf_read_process_dir(struct mf_profile *p, int dirfd, const char *dir
     for (size_t i = 0; i < n; i++)
         if (names[i][0] == 't')
             mf_read_thread(p, dirfd, dir_copy, names[i]);
+    for (uint32_t i = nprocs; i < p->nprocs; i++) {
+        p->procs[i].dir_dev = st->st_dev;
+        p->procs[i].dir_ino = st->st_ino;
+    }
     if (p->nprocs == nprocs) /* no process of its own points at it */
         free(dir_copy);
     p->ndirs_read++;
@@ -1048,11 +1052,11 @@ struct mf_walk {
     bool too_deep; /* said once: directories below MF_WALK_DEPTH were not looked at */
 };
 
-/* Reads the directory dirfd (named dir; the walk takes it over and closes it) if it holds
- * profile files, then the directories under it, in name order, without following symbolic
- * links. Returns the process directories read. */
+/* Reads the directory dirfd (named dir, of stat st; the walk takes it over and closes it) if
+ * it holds profile files and is not left out, then the directories under it, in name order,
+ * without following symbolic links. Returns the process directories found. */
 static uint32_t mf_walk(struct mf_profile *p, struct mf_walk *w, int dirfd, const char *dir,
-                        unsigned depth)
+                        const struct stat *st, unsigned depth)
 {
     DIR *d = fdopendir(dirfd); /* it owns dirfd from here: closedir closes it */
     if (!d) {
@@ -1085,7 +1089,8 @@ static uint32_t mf_walk(struct mf_profile *p, struct mf_walk *w, int dirfd, cons
     }
     uint32_t found = 0;
     if (n) {
-        mf_read_process_dir(p, dirfd, dir, names, n);
+        if (!p->left_out || !p->left_out(dir, st, (uint32_t)n, p->left_out_ctx))
+            mf_read_process_dir(p, dirfd, dir, st, names, n);
         found++;
     }
     for (size_t i = 0; i < n; i++)
@@ -1103,9 +1108,9 @@ static uint32_t mf_walk(struct mf_profile *p, struct mf_walk *w, int dirfd, cons
         } else {
             /* O_NOFOLLOW: a directory replaced by a link since it was listed is not entered */
             int sub = openat(dirfd, subdirs[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            struct stat st;
-            if (sub >= 0 && fstat(sub, &st) == 0 && !mf_seen_dir(p, &st)) {
-                found += mf_walk(p, w, sub, path, depth + 1);
+            struct stat sub_st;
+            if (sub >= 0 && fstat(sub, &sub_st) == 0 && !mf_seen_dir(p, &sub_st)) {
+                found += mf_walk(p, w, sub, path, &sub_st, depth + 1);
                 sub = -1;
             }
             if (sub >= 0)
@@ -1140,7 +1145,7 @@ bool mf_profile_read_dir(struct mf_profile *p, const char *dir)
         return false;
     }
     struct mf_walk w = {0};
-    if (mf_walk(p, &w, fd, dir, 0) == 0) {
+    if (mf_walk(p, &w, fd, dir, &st, 0) == 0) {
         mf_error("no profile files in %s or under it (expected process.*.mfp and thread.*.mft, "
                  "or malloc_freq.<pid> directories holding them)", mf_esc(dir));
         return true;

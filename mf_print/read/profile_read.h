@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "mf_format.h"
 #include "mf_print.h"
@@ -24,6 +25,8 @@ struct mf_process {
     uint32_t pid;
     const char *dir;
     bool dir_owned; /* dir is the reader's copy (mf_profile_free frees it), not a saved profile's path */
+    dev_t dir_dev; /* the process directory its files were read from */
+    ino_t dir_ino;
     bool has_file; /* its process file was read: the fields below it are valid */
     uint32_t flags;
     uint64_t start_ns, end_ns, sample_interval, exact_calls;
@@ -101,9 +104,16 @@ struct mf_read_state {
     struct mf_map dir_map;
 };
 
+struct stat;
 struct mf_profile {
     /* Set before reading: estimates as recorded, not calibrated to the exact totals. */
     bool uncalibrated;
+    /* Set before reading, or NULL: a process directory for which left_out(its path, its
+     * stat, how many profile files it lists, ctx) is true is not read, though it counts as
+     * found (the directories under it are walked). A reader that reads a directory again
+     * and again leaves out what cannot have changed. */
+    bool (*left_out)(const char *dir, const struct stat *st, uint32_t nfiles, void *ctx);
+    void *left_out_ctx;
     struct mf_process *procs;
     uint32_t nprocs, procs_cap;
     struct mf_raw_stack *stacks;

@@ -293,6 +293,8 @@ void mf_record_end(struct mf_recorder *r)
         close(r->fd);
     mf_map_free(&r->prev);
     free(r->prev_counts);
+    mf_map_free(&r->dir_map);
+    free(r->dirs);
     free(r->points);
     free(r->recs);
     free(r->dir);
@@ -407,6 +409,183 @@ static uint64_t mf_growth(uint64_t now, uint64_t before)
     return now > before ? now - before : 0;
 }
 
+/* ---- process directories that ended --------------------------------------------------- */
+
+/* A process directory's state. Seen with every image ended at one snapshot, it is read once
+ * more at the next (an image that died while its files were read is read whole then), and
+ * left out after that; read when its process was already gone (reaped: every thread of it
+ * had ended), the one reading is whole. A file made in it since (a new image of a reused
+ * pid) changes its count of files: it is read again. Its time would not do: file times
+ * come from a coarse clock, and a file made within its tick leaves the time as it was. */
+enum mf_rec_state { MF_REC_READ, MF_REC_ENDED, MF_REC_LEFT_OUT };
+
+struct mf_rec_dir {
+    dev_t dev;
+    ino_t ino;
+    uint32_t nfiles; /* its profile files, as the last walk found them */
+    enum mf_rec_state state;
+    bool met;     /* found by this snapshot's walk */
+    bool read;    /* read by this snapshot */
+    bool gone;    /* the pid its name says was no process's when it was read */
+    uint32_t pid; /* that pid (malloc_freq.<pid>), 0 if its name says none */
+    uint32_t images; /* its images this snapshot read */
+    bool ended;   /* every one of them has ended (mf_life) */
+    bool others;  /* some of them are of another pid (written beside their parent) */
+    /* Its images' exact totals and [not profiled] as last read (frozen once left out). */
+    uint64_t calls, bytes;
+    struct mf_tl_stack unprofiled;
+};
+
+struct mf_rec_dir_key {
+    const struct mf_recorder *r;
+    dev_t dev;
+    ino_t ino;
+};
+
+static bool mf_rec_dir_eq(const void *ctx, uint32_t idx)
+{
+    const struct mf_rec_dir_key *k = ctx;
+    return k->r->dirs[idx].dev == k->dev && k->r->dirs[idx].ino == k->ino;
+}
+
+static uint64_t mf_rec_dir_hash(dev_t dev, ino_t ino)
+{
+    return mf_hash_u64(mf_hash_u64((uint64_t)dev) ^ (uint64_t)ino);
+}
+
+static struct mf_rec_dir *mf_rec_dir_find(const struct mf_recorder *r, dev_t dev, ino_t ino)
+{
+    struct mf_rec_dir_key k = {r, dev, ino};
+    uint32_t i = mf_map_get(&r->dir_map, mf_rec_dir_hash(dev, ino), mf_rec_dir_eq, &k);
+    return i == MF_MAP_EMPTY ? NULL : &r->dirs[i];
+}
+
+/* Its share taken out of the base, or put in. */
+static void mf_rec_base(struct mf_recorder *r, const struct mf_rec_dir *d, bool add)
+{
+    if (add) {
+        r->base_calls += d->calls;
+        r->base_bytes += d->bytes;
+        r->base_unprofiled.calls += d->unprofiled.calls;
+        r->base_unprofiled.bytes += d->unprofiled.bytes;
+        r->base_unprofiled.var += d->unprofiled.var;
+    } else {
+        r->base_calls -= d->calls;
+        r->base_bytes -= d->bytes;
+        r->base_unprofiled.calls -= d->unprofiled.calls;
+        r->base_unprofiled.bytes -= d->unprofiled.bytes;
+        r->base_unprofiled.var -= d->unprofiled.var;
+    }
+}
+
+/* The pid of a directory named malloc_freq.<pid>, 0 for any other name. */
+static uint32_t mf_rec_dir_pid(const char *dir)
+{
+    static const char prefix[] = "malloc_freq.";
+    const char *name = mf_basename(dir), *digits = name + sizeof prefix - 1;
+    if (strncmp(name, prefix, sizeof prefix - 1) != 0 || *digits < '1' || *digits > '9')
+        return 0;
+    char *end;
+    unsigned long pid = strtoul(digits, &end, 10);
+    return !*end && pid <= INT32_MAX ? (uint32_t)pid : 0;
+}
+
+/* The reader's left_out: a directory left out before and unchanged since. */
+static bool mf_rec_left_out(const char *dir, const struct stat *st, uint32_t nfiles, void *ctx)
+{
+    struct mf_recorder *r = ctx;
+    struct mf_rec_dir *d = mf_rec_dir_find(r, st->st_dev, st->st_ino);
+    if (!d) {
+        struct mf_rec_dir_key k = {r, st->st_dev, st->st_ino};
+        bool added;
+        mf_map_put(&r->dir_map, mf_rec_dir_hash(k.dev, k.ino), mf_rec_dir_eq, &k, r->ndirs,
+                   &added);
+        MF_GROW(r->dirs, r->ndirs, r->dirs_cap);
+        d = &r->dirs[r->ndirs++];
+        *d = (struct mf_rec_dir){.dev = k.dev, .ino = k.ino, .nfiles = nfiles};
+        d->pid = mf_rec_dir_pid(dir);
+    }
+    d->met = true;
+    if (d->nfiles != nfiles) {
+        if (d->state == MF_REC_LEFT_OUT)
+            mf_rec_base(r, d, false);
+        d->state = MF_REC_READ; /* seen ended again from here on before it is left out */
+        d->nfiles = nfiles;
+    }
+    if (d->state == MF_REC_LEFT_OUT)
+        return true;
+    d->gone = d->pid && kill((pid_t)d->pid, 0) != 0 && errno == ESRCH;
+    d->read = true;
+    return false;
+}
+
+static bool mf_rec_any_left_out(const struct mf_recorder *r)
+{
+    for (uint32_t i = 0; i < r->ndirs; i++)
+        if (r->dirs[i].state == MF_REC_LEFT_OUT)
+            return true;
+    return false;
+}
+
+/* After a snapshot read with mf_rec_left_out, before its images are counted: a left-out
+ * directory the walk no longer found (removed) is taken out of the base, as its counts would
+ * be out of a whole reading; each directory read starts its count afresh. */
+static void mf_rec_dirs_read(struct mf_recorder *r)
+{
+    for (uint32_t i = 0; i < r->ndirs; i++) {
+        struct mf_rec_dir *d = &r->dirs[i];
+        if (!d->met && d->state == MF_REC_LEFT_OUT) {
+            mf_rec_base(r, d, false);
+            d->state = MF_REC_READ;
+        }
+        if (d->read) {
+            d->images = 0;
+            d->ended = true;
+            d->others = false;
+            d->calls = d->bytes = 0;
+            d->unprofiled = (struct mf_tl_stack){0};
+        }
+    }
+}
+
+/* Image pr of the snapshot, ended or not (mf_life), counted in its directory. */
+static void mf_rec_dir_image(struct mf_recorder *r, const struct mf_process *pr, bool ended)
+{
+    struct mf_rec_dir *d = mf_rec_dir_find(r, pr->dir_dev, pr->dir_ino);
+    if (!d || !d->read)
+        return;
+    d->images++;
+    d->ended &= ended;
+    d->others |= pr->pid != d->pid;
+    for (int f = 0; f < MF_FN_COUNT; f++) { /* as mf_profile_total_calls and _bytes */
+        d->calls += pr->totals.calls[f];
+        d->bytes += pr->totals.bytes[f];
+    }
+    d->unprofiled.calls += pr->unprofiled_calls;
+    d->unprofiled.bytes += pr->unprofiled_bytes;
+    d->unprofiled.var += pr->unprofiled_var;
+}
+
+/* After the snapshot's point: a directory read with every image ended at two snapshots in a
+ * row (and not changed in between), or once after its process was gone, is left out from
+ * the next one on. */
+static void mf_rec_dirs_settle(struct mf_recorder *r)
+{
+    for (uint32_t i = 0; i < r->ndirs; i++) {
+        struct mf_rec_dir *d = &r->dirs[i];
+        if (d->read) {
+            if (!d->images || !d->ended)
+                d->state = MF_REC_READ;
+            else if (d->state == MF_REC_ENDED || (d->gone && !d->others)) {
+                d->state = MF_REC_LEFT_OUT;
+                mf_rec_base(r, d, true);
+            } else
+                d->state = MF_REC_ENDED;
+        }
+        d->met = d->read = false;
+    }
+}
+
 bool mf_record_tick(struct mf_recorder *r, bool last)
 {
     if (r->fd < 0)
@@ -414,25 +593,29 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
     uint64_t now = mf_record_now();
     /* The estimates as recorded: a finished thread's calibrated ones would move every
      * stack at once when it ends, a growth in the last point that no call made. */
-    struct mf_profile p = {.uncalibrated = true};
+    struct mf_profile p = {.uncalibrated = true, .left_out = mf_rec_left_out, .left_out_ctx = r};
     /* A run starting, or files being written: what cannot be read now is read next time. */
     mf_errors_muted = true;
     bool none = mf_profile_read_dir(&p, r->dir);
     if (!none)
         mf_profile_finish(&p);
     mf_errors_muted = false;
-    if (none || !p.nfiles_read) {
+    mf_rec_dirs_read(r);
+    if (none || (!p.nfiles_read && !mf_rec_any_left_out(r))) {
         mf_profile_free(&p);
+        mf_rec_dirs_settle(r);
         return false;
     }
     uint64_t *ids = mf_stack_ids(&p);
     uint32_t running = 0;
-    bool ended = true;
+    bool ended = true; /* the left-out directories' images have all ended */
     uint64_t first_start = now;
     for (uint32_t i = 0; i < p.nprocs; i++) {
         enum mf_life l = mf_life(&p, i);
+        bool image_ended = p.procs[i].has_file && l != MF_LIFE_RUNNING && l != MF_LIFE_UNKNOWN;
         running += l == MF_LIFE_RUNNING;
-        ended &= p.procs[i].has_file && l != MF_LIFE_RUNNING && l != MF_LIFE_UNKNOWN;
+        ended &= image_ended;
+        mf_rec_dir_image(r, &p.procs[i], image_ended);
         if (p.procs[i].has_file && p.procs[i].start_ns < first_start)
             first_start = p.procs[i].start_ns;
     }
@@ -443,7 +626,8 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
                            .processes = running,
                            .flags = last || ended ? MF_TL_POINT_LAST : 0},
                           r->nrecs};
-    uint64_t calls = mf_profile_total_calls(&p), bytes = mf_profile_total_bytes(&p);
+    uint64_t calls = r->base_calls + mf_profile_total_calls(&p);
+    uint64_t bytes = r->base_bytes + mf_profile_total_bytes(&p);
     pt.h.calls = mf_growth(calls, r->calls);
     pt.h.bytes = mf_growth(bytes, r->bytes);
     r->calls = calls;
@@ -453,8 +637,10 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
     for (uint32_t i = 0; i <= p.nstacks; i++) {
         const struct mf_raw_stack *s = i < p.nstacks ? &p.stacks[i] : NULL;
         struct mf_tl_stack cur = s ? (struct mf_tl_stack){ids[i], s->calls, s->bytes, s->var}
-                                   : (struct mf_tl_stack){0, p.unprofiled_calls,
-                                                          p.unprofiled_bytes, p.unprofiled_var};
+                                   : (struct mf_tl_stack){0,
+                                                          r->base_unprofiled.calls + p.unprofiled_calls,
+                                                          r->base_unprofiled.bytes + p.unprofiled_bytes,
+                                                          r->base_unprofiled.var + p.unprofiled_var};
         struct mf_tl_stack *prev = mf_prev_of(r, cur.id);
         struct mf_tl_stack d = {cur.id, mf_growth(cur.calls, prev->calls),
                                 mf_growth(cur.bytes, prev->bytes), mf_growth(cur.var, prev->var)};
@@ -464,6 +650,7 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
     }
     free(ids);
     mf_profile_free(&p);
+    mf_rec_dirs_settle(r);
     mf_point_cap(r, &pt, n);
     MF_GROW(r->points, r->npoints, r->points_cap);
     r->points[r->npoints++] = pt;
@@ -483,7 +670,17 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
 }
 
 static volatile sig_atomic_t mf_stop;
-#define MF_RECORD_SHARE 9 /* the recorder sleeps at least 9 times as long as a snapshot took */
+/* The recorder sleeps at least 9 times as long as a snapshot took, by its CPU time (the
+ * reader's threads together: at most a tenth of one CPU) or its wall time if longer (on a
+ * busy machine, where the snapshot waited for a CPU, the recorder backs off further). */
+#define MF_RECORD_SHARE 9
+
+static uint64_t mf_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 static void mf_on_stop(int sig)
 {
@@ -510,15 +707,16 @@ int mf_record(const char *dir)
     }
     bool ended = false;
     while (!ended && !mf_stop) {
-        uint64_t t0 = mf_real_ns();
+        uint64_t c0 = mf_cpu_ns(), w0 = mf_real_ns();
         ended = mf_record_tick(&r, false);
-        uint64_t took = mf_real_ns() - t0;
+        uint64_t cpu = mf_cpu_ns() - c0, wall = mf_real_ns() - w0;
+        uint64_t took = cpu > wall ? cpu : wall;
         uint64_t due = mf_record_due(&r), now = mf_record_now();
         if (!r.started)
             due = now + MF_TL_INTERVAL_NS / 4; /* nothing to read yet: look again soon */
-        /* At most a tenth of a CPU: a large profile is read less often than the interval
-         * says (its points are longer). The test clock shortens this pause too, so that a
-         * test makes hours of snapshots in seconds. */
+        /* A large profile is read less often than the interval says (its points are
+         * longer). The test clock shortens this pause too, so that a test makes hours of
+         * snapshots in seconds. */
         if (due < now + took * MF_RECORD_SHARE)
             due = now + took * MF_RECORD_SHARE;
         if (!ended && due > now) {

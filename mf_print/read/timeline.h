@@ -56,6 +56,14 @@ struct mf_recorder {
     struct mf_tl_stack *recs;
     uint32_t nrecs, recs_cap;
     uint32_t running; /* process images running at the last snapshot */
+    /* The process directories met (timeline.c): one whose images have all ended is read once
+     * more at the next snapshot, then left out while it stays as it was; the left-out ones'
+     * share of the exact totals and of [not profiled] is carried in base_*. */
+    struct mf_rec_dir *dirs;
+    uint32_t ndirs, dirs_cap;
+    struct mf_map dir_map;
+    uint64_t base_calls, base_bytes;
+    struct mf_tl_stack base_unprofiled;
 };
 /* Returns true after one line on stderr if the file cannot be made. */
 bool mf_record_start(struct mf_recorder *r, const char *dir);

@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import stat
 import struct
@@ -235,3 +236,149 @@ def test_watch_record_gives_a_run_without_the_launcher_a_timeline():
     expect_eq(order, list(PHASES), "the sites in the order of the points")
     for s in series:
         expect_eq(sum(s["calls"]), PHASE_CALLS, f"{s['name']}'s calls")
+
+
+def fnv64(h, data):
+    for c in data:
+        h = ((h ^ c) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def profile_stack_counts(run):
+    """The run's counts as recorded (uncalibrated), by the ids a timeline names stacks by
+    (mf_stack_ids: FNV-1a of the image's stamp, the flags without MF_ENTRY_SIZED and depth,
+    then the frames): {id: [calls, bytes]}, id 0 [not profiled]."""
+    counts = {0: [0, 0]}
+    for d in rt.process_dirs(run):
+        for path in rt.thread_files(d):
+            with open(path, "rb") as f:
+                data = f.read()
+            stamp = struct.unpack_from("<Q", data, F.thread_header.stamp)[0]
+            un = struct.unpack_from("<QQ", data, F.thread_header.unprofiled_calls)
+            counts[0][0] += un[0]
+            counts[0][1] += un[1]
+            for e in rt.thread_file_stacks(data):
+                if not e["calls"]:
+                    continue
+                head = struct.pack("<QQ", stamp,
+                                   (e["flags"] & ~F.ENTRY_SIZED) << 32 | e["depth"])
+                sid = fnv64(fnv64(0xcbf29ce484222325, head),
+                            struct.pack(f"<{len(e['stack'])}Q", *e["stack"])) or 1
+                c = counts.setdefault(sid, [0, 0])
+                c[0] += e["calls"]
+                c[1] += e["bytes"]
+    return {k: v for k, v in counts.items() if v != [0, 0]}
+
+
+def timeline_stack_counts(path):
+    """The timeline file's growth summed over its points, per stack id, and its points."""
+    _, points, data = read_timeline(path)
+    counts = {}
+    for p in points:
+        at = p["at"] + F.tl_point.size
+        for k in range(p["nstacks"]):
+            sid, calls, nbytes, _ = struct.unpack_from(F.tl_stack.format, data,
+                                                       at + k * F.tl_stack.size)
+            c = counts.setdefault(sid, [0, 0])
+            c[0] += calls
+            c[1] += nbytes
+    return counts, points
+
+
+def short_processes_run(shorts, trace=None):
+    """`sh -c` under LD_PRELOAD alone (default mode), recorded by mf_print --record with the
+    test clock 20 times as fast (a snapshot every 5 ms): the shell runs throughout while
+    `shorts` runs of short_runs (1,000 calls each, 30 frames deep) start and end one after
+    another (a sleep after each), timeline_phases (3 s) beside them when trace is None. trace: a path for the
+    recorder's `strace -f -e trace=openat` output. Returns the output directory."""
+    short = rt.c_program("short_runs")
+    out = rt.fresh_dir()
+    rec_argv = [rt.MF_PRINT, "--record", out]
+    if trace:
+        rec_argv = ["strace", "-f", "-qq", "-ttt", "-e", "trace=openat", "-o", trace] + rec_argv
+    rec = subprocess.Popen(rec_argv, env=dict(os.environ, MF_PRINT_TEST_CLOCK="20"),
+                           stderr=subprocess.PIPE, text=True)
+    script = ("i=0; while [ $i -lt %d ]; do \"$1\" 1000 >/dev/null; sleep 0.02; i=$((i + 1)); "
+              "done" % shorts)
+    if trace is None:
+        script = "\"$2\" \"$3\" & " + script + "; wait"
+    argv = ["sh", "-c", script, "sh", short, rt.c_program("timeline_phases"),
+            os.path.join(out, "borders.txt")]
+    try:
+        r = subprocess.run(argv, cwd=out, env=rt.profiled_env(out, sample=None),
+                           capture_output=True, text=True, timeout=rt.TIMEOUT)
+        expect_eq((r.returncode, r.stderr), (0, ""), "the shell loop's status and stderr")
+        # The recorder ends by itself once every process of the run has ended.
+        err = rec.communicate(timeout=rt.TIMEOUT)[1]
+    finally:
+        if rec.poll() is None:
+            rec.kill()
+            rec.wait()
+    expect_eq((rec.returncode, err), (0, ""), "mf_print --record's status and stderr")
+    progs = [os.path.basename(exe) for d in rt.process_dirs(out)
+             for _, _, exe in rt.process_images(d)]
+    expect_eq(progs.count("short_runs"), shorts, "short_runs' process images")
+    return out
+
+
+@rt.test
+def test_timeline_short_processes_add_up_to_the_profile():
+    """Processes that end while another runs are read until they have ended, then left out
+    (their share carried): the timeline's growth, summed over its points, is the final
+    profile's counts as recorded, exactly, per stack ([not profiled] included) and in
+    total (the thread headers' exact calls and bytes)."""
+    out = short_processes_run(30)
+    counts, points = timeline_stack_counts(os.path.join(out, F.TL_FILE.decode()))
+    expect(len(points) >= 10, f"only {len(points)} points")
+    expect(points[-1]["flags"] & F.TL_POINT_LAST, "the last point is not marked last")
+    expect_eq(sum(p["other_calls"] for p in points), 0, "calls outside the points' records")
+    dirs = rt.process_dirs(out)
+    expect_eq(sum(p["calls"] for p in points), rt.exact_total_calls(*dirs),
+              "the points' calls against the thread headers'")
+    expect_eq(sum(p["bytes"] for p in points),
+              sum(sum(rt.file_totals(f)[1]) for d in dirs for f in rt.thread_files(d)),
+              "the points' bytes against the thread headers'")
+    want = profile_stack_counts(out)
+    expect(len(want) > 30 * 5, f"only {len(want)} stacks in the profile")
+    expect_eq(counts.get(0, [0, 0]), want.get(0, [0, 0]), "[not profiled]'s calls and bytes")
+    wrong = {k: (counts.get(k), want.get(k)) for k in set(counts) | set(want)
+             if counts.get(k) != want.get(k)}
+    expect_eq(len(wrong), 0, f"stacks whose summed growth is not their count: "
+                             f"{list(wrong.items())[:5]}")
+
+
+@rt.test
+def test_timeline_recorder_leaves_ended_directories_out():
+    """A process directory whose images have all ended is read at most once more, then left
+    out while the snapshots go on: under strace, each thread file of short_runs and of the
+    loop's sleeps is opened at most twice after its process's end (its process file's end
+    time), while the shell's, which runs throughout, is opened at every snapshot."""
+    rt.need(shutil.which("strace"), "strace (Debian package strace)")
+    trace = os.path.join(rt.fresh_dir(), "openat.txt")
+    out = short_processes_run(20, trace)
+    opened = {}  # thread file -> the times (ns) it was opened
+    with open(trace) as f:
+        for line in f:
+            m = re.match(r'\d+ +(\d+)\.(\d{6}) openat\(.*"(thread\.[^"/]*\.mft)".* = \d+', line)
+            if m:
+                opened.setdefault(m.group(3), []).append(int(m.group(1)) * 10 ** 9 +
+                                                         int(m.group(2)) * 1000)
+    shell, ended = [], {}
+    for d in rt.process_dirs(out):
+        exes = [exe for _, _, exe in rt.process_images(d)]
+        names = [os.path.basename(p) for p in rt.thread_files(d)]
+        if any(os.path.basename(exe) in ("sh", "dash") for exe in exes):
+            shell += names
+            continue
+        expect(rt.process_flags(d) & F.PROCESS_EXITED, f"{d} has not exited")
+        end = rt.read_struct(rt.process_files(d)[0], F.process_header, "end_ns")
+        for n in names:
+            ended[n] = (len([t for t in opened.get(n, []) if t > end]), len(opened.get(n, [])))
+    expect_eq(len(shell), 1, "the shell's thread files")
+    shell_opens = len(opened.get(shell[0], []))
+    expect(shell_opens >= 20, f"the shell's thread file opened {shell_opens} times: too few "
+                              f"snapshots to tell")
+    expect(len(ended) >= 20, f"{len(ended)} thread files of ended processes")
+    expect(all(n <= 2 and total >= 1 for n, total in ended.values()),
+           f"the ended processes' thread files opened (after their end, in all) "
+           f"{sorted(ended.values())} times (the shell's {shell_opens})")
