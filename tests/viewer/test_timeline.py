@@ -373,12 +373,19 @@ def test_timeline_recorder_leaves_ended_directories_out():
         expect(rt.process_flags(d) & F.PROCESS_EXITED, f"{d} has not exited")
         end = rt.read_struct(rt.process_files(d)[0], F.process_header, "end_ns")
         for n in names:
-            ended[n] = (len([t for t in opened.get(n, []) if t > end]), len(opened.get(n, [])))
+            ended[n] = end
     expect_eq(len(shell), 1, "the shell's thread files")
-    shell_opens = len(opened.get(shell[0], []))
-    expect(shell_opens >= 20, f"the shell's thread file opened {shell_opens} times: too few "
-                              f"snapshots to tell")
     expect(len(ended) >= 20, f"{len(ended)} thread files of ended processes")
-    expect(all(n <= 2 and total >= 1 for n, total in ended.values()),
-           f"the ended processes' thread files opened (after their end, in all) "
-           f"{sorted(ended.values())} times (the shell's {shell_opens})")
+    # Per ended file: its openings after its process's end, against the snapshots taken
+    # meanwhile (the shell's file is opened at each). A loaded machine takes fewer of
+    # them; the files that saw at least 3 are the ones that tell.
+    snaps = opened.get(shell[0], [])
+    counts = {n: (len([t for t in opened.get(n, []) if t > end]),
+                  len([t for t in snaps if t > end]), len(opened.get(n, [])))
+              for n, end in ended.items()}
+    expect(all(after <= 2 and total >= 1 for after, _, total in counts.values()),
+           f"the ended processes' thread files opened (after their end, snapshots after "
+           f"their end, in all) {sorted(counts.values())} times")
+    telling = sum(1 for _, later, _ in counts.values() if later >= 3)
+    expect(telling >= 5, f"only {telling} ended processes saw 3 snapshots after their end "
+                         f"(the shell's file opened {len(snaps)} times): too few to tell")
