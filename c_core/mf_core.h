@@ -16,7 +16,7 @@
  * own (full disk, setuid, chroot) records into the process's first table, which is then
  * `shared` and written under `lock`. */
 /* One of a table's private indexes (mf_table.c): open addressing, linear probing, at most
- * half full; a slot holds the whole 64-bit key and a reference + 1 (0 = empty), so that
+ * three quarters full; a slot holds the whole 64-bit key and a reference + 1 (0 = empty), so that
  * rebuilding it larger reads no node or entry. */
 struct mf_index_slot {
     uint64_t key;

@@ -432,7 +432,6 @@ void mf_signals_restore(const uint64_t *old);
 int mf_dl_iterate(int (*visit)(struct dl_phdr_info *, size_t, void *), void *arg);
 void mf_prefault(void *p, size_t len); /* MADV_POPULATE_WRITE, errors ignored */
 void mf_privatize(void *addr, size_t len); /* a private copy in place of a shared mapping */
-#define MF_PREFAULT_MAX (64u << 10) /* larger ones fill slowly: left to fault page by page */
 
 /* Small system helpers that neither allocate nor lock (mf_sys.c). */
 void mf_warn(const char *a, const char *b, const char *c, const char *d);

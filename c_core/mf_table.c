@@ -193,8 +193,8 @@ static void mf_index_put(struct mf_index *ix, uint64_t key, uint32_t ref)
 
 /* Room for one more key, at most three quarters full (a miss probes ~8 slots, 16 bytes each:
  * two or three lines; every rebuild writes fresh pages, which cost more in this VM than the
- * probes); false without memory (the key is then not
- * kept: its stack is counted as not profiled). */
+ * probes); false without memory (the key is then not kept: its stack is counted as not
+ * profiled). */
 static bool mf_index_room(struct mf_index *ix)
 {
     if (ix->slot && (ix->used + 1) * 4 <= ix->slots * 3)

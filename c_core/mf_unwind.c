@@ -117,14 +117,15 @@ void mf_procmap_query_off(void)
     __atomic_store_n(&mf_procmap_state, -1, __ATOMIC_RELAXED);
 }
 
-/* Neither no_new_privs (without which an unprivileged process cannot install a filter) nor
- * a seccomp mode, asked with two prctl calls: reading /proc/self/status for the same took
- * 28 us of a short process here, the two calls 3.4 us. errno is kept. */
+/* Neither a seccomp mode (mf_filtered) nor no_new_privs (without which an unprivileged
+ * process cannot install a filter), asked with prctl: reading /proc/self/status for the same
+ * took 28 us of a short process here, the calls 3.4 us. errno is kept. */
 static bool mf_unfiltered(void)
 {
+    if (mf_filtered())
+        return false;
     int err = errno;
-    bool none = syscall(SYS_prctl, PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 0 &&
-                syscall(SYS_prctl, PR_GET_SECCOMP, 0, 0, 0, 0) == 0;
+    bool none = syscall(SYS_prctl, PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 0;
     errno = err;
     return none;
 }
