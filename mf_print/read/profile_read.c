@@ -1009,13 +1009,18 @@ static bool mf_dir_id_eq(const void *ctx, uint32_t idx)
     return k->r->dirs[idx].dev == k->id.dev && k->r->dirs[idx].ino == k->id.ino;
 }
 
+uint64_t mf_dir_id_hash(dev_t dev, ino_t ino)
+{
+    return mf_hash_u64(mf_hash_u64((uint64_t)dev) ^ (uint64_t)ino);
+}
+
 static bool mf_seen_dir(struct mf_profile *p, const struct stat *st)
 {
     struct mf_read_state *r = &p->reading;
     struct mf_dir_key k = {r, {st->st_dev, st->st_ino}};
     bool added;
-    mf_map_put(&r->dir_map, mf_hash_u64(mf_hash_u64((uint64_t)k.id.dev) ^ (uint64_t)k.id.ino),
-               mf_dir_id_eq, &k, r->ndirs, &added);
+    mf_map_put(&r->dir_map, mf_dir_id_hash(k.id.dev, k.id.ino), mf_dir_id_eq, &k, r->ndirs,
+               &added);
     if (added) {
         MF_GROW(r->dirs, r->ndirs, r->dirs_cap);
         r->dirs[r->ndirs++] = k.id;

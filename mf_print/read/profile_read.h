@@ -180,6 +180,9 @@ bool mf_live_attach(struct mf_profile *p, bool required);
  * such directory, no profile files in it or under it), after saying so. */
 #define MF_WALK_DEPTH 32
 bool mf_profile_read_dir(struct mf_profile *p, const char *dir);
+/* A directory's (device, inode), hashed: the key of a map of directories (the reader's, the
+ * timeline recorder's). */
+uint64_t mf_dir_id_hash(dev_t dev, ino_t ino);
 
 /* The processes of src for which keep(process, ctx) is true, as a profile of their own:
  * their stacks and their totals (stacks share src's frame arrays: free src last). */

@@ -448,15 +448,10 @@ static bool mf_rec_dir_eq(const void *ctx, uint32_t idx)
     return k->r->dirs[idx].dev == k->dev && k->r->dirs[idx].ino == k->ino;
 }
 
-static uint64_t mf_rec_dir_hash(dev_t dev, ino_t ino)
-{
-    return mf_hash_u64(mf_hash_u64((uint64_t)dev) ^ (uint64_t)ino);
-}
-
 static struct mf_rec_dir *mf_rec_dir_find(const struct mf_recorder *r, dev_t dev, ino_t ino)
 {
     struct mf_rec_dir_key k = {r, dev, ino};
-    uint32_t i = mf_map_get(&r->dir_map, mf_rec_dir_hash(dev, ino), mf_rec_dir_eq, &k);
+    uint32_t i = mf_map_get(&r->dir_map, mf_dir_id_hash(dev, ino), mf_rec_dir_eq, &k);
     return i == MF_MAP_EMPTY ? NULL : &r->dirs[i];
 }
 
@@ -494,17 +489,16 @@ static uint32_t mf_rec_dir_pid(const char *dir)
 static bool mf_rec_left_out(const char *dir, const struct stat *st, uint32_t nfiles, void *ctx)
 {
     struct mf_recorder *r = ctx;
-    struct mf_rec_dir *d = mf_rec_dir_find(r, st->st_dev, st->st_ino);
-    if (!d) {
-        struct mf_rec_dir_key k = {r, st->st_dev, st->st_ino};
-        bool added;
-        mf_map_put(&r->dir_map, mf_rec_dir_hash(k.dev, k.ino), mf_rec_dir_eq, &k, r->ndirs,
-                   &added);
+    struct mf_rec_dir_key k = {r, st->st_dev, st->st_ino};
+    bool added;
+    uint32_t i = mf_map_put(&r->dir_map, mf_dir_id_hash(k.dev, k.ino), mf_rec_dir_eq, &k,
+                            r->ndirs, &added);
+    if (added) {
         MF_GROW(r->dirs, r->ndirs, r->dirs_cap);
-        d = &r->dirs[r->ndirs++];
-        *d = (struct mf_rec_dir){.dev = k.dev, .ino = k.ino, .nfiles = nfiles};
-        d->pid = mf_rec_dir_pid(dir);
+        r->dirs[r->ndirs++] = (struct mf_rec_dir){
+            .dev = k.dev, .ino = k.ino, .nfiles = nfiles, .pid = mf_rec_dir_pid(dir)};
     }
+    struct mf_rec_dir *d = &r->dirs[i];
     d->met = true;
     if (d->nfiles != nfiles) {
         if (d->state == MF_REC_LEFT_OUT)
