@@ -291,6 +291,9 @@ void mf_modules_refresh(void);
 bool mf_modules_changed(void); /* the loader loaded or unloaded something since the last look */
 extern uint32_t mf_module_epoch; /* grows when a library lies where another one was */
 bool mf_modules_cover(const uintptr_t *pcs, uint32_t n); /* every pc lies in a known module */
+/* Every pc lies in a module the process image started with, which no later load can
+ * replace: a stack of them needs no look at the loader (no getpid, no loader lock). */
+bool mf_modules_permanent(const uintptr_t *pcs, uint32_t n);
 struct dl_phdr_info;
 void mf_build_id(struct dl_phdr_info *info, struct mf_module_record *r); /* r->build_id* */
 /* In a fork child: the next start writes the parent's module list, which is this image's

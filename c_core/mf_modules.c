@@ -19,6 +19,10 @@
 struct mf_range {
     uintptr_t lo, hi;
     uint64_t id; /* path and build-id, hashed */
+    /* Loaded before the process image's first look with nothing unloaded yet: the program
+     * and the libraries it was started with, which the loader never unloads (dlclose of
+     * one is a no-op), so nothing else can come to lie where it is. */
+    bool permanent;
 };
 /* A short process's few modules among the library's small variables, the rest in pages of
  * their own. */
@@ -94,7 +98,7 @@ static uint32_t mf_process_flags(void)
            (mf_opt.pythonmalloc ? MF_PROCESS_PYTHONMALLOC : 0) | MF_PROCESS_EXACT_BY_CALLS;
 }
 
-static void mf_modules_collect(void);
+static void mf_modules_collect(bool first);
 
 /* The header and every module loaded (or, in a fork child, the parent's list): one file,
  * one reservation, one write. */
@@ -121,7 +125,7 @@ bool mf_process_file_create(void)
         mf_exe_len = -1; /* a new image (exec keeps nothing of ours; a fork child, the same) */
         __atomic_store_n(&mf_nknown, 0, __ATOMIC_RELEASE);
         mf_log_len = 0;
-        mf_modules_collect();
+        mf_modules_collect(true);
     }
     mf_inherited = false;
     size_t exe_len;
@@ -250,6 +254,7 @@ static void mf_log_append(const void *rec, size_t len)
 
 struct mf_visit {
     bool moved; /* a module lies where another one was: the epoch grows */
+    bool first; /* the image's first look */
 };
 
 static int mf_module_visit(struct dl_phdr_info *info, size_t size, void *arg)
@@ -303,7 +308,9 @@ static int mf_module_visit(struct dl_phdr_info *info, size_t size, void *arg)
     }
     rec.r.epoch = mf_module_epoch;
     mf_log_append(&rec, rec.r.record_size);
-    *mf_known(mf_nknown) = (struct mf_range){lo, hi, id};
+    bool permanent = v->first && size >= offsetof(struct dl_phdr_info, dlpi_subs) +
+                                             sizeof info->dlpi_subs && info->dlpi_subs == 0;
+    *mf_known(mf_nknown) = (struct mf_range){lo, hi, id, permanent};
     __atomic_store_n(&mf_nknown, mf_nknown + 1, __ATOMIC_RELEASE);
     return 0;
 }
@@ -329,9 +336,9 @@ int mf_dl_iterate(int (*visit)(struct dl_phdr_info *, size_t, void *), void *arg
 }
 
 /* New module records go to mf_log (one refresh at a time: mf_refreshing). */
-static void mf_modules_collect(void)
+static void mf_modules_collect(bool first)
 {
-    struct mf_visit v = {.moved = false};
+    struct mf_visit v = {.moved = false, .first = first};
     mf_dl_iterate(mf_module_visit, &v);
 }
 
@@ -341,7 +348,7 @@ void mf_modules_refresh(void)
     if (mf_frozen || __atomic_exchange_n(&mf_refreshing, 1, __ATOMIC_ACQUIRE))
         return;
     size_t start = mf_log_len;
-    mf_modules_collect();
+    mf_modules_collect(false);
     if (mf_log_len > start && !mf_process_warned) {
         char name[MF_NAME_MAX];
         int fd = mf_file_open(mf_process_name(name, sizeof name));
@@ -372,6 +379,20 @@ bool mf_modules_changed(void)
     if (!mf_frozen)
         mf_dl_iterate(mf_loader_counts, &changed);
     return changed;
+}
+
+bool mf_modules_permanent(const uintptr_t *pcs, uint32_t n)
+{
+    uint32_t known = __atomic_load_n(&mf_nknown, __ATOMIC_ACQUIRE);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t k = 0;
+        while (k < known && !(mf_known(k)->permanent && mf_known(k)->lo <= pcs[i] &&
+                              pcs[i] < mf_known(k)->hi))
+            k++;
+        if (k == known)
+            return false;
+    }
+    return true;
 }
 
 bool mf_modules_cover(const uintptr_t *pcs, uint32_t n)
