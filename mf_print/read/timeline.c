@@ -155,17 +155,23 @@ int mf_timeline_read(struct mf_timeline *t, const char *dir)
 
 /* ---- stacks' identities --------------------------------------------------------------- */
 
-uint64_t *mf_stack_ids(const struct mf_profile *p)
+uint64_t mf_stack_id(uint64_t stamp, uint32_t flags, uint32_t depth, const uint64_t *frames)
 {
     /* Unkeyed (mf_hash_u64s is keyed per run of mf_print): the recorder's ids and a later
      * reader's must agree. */
+    uint64_t head[2] = {stamp, (uint64_t)flags << 32 | depth};
+    uint64_t id = mf_fnv(mf_fnv(0xcbf29ce484222325ull, head, sizeof head), frames,
+                         depth * sizeof *frames);
+    return id ? id : 1; /* 0 is [not profiled] */
+}
+
+uint64_t *mf_stack_ids(const struct mf_profile *p)
+{
     uint64_t *ids = mf_xmalloc(((size_t)p->nstacks + 1) * sizeof *ids);
     for (uint32_t i = 0; i < p->nstacks; i++) {
         const struct mf_raw_stack *s = &p->stacks[i];
-        uint64_t head[2] = {p->procs[s->process].stamp, (uint64_t)s->flags << 32 | s->depth};
-        uint64_t id = mf_fnv(mf_fnv(0xcbf29ce484222325ull, head, sizeof head), s->frames,
-                             s->depth * sizeof *s->frames);
-        ids[i] = id ? id : 1; /* 0 is [not profiled] */
+        ids[i] = p->ids_only ? s->id
+                             : mf_stack_id(p->procs[s->process].stamp, s->flags, s->depth, s->frames);
     }
     return ids;
 }
@@ -587,7 +593,8 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
     uint64_t now = mf_record_now();
     /* The estimates as recorded: a finished thread's calibrated ones would move every
      * stack at once when it ends, a growth in the last point that no call made. */
-    struct mf_profile p = {.uncalibrated = true, .left_out = mf_rec_left_out, .left_out_ctx = r};
+    struct mf_profile p = {.uncalibrated = true, .no_sizes = true, .ids_only = true,
+                           .left_out = mf_rec_left_out, .left_out_ctx = r};
     /* A run starting, or files being written: what cannot be read now is read next time. */
     mf_errors_muted = true;
     bool none = mf_profile_read_dir(&p, r->dir);

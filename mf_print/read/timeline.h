@@ -30,8 +30,10 @@ struct mf_timeline {
 int mf_timeline_read(struct mf_timeline *t, const char *dir);
 void mf_timeline_free(struct mf_timeline *t);
 
-/* The identity of each of p's raw stacks (its process image's stamp, flags, depth and
- * frames, hashed; never 0): the ids a timeline names stacks by. Read before
+/* The identity of a raw stack: its process image's stamp, flags, depth and frames, hashed;
+ * never 0. The ids a timeline names stacks by. */
+uint64_t mf_stack_id(uint64_t stamp, uint32_t flags, uint32_t depth, const uint64_t *frames);
+/* mf_stack_id of each of p's raw stacks (those of an ids_only profile as read). Read before
  * mf_profile_drop_frames. Allocated. */
 uint64_t *mf_stack_ids(const struct mf_profile *p);
 
