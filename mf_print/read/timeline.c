@@ -290,6 +290,7 @@ bool mf_record_start(struct mf_recorder *r, const char *dir)
     r->dir = mf_xstrdup(dir);
     r->path = mf_tl_path(dir);
     r->interval_ns = MF_TL_INTERVAL_NS;
+    r->again = 1.0;
     return mf_record_rewrite(r, 0);
 }
 
@@ -440,6 +441,7 @@ struct mf_rec_dir {
     /* Its images' exact totals and [not profiled] as last read (frozen once left out). */
     uint64_t calls, bytes;
     struct mf_tl_stack unprofiled;
+    uint64_t stacks; /* its images' stacks this snapshot read */
 };
 
 struct mf_rec_dir_key {
@@ -540,6 +542,7 @@ static void mf_rec_dirs_read(struct mf_recorder *r)
         }
         if (d->read) {
             d->images = 0;
+            d->stacks = 0;
             d->ended = true;
             d->others = false;
             d->calls = d->bytes = 0;
@@ -549,12 +552,14 @@ static void mf_rec_dirs_read(struct mf_recorder *r)
 }
 
 /* Image pr of the snapshot, ended or not (mf_life), counted in its directory. */
-static void mf_rec_dir_image(struct mf_recorder *r, const struct mf_process *pr, bool ended)
+static void mf_rec_dir_image(struct mf_recorder *r, const struct mf_process *pr, bool ended,
+                             uint64_t stacks)
 {
     struct mf_rec_dir *d = mf_rec_dir_find(r, pr->dir_dev, pr->dir_ino);
     if (!d || !d->read)
         return;
     d->images++;
+    d->stacks += stacks;
     d->ended &= ended;
     d->others |= pr->pid != d->pid;
     for (int f = 0; f < MF_FN_COUNT; f++) { /* as mf_profile_total_calls and _bytes */
@@ -568,12 +573,15 @@ static void mf_rec_dir_image(struct mf_recorder *r, const struct mf_process *pr,
 
 /* After the snapshot's point: a directory read with every image ended at two snapshots in a
  * row (and not changed in between), or once after its process was gone, is left out from
- * the next one on. */
+ * the next one on. Sets r->again: the share of the stacks read that the next snapshot reads
+ * again. */
 static void mf_rec_dirs_settle(struct mf_recorder *r)
 {
+    uint64_t read = 0, again = 0;
     for (uint32_t i = 0; i < r->ndirs; i++) {
         struct mf_rec_dir *d = &r->dirs[i];
         if (d->read) {
+            read += d->stacks;
             if (!d->images || !d->ended)
                 d->state = MF_REC_READ;
             else if (d->state == MF_REC_ENDED || (d->gone && !d->others)) {
@@ -581,9 +589,12 @@ static void mf_rec_dirs_settle(struct mf_recorder *r)
                 mf_rec_base(r, d, true);
             } else
                 d->state = MF_REC_ENDED;
+            if (d->state != MF_REC_LEFT_OUT)
+                again += d->stacks;
         }
         d->met = d->read = false;
     }
+    r->again = read ? (double)again / (double)read : 1.0;
 }
 
 bool mf_record_tick(struct mf_recorder *r, bool last)
@@ -608,6 +619,9 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
         return false;
     }
     uint64_t *ids = mf_stack_ids(&p);
+    uint32_t *nstacks = mf_xcalloc((size_t)p.nprocs + 1, sizeof *nstacks);
+    for (uint32_t i = 0; i < p.nstacks; i++)
+        nstacks[p.stacks[i].process]++;
     uint32_t running = 0;
     bool ended = true; /* the left-out directories' images have all ended */
     uint64_t first_start = now;
@@ -616,10 +630,11 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
         bool image_ended = p.procs[i].has_file && l != MF_LIFE_RUNNING && l != MF_LIFE_UNKNOWN;
         running += l == MF_LIFE_RUNNING;
         ended &= image_ended;
-        mf_rec_dir_image(r, &p.procs[i], image_ended);
+        mf_rec_dir_image(r, &p.procs[i], image_ended, nstacks[i]);
         if (p.procs[i].has_file && p.procs[i].start_ns < first_start)
             first_start = p.procs[i].start_ns;
     }
+    free(nstacks);
     if (!r->started)
         r->last_ns = first_start < now ? first_start : now;
 
@@ -673,7 +688,11 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
 static volatile sig_atomic_t mf_stop;
 /* The recorder sleeps at least 9 times as long as a snapshot took, by its CPU time (the
  * reader's threads together: at most a tenth of one CPU) or its wall time if longer (on a
- * busy machine, where the snapshot waited for a CPU, the recorder backs off further). */
+ * busy machine, where the snapshot waited for a CPU, the recorder backs off further). Only
+ * the part of the snapshot the next one repeats counts, by the share of the stacks it read
+ * in directories not left out: the one reading of a directory whose processes have ended
+ * is made once however long the pause, and put off it made the last snapshot of a build
+ * read the last 10 s of compilers, 2 s that the launcher waited for. */
 #define MF_RECORD_SHARE 9
 
 static uint64_t mf_cpu_ns(void)
@@ -711,7 +730,7 @@ int mf_record(const char *dir)
         uint64_t c0 = mf_cpu_ns(), w0 = mf_real_ns();
         ended = mf_record_tick(&r, false);
         uint64_t cpu = mf_cpu_ns() - c0, wall = mf_real_ns() - w0;
-        uint64_t took = cpu > wall ? cpu : wall;
+        uint64_t took = (uint64_t)((double)(cpu > wall ? cpu : wall) * r.again);
         uint64_t due = mf_record_due(&r), now = mf_record_now();
         if (!r.started)
             due = now + MF_TL_INTERVAL_NS / 4; /* nothing to read yet: look again soon */

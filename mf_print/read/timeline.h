@@ -66,6 +66,7 @@ struct mf_recorder {
     struct mf_map dir_map;
     uint64_t base_calls, base_bytes;
     struct mf_tl_stack base_unprofiled;
+    double again; /* the share of the last snapshot's stacks the next one reads again */
 };
 /* Returns true after one line on stderr if the file cannot be made. */
 bool mf_record_start(struct mf_recorder *r, const char *dir);
