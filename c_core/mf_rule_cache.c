@@ -253,6 +253,7 @@ static void mf_rc_load(uint32_t from, uint32_t to, uint64_t epoch)
         if (!m->build_id_len || !mf_rc_read(dfd, st.st_uid, m, &d, buf))
             continue;
         uint64_t k = 0;
+        mf_rules_reserve(d.count);
         while (k < d.count && mf_rule_load(m->bias + d.pair[2 * k], d.pair[2 * k + 1], epoch))
             k++;
         __atomic_fetch_add(&mf_rules_loaded, k, __ATOMIC_RELAXED);

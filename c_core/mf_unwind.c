@@ -421,13 +421,14 @@ static bool mf_rule_put(struct mf_rules *r, uintptr_t pc, uint64_t rule)
     return false;
 }
 
-/* A table four times r's, holding r's rules, made the current one, unless r is the
- * largest, memory is short, or another thread replaced r first (no lock: a fork cannot
- * leave one held). */
-static void mf_rules_grow(struct mf_rules *r)
+/* A table of 2^bits slots (bits above r's, at most MF_RULES_MAX_BITS), holding r's rules,
+ * made the current one, unless memory is short or another thread replaced r first (no
+ * lock: a fork cannot leave one held). */
+static void mf_rules_grow_to(struct mf_rules *r, uint32_t bits)
 {
-    uint32_t bits = 64 - r->shift + 2;
-    if (bits > MF_RULES_MAX_BITS || __atomic_load_n(&mf_rules, __ATOMIC_ACQUIRE) != r)
+    if (bits > MF_RULES_MAX_BITS)
+        bits = MF_RULES_MAX_BITS;
+    if (bits <= 64 - r->shift || __atomic_load_n(&mf_rules, __ATOMIC_ACQUIRE) != r)
         return;
     size_t size = sizeof *r + ((size_t)1 << bits) * sizeof r->slot[0];
     void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
@@ -445,6 +446,22 @@ static void mf_rules_grow(struct mf_rules *r)
     }
     if (!__atomic_compare_exchange_n(&mf_rules, &r, n, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         munmap(m, size);
+}
+
+/* Four times r's. */
+static void mf_rules_grow(struct mf_rules *r)
+{
+    mf_rules_grow_to(r, 64 - r->shift + 2);
+}
+
+void mf_rules_reserve(uint64_t more)
+{
+    struct mf_rules *r = __atomic_load_n(&mf_rules, __ATOMIC_ACQUIRE);
+    uint64_t want = __atomic_load_n(&r->used, __ATOMIC_RELAXED) + more;
+    uint32_t bits = 64 - r->shift;
+    while (bits < MF_RULES_MAX_BITS && want * 2 > ((uint64_t)1 << bits) - 1)
+        bits += 2; /* fourfold, as the table grows */
+    mf_rules_grow_to(r, bits);
 }
 
 /* Keeps pc's rule (with its epoch), growing the table past half full or when pc finds no
