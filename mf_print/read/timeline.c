@@ -290,7 +290,6 @@ bool mf_record_start(struct mf_recorder *r, const char *dir)
     r->dir = mf_xstrdup(dir);
     r->path = mf_tl_path(dir);
     r->interval_ns = MF_TL_INTERVAL_NS;
-    r->again = 1.0;
     return mf_record_rewrite(r, 0);
 }
 
@@ -441,7 +440,7 @@ struct mf_rec_dir {
     /* Its images' exact totals and [not profiled] as last read (frozen once left out). */
     uint64_t calls, bytes;
     struct mf_tl_stack unprofiled;
-    uint64_t stacks; /* its images' stacks this snapshot read */
+    uint64_t read_ns; /* the CPU time its reading took this snapshot */
 };
 
 struct mf_rec_dir_key {
@@ -493,7 +492,23 @@ static uint32_t mf_rec_dir_pid(const char *dir)
     return !*end && pid <= INT32_MAX ? (uint32_t)pid : 0;
 }
 
-/* The reader's left_out: a directory left out before and unchanged since. */
+static uint64_t mf_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The directory whose reading started last: its CPU time so far added to it. */
+static void mf_rec_reading_end(struct mf_recorder *r)
+{
+    if (r->reading)
+        r->dirs[r->reading - 1].read_ns += mf_cpu_ns() - r->reading_from;
+    r->reading = 0;
+}
+
+/* The reader's left_out: a directory left out before and unchanged since. Each directory
+ * read is timed, from here to the next directory's call (or the reading's end). */
 static bool mf_rec_left_out(const char *dir, const struct stat *st, uint32_t nfiles, void *ctx)
 {
     struct mf_recorder *r = ctx;
@@ -514,10 +529,13 @@ static bool mf_rec_left_out(const char *dir, const struct stat *st, uint32_t nfi
         d->state = MF_REC_READ; /* seen ended again from here on before it is left out */
         d->nfiles = nfiles;
     }
+    mf_rec_reading_end(r);
     if (d->state == MF_REC_LEFT_OUT)
         return true;
     d->gone = d->pid && kill((pid_t)d->pid, 0) != 0 && errno == ESRCH;
     d->read = true;
+    r->reading = i + 1;
+    r->reading_from = mf_cpu_ns();
     return false;
 }
 
@@ -542,7 +560,6 @@ static void mf_rec_dirs_read(struct mf_recorder *r)
         }
         if (d->read) {
             d->images = 0;
-            d->stacks = 0;
             d->ended = true;
             d->others = false;
             d->calls = d->bytes = 0;
@@ -552,14 +569,12 @@ static void mf_rec_dirs_read(struct mf_recorder *r)
 }
 
 /* Image pr of the snapshot, ended or not (mf_life), counted in its directory. */
-static void mf_rec_dir_image(struct mf_recorder *r, const struct mf_process *pr, bool ended,
-                             uint64_t stacks)
+static void mf_rec_dir_image(struct mf_recorder *r, const struct mf_process *pr, bool ended)
 {
     struct mf_rec_dir *d = mf_rec_dir_find(r, pr->dir_dev, pr->dir_ino);
     if (!d || !d->read)
         return;
     d->images++;
-    d->stacks += stacks;
     d->ended &= ended;
     d->others |= pr->pid != d->pid;
     for (int f = 0; f < MF_FN_COUNT; f++) { /* as mf_profile_total_calls and _bytes */
@@ -573,15 +588,14 @@ static void mf_rec_dir_image(struct mf_recorder *r, const struct mf_process *pr,
 
 /* After the snapshot's point: a directory read with every image ended at two snapshots in a
  * row (and not changed in between), or once after its process was gone, is left out from
- * the next one on. Sets r->again: the share of the stacks read that the next snapshot reads
- * again. */
+ * the next one on. Sums the CPU time of the snapshot's readings (r->read_ns) and of those
+ * no later snapshot repeats (r->once_ns). */
 static void mf_rec_dirs_settle(struct mf_recorder *r)
 {
-    uint64_t read = 0, again = 0;
+    r->read_ns = r->once_ns = 0;
     for (uint32_t i = 0; i < r->ndirs; i++) {
         struct mf_rec_dir *d = &r->dirs[i];
         if (d->read) {
-            read += d->stacks;
             if (!d->images || !d->ended)
                 d->state = MF_REC_READ;
             else if (d->state == MF_REC_ENDED || (d->gone && !d->others)) {
@@ -589,12 +603,13 @@ static void mf_rec_dirs_settle(struct mf_recorder *r)
                 mf_rec_base(r, d, true);
             } else
                 d->state = MF_REC_ENDED;
-            if (d->state != MF_REC_LEFT_OUT)
-                again += d->stacks;
+            r->read_ns += d->read_ns;
+            if (d->state == MF_REC_LEFT_OUT)
+                r->once_ns += d->read_ns;
         }
         d->met = d->read = false;
+        d->read_ns = 0;
     }
-    r->again = read ? (double)again / (double)read : 1.0;
 }
 
 bool mf_record_tick(struct mf_recorder *r, bool last)
@@ -608,7 +623,10 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
                            .left_out = mf_rec_left_out, .left_out_ctx = r};
     /* A run starting, or files being written: what cannot be read now is read next time. */
     mf_errors_muted = true;
+    uint64_t c0 = mf_cpu_ns();
     bool none = mf_profile_read_dir(&p, r->dir);
+    mf_rec_reading_end(r);
+    r->walk_ns = mf_cpu_ns() - c0;
     if (!none)
         mf_profile_finish(&p);
     mf_errors_muted = false;
@@ -619,9 +637,6 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
         return false;
     }
     uint64_t *ids = mf_stack_ids(&p);
-    uint32_t *nstacks = mf_xcalloc((size_t)p.nprocs + 1, sizeof *nstacks);
-    for (uint32_t i = 0; i < p.nstacks; i++)
-        nstacks[p.stacks[i].process]++;
     uint32_t running = 0;
     bool ended = true; /* the left-out directories' images have all ended */
     uint64_t first_start = now;
@@ -630,11 +645,10 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
         bool image_ended = p.procs[i].has_file && l != MF_LIFE_RUNNING && l != MF_LIFE_UNKNOWN;
         running += l == MF_LIFE_RUNNING;
         ended &= image_ended;
-        mf_rec_dir_image(r, &p.procs[i], image_ended, nstacks[i]);
+        mf_rec_dir_image(r, &p.procs[i], image_ended);
         if (p.procs[i].has_file && p.procs[i].start_ns < first_start)
             first_start = p.procs[i].start_ns;
     }
-    free(nstacks);
     if (!r->started)
         r->last_ns = first_start < now ? first_start : now;
 
@@ -688,19 +702,12 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
 static volatile sig_atomic_t mf_stop;
 /* The recorder sleeps at least 9 times as long as a snapshot took, by its CPU time (the
  * reader's threads together: at most a tenth of one CPU) or its wall time if longer (on a
- * busy machine, where the snapshot waited for a CPU, the recorder backs off further). Only
- * the part of the snapshot the next one repeats counts, by the share of the stacks it read
- * in directories not left out: the one reading of a directory whose processes have ended
- * is made once however long the pause, and put off it made the last snapshot of a build
- * read the last 10 s of compilers, 2 s that the launcher waited for. */
+ * busy machine, where the snapshot waited for a CPU, the recorder backs off further). The
+ * readings of directories left out after it do not count: the one reading of a directory
+ * whose processes have ended is made once however long the pause, and put off it made the
+ * last snapshot of a build read the last 10 s of compilers, 2 s that the launcher waited
+ * for. */
 #define MF_RECORD_SHARE 9
-
-static uint64_t mf_cpu_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void mf_on_stop(int sig)
 {
@@ -730,7 +737,16 @@ int mf_record(const char *dir)
         uint64_t c0 = mf_cpu_ns(), w0 = mf_real_ns();
         ended = mf_record_tick(&r, false);
         uint64_t cpu = mf_cpu_ns() - c0, wall = mf_real_ns() - w0;
-        uint64_t took = (uint64_t)((double)(cpu > wall ? cpu : wall) * r.again);
+        uint64_t took = cpu > wall ? cpu : wall;
+        if (cpu > 0 && r.read_ns > 0) {
+            /* What repeats: the walk beside the readings, the readings of the directories
+             * still read, and the share of the rest (the point's records) that is theirs. */
+            uint64_t walk = r.walk_ns > r.read_ns ? r.walk_ns - r.read_ns : 0;
+            uint64_t rest = cpu > r.walk_ns ? cpu - r.walk_ns : 0;
+            double again = 1.0 - (double)r.once_ns / (double)r.read_ns;
+            double repeat = (double)walk + (double)(r.read_ns - r.once_ns) + (double)rest * again;
+            took = (uint64_t)((double)took * (repeat < (double)cpu ? repeat / (double)cpu : 1.0));
+        }
         uint64_t due = mf_record_due(&r), now = mf_record_now();
         if (!r.started)
             due = now + MF_TL_INTERVAL_NS / 4; /* nothing to read yet: look again soon */

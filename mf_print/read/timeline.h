@@ -66,7 +66,11 @@ struct mf_recorder {
     struct mf_map dir_map;
     uint64_t base_calls, base_bytes;
     struct mf_tl_stack base_unprofiled;
-    double again; /* the share of the last snapshot's stacks the next one reads again */
+    uint32_t reading; /* the directory being read (index + 1; 0: none), since reading_from */
+    uint64_t reading_from;
+    /* The last snapshot's CPU time: its walk of the directories (readings included), its
+     * directories' readings, and those of them no later snapshot repeats. */
+    uint64_t walk_ns, read_ns, once_ns;
 };
 /* Returns true after one line on stderr if the file cannot be made. */
 bool mf_record_start(struct mf_recorder *r, const char *dir);
