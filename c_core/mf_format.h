@@ -310,6 +310,9 @@ struct mf_process_header {
     uint64_t rules_learned;
     uint64_t rules_loaded;
 };
+/* The header as format 6 first wrote it, before rules_learned and rules_loaded (added
+ * without a new version): a reader takes a header of this size, those two as 0. */
+#define MF_PROCESS_HEADER_MIN 352u
 
 /* Appended to the process file, one write() each. */
 struct mf_module_record {

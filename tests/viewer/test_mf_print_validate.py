@@ -128,6 +128,33 @@ def skip_line(profile, path, why):
     return f"{prefix()}skipping {os.path.basename(profile)}/{os.path.basename(path)}: {why}"
 
 
+# ---- 0. older headers -----------------------------------------------------------------------
+
+@rt.test
+def test_validate_reads_the_process_header_format_6_first_wrote():
+    """A process file as format 6 first wrote it: a 352-byte header, without rules_learned
+    and rules_loaded (added later without a new version). It is read as it was, modules and
+    all (before: "bad header size 352", and every frame of the image unsymbolized; two lines
+    for each of an old build's 314 directories). A header shorter still is refused."""
+    r, _ = four_threads()
+    want = run_print(["--dir", r.profile, "--format", "csv"])
+    h = rt.F.process_header
+    old = copy_profile(r.profile, "format6")
+    (proc,) = [os.path.join(old, f) for f in os.listdir(old) if f.startswith("process.")]
+    data = read(proc)
+    struct.pack_into("<I", data, h.header_size, h.rules_learned)
+    write(proc, data[:h.rules_learned] + data[h.size:])
+    got = run_print(["--dir", old, "--format", "csv"])
+    rt.expect_eq((got.returncode, got.stderr), (0, b""), "format 6's first header: status, stderr")
+    rt.expect_eq(got.stdout, want.stdout, "the report of format 6's first header")
+    rt.expect(b"site_worker_3" in got.stdout, "symbolized frames")
+    struct.pack_into("<I", data, h.header_size, h.rules_learned - 8)
+    write(proc, data[:h.rules_learned - 8] + data[h.size:])
+    got = run_print(["--dir", old, "--format", "csv"])
+    rt.expect(skip_line(old, proc, "bad header size %d" % (h.rules_learned - 8)).encode()
+              in got.stderr, f"a 344-byte header: {got.stderr!r}")
+
+
 # ---- 1. depth ------------------------------------------------------------------------------
 
 @rt.test
