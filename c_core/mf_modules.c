@@ -259,10 +259,18 @@ struct mf_visit {
     bool first; /* the image's first look */
 };
 
+/* Whether the loader's info, of this size, holds its counts of loads and unloads. */
+static bool mf_info_has_counts(size_t size)
+{
+    return size >= offsetof(struct dl_phdr_info, dlpi_subs) +
+                       sizeof(((struct dl_phdr_info *)NULL)->dlpi_subs);
+}
+
 static int mf_module_visit(struct dl_phdr_info *info, size_t size, void *arg)
 {
     struct mf_visit *v = arg;
-    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+    bool counts = mf_info_has_counts(size);
+    if (counts) {
         /* Read by mf_modules_changed() in any thread, the exit's included: atomics. */
         __atomic_store_n(&mf_seen_adds, info->dlpi_adds, __ATOMIC_RELAXED);
         __atomic_store_n(&mf_seen_subs, info->dlpi_subs, __ATOMIC_RELAXED);
@@ -310,8 +318,7 @@ static int mf_module_visit(struct dl_phdr_info *info, size_t size, void *arg)
     }
     rec.r.epoch = mf_module_epoch;
     mf_log_append(&rec, rec.r.record_size);
-    bool permanent = v->first && size >= offsetof(struct dl_phdr_info, dlpi_subs) +
-                                             sizeof info->dlpi_subs && info->dlpi_subs == 0;
+    bool permanent = v->first && counts && info->dlpi_subs == 0;
     *mf_known(mf_nknown) = (struct mf_range){lo, hi, id, permanent};
     __atomic_store_n(&mf_nknown, mf_nknown + 1, __ATOMIC_RELEASE);
     return 0;
@@ -369,7 +376,7 @@ void mf_modules_refresh(void)
 static int mf_loader_counts(struct dl_phdr_info *info, size_t size, void *arg)
 {
     bool *changed = arg;
-    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs)
+    if (mf_info_has_counts(size))
         *changed = info->dlpi_adds != __atomic_load_n(&mf_seen_adds, __ATOMIC_RELAXED) ||
                    info->dlpi_subs != __atomic_load_n(&mf_seen_subs, __ATOMIC_RELAXED);
     return 1; /* the counts are the same in every module's info: one is enough */
@@ -383,13 +390,14 @@ bool mf_modules_changed(void)
     return changed;
 }
 
-bool mf_modules_permanent(const uintptr_t *pcs, uint32_t n)
+/* Every pc lies in a known module, one the image started with if `permanent`. */
+static bool mf_modules_hold(const uintptr_t *pcs, uint32_t n, bool permanent)
 {
     uint32_t known = __atomic_load_n(&mf_nknown, __ATOMIC_ACQUIRE);
     for (uint32_t i = 0; i < n; i++) {
         uint32_t k = 0;
-        while (k < known && !(mf_known(k)->permanent && mf_known(k)->lo <= pcs[i] &&
-                              pcs[i] < mf_known(k)->hi))
+        while (k < known && !((mf_known(k)->permanent || !permanent) &&
+                              mf_known(k)->lo <= pcs[i] && pcs[i] < mf_known(k)->hi))
             k++;
         if (k == known)
             return false;
@@ -399,15 +407,12 @@ bool mf_modules_permanent(const uintptr_t *pcs, uint32_t n)
 
 bool mf_modules_cover(const uintptr_t *pcs, uint32_t n)
 {
-    uint32_t known = __atomic_load_n(&mf_nknown, __ATOMIC_ACQUIRE);
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t k = 0;
-        while (k < known && !(mf_known(k)->lo <= pcs[i] && pcs[i] < mf_known(k)->hi))
-            k++;
-        if (k == known)
-            return false;
-    }
-    return true;
+    return mf_modules_hold(pcs, n, false);
+}
+
+bool mf_modules_permanent(const uintptr_t *pcs, uint32_t n)
+{
+    return mf_modules_hold(pcs, n, true);
 }
 
 /* Runs in the atfork child handler: no system call, no lock. The parent's modules are the

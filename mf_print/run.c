@@ -109,8 +109,8 @@ int mf_run(const struct mf_request *r)
 
     /* Only sites by size (--by site,size, --tune) read the stacks' counts by class: keeping
      * them was a tenth of reading a build's run directory. */
-    bool sizes = r->o.by_size || rep->fn == mf_report_tune;
-    struct mf_profile profile = {.uncalibrated = r->uncalibrated, .no_sizes = !sizes};
+    struct mf_profile profile = {.uncalibrated = r->uncalibrated,
+                                 .no_sizes = !r->o.by_size && !r->tune};
     for (int i = 0; i < r->ndirs; i++)
         if (mf_profile_read_dir(&profile, r->dirs[i]))
             return 2;

@@ -722,9 +722,7 @@ static void mf_add_stack_size(struct mf_profile *p, uint32_t stack, const struct
     z->bytes_var += e->bytes_var;
 }
 
-/* frames: the entry's, decoded (copied if the stack is new). A sized entry's class goes to
- * the stack's counts by class; the stack itself is all its classes' (its flags without
- * MF_ENTRY_SIZED). */
+/* An ids_only profile's stacks, by id. */
 struct mf_stack_id_key {
     const struct mf_profile *p;
     uint64_t id;
@@ -736,6 +734,9 @@ static bool mf_stack_id_eq(const void *ctx, uint32_t idx)
     return k->p->stacks[idx].id == k->id;
 }
 
+/* frames: the entry's, decoded (copied if the stack is new). A sized entry's class goes to
+ * the stack's counts by class; the stack itself is all its classes' (its flags without
+ * MF_ENTRY_SIZED). */
 static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf_entry *e,
                          const uint64_t *frames)
 {
