@@ -348,9 +348,12 @@ void mf_rules_reserve(uint64_t more);
 uint64_t mf_rules_in(uint64_t epoch, uint64_t *out, uint64_t max); /* pairs (pc, rule) */
 /* The rule cache (mf_rule_cache.c): each module's learned rules on disk, keyed by its build
  * id, so that the next process of the same build learns none of them. pc's module (0: none
- * or not cached), its cached rules stored into the table at its first miss. */
+ * or not cached), its cache file read at its first miss. */
 extern uint64_t mf_rules_loaded; /* rules this process image took from the cache */
 uint32_t mf_rule_cache_module(uintptr_t pc, uint64_t epoch);
+/* A large cache file's rule for pc, of module (mf_rule_cache_module's answer), without its
+ * epoch; 0 if it holds none. */
+uint64_t mf_rule_cache_find(uint32_t module, uintptr_t pc);
 void mf_rule_cache_learned(uint32_t module); /* a rule of it read from the CFI */
 void mf_rule_cache_save(void); /* at exit: each module's rules, if it learned any */
 /* Fills s->pcs with up to max return addresses, on the slot's stack, and returns the count;

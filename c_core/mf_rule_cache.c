@@ -4,8 +4,12 @@
  * (mf_unwind.c, mf_cfi.c), ~5,500 instructions each: one cc1 learns 7,100, and each of the
  * 40 cc1 of a build learns the same ones again. So at its exit a process keeps the rules it
  * learned on disk, one file per build of a module, named by its build id, and a later
- * process of the same build stores them all into its rule table at its first miss in that
- * module (one open and one read a file) and learns none of them.
+ * process of the same build reads the file at its first miss in that module (one open and
+ * one read a file) and learns none of them. A small file's rules go into the rule table at
+ * once; a large one's stay in memory, sorted, and each goes into the table when a walk first
+ * meets its address (mf_rule_cache_find): the rule table is hashed, so storing cc1's 7,441
+ * cached rules wrote every page of a 1 MiB table, 8 ms a process in this VM, where a compile
+ * past its exact stretch meets 600 of those addresses and one within it 6,400.
  *
  * Where: <base>/.malloc_freq-rules.<euid>/, beside the profile directories (MALLOC_FREQ_DIR
  * or the working directory): the processes that share a profile (a build under the
@@ -55,6 +59,10 @@ struct mf_rc_module {
     uint64_t epoch;
     uint64_t layout;
     uint64_t learned; /* rules read from its CFI */
+    /* A large file's rules, kept (pairs of return address less the bias, and rule, sorted
+     * and checked): `cached` published after `pair`, never taken back. */
+    const uint64_t *pair;
+    uint64_t cached;
     uint32_t build_id_len; /* 0: not cached */
     uint8_t build_id[32];
 };
@@ -234,9 +242,10 @@ static int mf_rc_dir_open(bool create, struct stat *st)
     return mf_base_subdir_open(name, create, st);
 }
 
-/* The cached rules of the modules from .. to - 1 into the rule table, with the walk's
- * epoch: one opening of the directory for all. Called by the rule walk, on the slot's
- * stack (256 KiB). */
+/* The cached rules of the modules from .. to - 1 read, with the walk's epoch: one opening
+ * of the directory for all. A file that fits the read buffers goes into the rule table now
+ * (a short process's few hundred rules, in the table's first pages); a larger one is kept
+ * for mf_rule_cache_find. Called by the rule walk, on the slot's stack (256 KiB). */
 static void mf_rc_load(uint32_t from, uint32_t to, uint64_t epoch)
 {
     uint64_t buf[MF_RC_STACK_BYTES / 8];
@@ -252,6 +261,11 @@ static void mf_rc_load(uint32_t from, uint32_t to, uint64_t epoch)
         struct mf_rc_data d;
         if (!m->build_id_len || !mf_rc_read(dfd, st.st_uid, m, &d, buf))
             continue;
+        if (d.map != buf && d.map != mf_rc_buf) { /* mapped for it: kept */
+            mf_rc.m[i].pair = d.pair;
+            __atomic_store_n(&mf_rc.m[i].cached, d.count, __ATOMIC_RELEASE);
+            continue;
+        }
         uint64_t k = 0;
         mf_rules_reserve(d.count);
         while (k < d.count && mf_rule_load(m->bias + d.pair[2 * k], d.pair[2 * k + 1], epoch))
@@ -260,6 +274,33 @@ static void mf_rc_load(uint32_t from, uint32_t to, uint64_t epoch)
         mf_rc_free(&d);
     }
     mf_sys_close(dfd);
+}
+
+/* The first of the n pairs p (sorted) whose key is above key. */
+static uint64_t mf_rc_above(const uint64_t *p, uint64_t n, uint64_t key)
+{
+    uint64_t a = 0, b = n;
+    while (a < b) {
+        uint64_t m = a + (b - a) / 2;
+        if (p[2 * m] <= key)
+            a = m + 1;
+        else
+            b = m;
+    }
+    return a;
+}
+
+uint64_t mf_rule_cache_find(uint32_t module, uintptr_t pc)
+{
+    if (!module)
+        return 0;
+    const struct mf_rc_module *m = &mf_rc.m[module - 1];
+    uint64_t n = __atomic_load_n(&m->cached, __ATOMIC_ACQUIRE);
+    uint64_t at = n ? mf_rc_above(m->pair, n, pc - m->bias) : 0;
+    if (!at || m->pair[2 * (at - 1)] != pc - m->bias)
+        return 0;
+    __atomic_fetch_add(&mf_rules_loaded, 1, __ATOMIC_RELAXED);
+    return m->pair[2 * at - 1];
 }
 
 static uint32_t mf_rc_find_known(uintptr_t pc, uint64_t epoch, uint32_t from, uint32_t n)
@@ -329,20 +370,6 @@ static void mf_rc_sort(uint64_t *p, uint64_t n)
             p[2 * c] = k, p[2 * c + 1] = v;
         }
     }
-}
-
-/* The first of the n pairs p (sorted) whose key is above key. */
-static uint64_t mf_rc_above(const uint64_t *p, uint64_t n, uint64_t key)
-{
-    uint64_t a = 0, b = n;
-    while (a < b) {
-        uint64_t m = a + (b - a) / 2;
-        if (p[2 * m] <= key)
-            a = m + 1;
-        else
-            b = m;
-    }
-    return a;
 }
 
 /* buf (the header, then room for MF_RC_RULES_MAX pairs) gets module m's rules, the n pairs

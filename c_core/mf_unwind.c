@@ -563,6 +563,11 @@ static __attribute__((noinline)) uint64_t mf_rule_read(uintptr_t pc, uint64_t ep
     uint64_t kept = mf_rule_get(__atomic_load_n(&mf_rules, __ATOMIC_ACQUIRE), pc);
     if ((kept & MF_RULE_KIND_MASK) && (kept & MF_RULE_EPOCH_MASK) == epoch)
         return kept;
+    uint64_t cached = mf_rule_cache_find(module, pc);
+    if (cached) {
+        mf_rule_store(pc, cached | epoch);
+        return cached | epoch;
+    }
     __atomic_fetch_add(&mf_rules_learned, 1, __ATOMIC_RELAXED);
     mf_rule_cache_learned(module);
     /* No module holds pc (code made at run time, on the live stack so mapped now): it has

@@ -140,6 +140,99 @@ def test_rule_cache_second_run_learns_nothing_and_finds_the_same_stacks():
     expect(_stacks(second.profile) == _stacks(first.profile), "ls: the warm run's stacks differ")
 
 
+# The largest cache file whose rules go into the rule table at once (MF_RC_BUF_BYTES): a
+# larger one's rules are taken one by one as walks meet their addresses.
+RC_BUF_BYTES = 16 << 10
+WIDE = 1500  # functions of the wide program, each calling malloc from its own place
+
+
+def _wide_program():
+    """A program of WIDE functions (not folded into each other: -fno-ipa-icf), each
+    allocating (i % 7 + 1) * 16 bytes i % 3 + 1 times:
+    WIDE stacks, 2 * WIDE return addresses to unwind, and so a cache file of ~48 KiB."""
+    work = rt.fresh_dir()
+    src, prog = os.path.join(work, "wide.c"), os.path.join(work, "wide")
+    with open(src, "w") as f:
+        f.write("#include <stdlib.h>\n#include <stdio.h>\n")
+        for i in range(WIDE):
+            f.write(f"__attribute__((noinline)) static void f{i}(void) {{ for (int k = 0; "
+                    f"k < {i % 3 + 1}; k++) {{ void *p = malloc({(i % 7 + 1) * 16}); "
+                    "__asm__ volatile(\"\" : : \"r\"(p) : \"memory\"); free(p); } }\n")
+        f.write("int main(void) {\n")
+        for i in range(WIDE):
+            f.write(f"    f{i}();\n")
+        f.write('    puts("wide done");\n    return 0;\n}\n')
+    subprocess.run(["gcc", "-g", "-O2", "-fomit-frame-pointer", "-fno-ipa-icf", "-o", prog, src], check=True)
+    return prog
+
+
+def _cc1(base, src, extra_env=None, sample="1"):
+    """cc1 (gcc's compiler proper, a 30 MB program) on src at -O2: its rule counts."""
+    cc1 = subprocess.run(["gcc", "-print-prog-name=cc1"], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    argv = [cc1, "-fpreprocessed", "-quiet", src, "-O2", "-o", os.devnull]
+    r = rt.run_ok(argv, outdir=base, extra_env=extra_env, sample=sample)
+    expect_eq(r.stderr, "", "cc1: stderr")
+    return cc1, _rules(r.profile)
+
+
+def _cached(base):
+    """The rules in each of the cache's files, by name."""
+    d = _cache_dir(base)
+    return {n: _count(open(os.path.join(d, n), "rb").read()) for n in os.listdir(d)}
+
+
+@rt.test
+def test_rule_cache_takes_a_large_files_rules_as_walks_meet_them():
+    """A cache file of more rules than the read buffer holds is kept in memory and its rules
+    taken one at a time as walks meet their addresses (storing all of cc1's 7,441 wrote every
+    page of a 1 MiB table, 8 ms a process). A warm run meets every address the cold one
+    learned: it loads exactly those and finds the same stacks (a program of ours, whose
+    stacks do not move from run to run); cc1's warm run loads what its cold run learned, and
+    a sampled one only the few it meets."""
+    prog = _wide_program()
+    base = rt.fresh_dir()
+    sites = {f"f{i}": ((i % 3 + 1), (i % 3 + 1) * (i % 7 + 1) * 16) for i in range(WIDE)}
+
+    def wide():
+        r = _run([prog], base, stdout="wide done\n")
+        rows = rt.csv_rows(r.profile)
+        got = {s: (sum(x.calls for x in rows if x.site == s), sum(x.bytes for x in rows if x.site == s))
+               for s in sites}
+        expect(got == sites, f"wide: {sum(got[s] != sites[s] for s in sites)} of {WIDE} sites "
+                             "counted wrong")
+        return _stacks(r.profile), _rules(r.profile)
+
+    cold, (learned, loaded) = wide()
+    expect_eq(loaded, 0, "wide, cold: rules loaded")
+    size = os.path.getsize(_cache_file(base, prog))
+    expect(size > RC_BUF_BYTES, f"wide's cache file: {size} bytes (a file of at most 16 KiB is "
+                                "loaded whole: this would prove nothing)")
+    for i in range(2):
+        warm, rules = wide()
+        expect_eq(rules, (0, learned), f"wide, warm run {i + 1}: rules (learned, loaded)")
+        expect(warm == cold, "wide: the warm run's stacks differ from the cold run's")
+    # gcc's compiler on this project's largest source, preprocessed.
+    src = os.path.join(rt.fresh_dir(), "mf_table.i")
+    subprocess.run(["gcc", "-E", "-D_GNU_SOURCE", "-I" + os.path.join(rt.REPO, "c_core"),
+                    "-o", src, os.path.join(rt.REPO, "c_core", "mf_table.c")], check=True)
+    base = rt.fresh_dir()
+    cc1, (learned, loaded) = _cc1(base, src)
+    expect_eq(loaded, 0, "cc1, cold: rules loaded")
+    cached = _cached(base)
+    own = cached.pop(os.path.basename(_cache_file(base, cc1)))
+    expect(own * 16 > RC_BUF_BYTES and own + sum(cached.values()) == learned,
+           f"cc1's cache file holds {own} rules, the others {cached}, of {learned} learned")
+    _, rules = _cc1(base, src)
+    expect_eq(rules, (0, learned), "cc1, warm: rules (learned, loaded)")
+    # 1 call in 1,000 sampled: the small files are loaded whole, of cc1's only what is met.
+    _, (learned, loaded) = _cc1(base, src, {"MALLOC_FREQ_EXACT": "0"}, sample="1000")
+    others = sum(cached.values())
+    expect(learned == 0 and others < loaded < others + own // 4,
+           f"cc1 sampled: learned {learned}, loaded {loaded} rules; the small files hold "
+           f"{others}, cc1's {own}")
+
+
 @rt.test
 def test_rule_cache_merges_what_each_program_learned():
     # short_runs and ls share libc: each one's save merges its libc rules with the other's,
