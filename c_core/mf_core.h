@@ -16,15 +16,15 @@
  * own (full disk, setuid, chroot) records into the process's first table, which is then
  * `shared` and written under `lock`. */
 /* One of a table's private indexes (mf_table.c): open addressing, linear probing, at most
- * three quarters full; a slot holds the whole 64-bit key and a reference + 1 (0 = empty), so that
- * rebuilding it larger reads no node or entry. */
-struct mf_index_slot {
-    uint64_t key;
-    uint64_t ref;
-};
+ * three quarters full. A slot is one word: the key's top MF_INDEX_TAG_BITS bits, and a
+ * reference + 1 (0 = empty) below them. A key's home slot is its top bits too, so that
+ * rebuilding the index larger reads no node or entry. */
+#define MF_INDEX_REF_BITS 26
+#define MF_INDEX_TAG_BITS (64 - MF_INDEX_REF_BITS)
 struct mf_index {
-    struct mf_index_slot *slot; /* anonymous memory; NULL until the first key, or without memory */
-    uint64_t slots; /* a power of two */
+    uint64_t *slot; /* anonymous memory; NULL until the first key, or without memory */
+    uint64_t slots; /* a power of two, at most 2^MF_INDEX_TAG_BITS */
+    uint32_t bits;  /* log2(slots) */
     uint64_t used;
 };
 

@@ -181,26 +181,49 @@ static uint64_t mf_entry_hash(uint64_t path, uint32_t flags, uint32_t cls)
 /* ---- the private indexes -------------------------------------------------------------
  * Segments are chained, never rehashed (a reader may be reading them), and the file keeps
  * nodes and entries in the order they were made. Finding one by its key is the writer's
- * business alone: two indexes in anonymous memory, rebuilt larger as they fill. */
-static void mf_index_put(struct mf_index *ix, uint64_t key, uint32_t ref)
+ * business alone: two indexes in anonymous memory, rebuilt larger as they fill.
+ *
+ * A slot is 8 bytes, not 16 (the whole key and the reference): every page of an index is a
+ * page fault when it is built, 14-20 us in this VM, and a compile's exact stretch built 6 MiB
+ * of them. A key is told apart by its top 38 bits where it is looked up (its home slot is
+ * its top bits, so a key met there agrees with it in those too), and then by the node's
+ * return address and depth or the entry's whole 64-bit hash. */
+static uint64_t mf_index_tag(uint64_t key)
 {
-    uint64_t mask = ix->slots - 1, j = key & mask;
-    while (ix->slot[j].ref)
+    return key >> MF_INDEX_REF_BITS;
+}
+
+static uint64_t mf_index_home(const struct mf_index *ix, uint64_t tag)
+{
+    return tag >> (MF_INDEX_TAG_BITS - ix->bits);
+}
+
+static void mf_index_put_tag(struct mf_index *ix, uint64_t tag, uint32_t ref)
+{
+    uint64_t mask = ix->slots - 1, j = mf_index_home(ix, tag);
+    while (ix->slot[j])
         j = (j + 1) & mask;
-    ix->slot[j] = (struct mf_index_slot){key, ref};
+    ix->slot[j] = tag << MF_INDEX_REF_BITS | ref;
     ix->used++;
 }
 
-/* Room for one more key, at most three quarters full (a miss probes ~8 slots, 16 bytes each:
- * two or three lines; every rebuild writes fresh pages, which cost more in this VM than the
- * probes); false without memory (the key is then not kept: its stack is counted as not
- * profiled). */
+static void mf_index_put(struct mf_index *ix, uint64_t key, uint32_t ref)
+{
+    mf_index_put_tag(ix, mf_index_tag(key), ref);
+}
+
+/* Room for one more key, at most three quarters full (a miss probes ~8 slots: one or two
+ * lines; every rebuild writes fresh pages, which cost more in this VM than the probes);
+ * false without memory (the key is then not kept: its stack is counted as not profiled). */
 static bool mf_index_room(struct mf_index *ix)
 {
     if (ix->slot && (ix->used + 1) * 4 <= ix->slots * 3)
         return true;
-    uint64_t slots = ix->slots ? ix->slots * 2 : 1024, bytes = slots * sizeof *ix->slot;
-    struct mf_index_slot *old = ix->slot, *m;
+    uint32_t bits = ix->slots ? ix->bits + 1 : 10;
+    if (bits > MF_INDEX_TAG_BITS)
+        return false;
+    uint64_t slots = (uint64_t)1 << bits, bytes = slots * sizeof *ix->slot;
+    uint64_t *old = ix->slot, *m;
     uint64_t old_slots = ix->slots;
     m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
@@ -208,13 +231,40 @@ static bool mf_index_room(struct mf_index *ix)
     mf_prefault(m, bytes); /* the keys land all over it at once: a fault a page otherwise */
     ix->slot = m;
     ix->slots = slots;
+    ix->bits = bits;
     ix->used = 0;
     for (uint64_t j = 0; j < old_slots; j++)
-        if (old[j].ref)
-            mf_index_put(ix, old[j].key, (uint32_t)old[j].ref);
+        if (old[j])
+            mf_index_put_tag(ix, old[j] >> MF_INDEX_REF_BITS,
+                             (uint32_t)(old[j] & ((1u << MF_INDEX_REF_BITS) - 1)));
     if (old)
         munmap(old, old_slots * sizeof *old);
     return true;
+}
+
+/* The reference in a slot whose tag is tag, else 0. */
+static uint32_t mf_index_ref(uint64_t slot, uint64_t tag)
+{
+    return slot >> MF_INDEX_REF_BITS == tag ? (uint32_t)(slot & ((1u << MF_INDEX_REF_BITS) - 1))
+                                            : 0;
+}
+
+/* A node's reference in the node index: segment << 20 | node, + 1 (a segment holds at most
+ * 2^20 nodes: MF_NODE_REF's 24 bits of node would not fit MF_INDEX_REF_BITS). */
+#define MF_INDEX_NODE_BITS 20
+_Static_assert((uint64_t)MF_SEG_ENTRIES_MAX * MF_NODES_PER_ENTRY <= 1u << MF_INDEX_NODE_BITS &&
+                   (uint64_t)MF_MAX_SEGMENTS << MF_INDEX_NODE_BITS < 1u << MF_INDEX_REF_BITS,
+               "a node's index reference fits its slot");
+
+static uint32_t mf_index_node_ref(uint32_t k, uint64_t i)
+{
+    return (k << MF_INDEX_NODE_BITS | (uint32_t)i) + 1;
+}
+
+static uint32_t mf_node_ref_of(uint32_t ref)
+{
+    ref--;
+    return MF_NODE_REF(ref >> MF_INDEX_NODE_BITS, ref & ((1u << MF_INDEX_NODE_BITS) - 1));
 }
 
 /* The node at depth whose path hash is path and return address pc, or 0. */
@@ -224,11 +274,12 @@ static uint32_t mf_node_find(const struct mf_table *tab, uint64_t path, uint64_t
     const struct mf_index *ix = &tab->nodes;
     if (!ix->slot)
         return 0;
-    uint64_t mask = ix->slots - 1;
-    for (uint64_t j = path & mask; ix->slot[j].ref; j = (j + 1) & mask) {
-        if (ix->slot[j].key != path)
+    uint64_t mask = ix->slots - 1, tag = mf_index_tag(path);
+    for (uint64_t j = mf_index_home(ix, tag); ix->slot[j]; j = (j + 1) & mask) {
+        uint32_t ref = mf_index_ref(ix->slot[j], tag);
+        if (!ref)
             continue;
-        uint32_t ref = (uint32_t)ix->slot[j].ref;
+        ref = mf_node_ref_of(ref);
         const struct mf_frame_node *n = mf_node_at(tab, ref);
         if (n->pc == pc && n->depth == depth)
             return ref;
@@ -242,12 +293,13 @@ static struct mf_entry *mf_entry_find(const struct mf_table *tab, uint64_t h, ui
     const struct mf_index *ix = &tab->entries;
     if (!ix->slot)
         return NULL;
-    uint64_t mask = ix->slots - 1;
-    for (uint64_t j = h & mask; ix->slot[j].ref; j = (j + 1) & mask) {
-        if (ix->slot[j].key != h)
+    uint64_t mask = ix->slots - 1, tag = mf_index_tag(h);
+    for (uint64_t j = mf_index_home(ix, tag); ix->slot[j]; j = (j + 1) & mask) {
+        uint32_t ref = mf_index_ref(ix->slot[j], tag);
+        if (!ref)
             continue;
-        struct mf_entry *e = mf_entry_at(tab, (uint32_t)ix->slot[j].ref);
-        if (e->depth == depth && e->flags == flags && e->size_class == cls)
+        struct mf_entry *e = mf_entry_at(tab, ref);
+        if (e->hash == h && e->depth == depth && e->flags == flags && e->size_class == cls)
             return e;
     }
     return NULL;
@@ -463,7 +515,7 @@ struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uin
         mf_segment_nodes(seg)[i] = (struct mf_frame_node){tab->path_pc[j], parent, j + 1};
         __atomic_store_n(&seg->nodes_used, i + 1, __ATOMIC_RELEASE);
         parent = MF_NODE_REF(k, i);
-        mf_index_put(&tab->nodes, tab->path_hash[j], parent);
+        mf_index_put(&tab->nodes, tab->path_hash[j], mf_index_node_ref(k, i));
     }
     if (!mf_index_room(&tab->entries))
         return NULL;
