@@ -4,11 +4,21 @@
  * symbolize, transform (model/), and the one report the registry names (report/). Exit
  * status: 0 reported, 1 nothing readable or the output failed, 2 bad usage or directory,
  * 3 out of memory, 4 a --check rule broken (MF_EXIT_BROKEN). */
+#include <limits.h>
+#include <malloc.h>
+
 #include "request.h"
 #include "watch.h"
 
 int main(int argc, char **argv)
 {
+    /* Memory freed is kept for the next allocation, large blocks too, not given back: a page
+     * new to the process is a fault, 14-20 us in this VM, and mf_print frees and grows large
+     * arrays file after file. The launcher's summary of a build's 109 MB run directory took
+     * 2.95-3.8 s, 2.4-2.6 s with these (peak RSS 304 -> 296-327 MB). */
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, INT_MAX);
+    mallopt(M_TOP_PAD, 16 << 20);
     struct mf_request r;
     int rc = mf_request_parse(&r, argc, argv);
     if (rc >= 0)
