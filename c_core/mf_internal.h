@@ -441,6 +441,10 @@ void mf_signals_restore(const uint64_t *old);
 /* dl_iterate_phdr, marked in the thread's state while it runs (mf_modules.c). */
 int mf_dl_iterate(int (*visit)(struct dl_phdr_info *, size_t, void *), void *arg);
 void mf_prefault(void *p, size_t len); /* MADV_POPULATE_WRITE, errors ignored */
+/* Private tables (indexes, the rule table) from this size up get transparent huge pages. */
+#define MF_HUGE_FROM ((size_t)256 << 10)
+size_t mf_anon_size(size_t bytes);
+void *mf_anon_table(size_t bytes); /* mf_anon_size(bytes) mapped, zeroed; munmap that much */
 void mf_privatize(void *addr, size_t len); /* a private copy in place of a shared mapping */
 
 /* Small system helpers that neither allocate nor lock (mf_sys.c). */

@@ -225,10 +225,9 @@ static bool mf_index_room(struct mf_index *ix)
     uint64_t slots = (uint64_t)1 << bits, bytes = slots * sizeof *ix->slot;
     uint64_t *old = ix->slot, *m;
     uint64_t old_slots = ix->slots;
-    m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    m = mf_anon_table(bytes); /* its pages mapped: the keys land all over it at once */
     if (m == MAP_FAILED)
         return false;
-    mf_prefault(m, bytes); /* the keys land all over it at once: a fault a page otherwise */
     ix->slot = m;
     ix->slots = slots;
     ix->bits = bits;
@@ -238,7 +237,7 @@ static bool mf_index_room(struct mf_index *ix)
             mf_index_put_tag(ix, old[j] >> MF_INDEX_REF_BITS,
                              (uint32_t)(old[j] & ((1u << MF_INDEX_REF_BITS) - 1)));
     if (old)
-        munmap(old, old_slots * sizeof *old);
+        munmap(old, mf_anon_size(old_slots * sizeof *old));
     return true;
 }
 
@@ -543,9 +542,9 @@ void mf_table_forget(struct mf_table *tab)
         munmap(tab->hdr, MF_HEADER_BYTES);
     }
     if (tab->nodes.slot)
-        munmap(tab->nodes.slot, tab->nodes.slots * sizeof *tab->nodes.slot);
+        munmap(tab->nodes.slot, mf_anon_size(tab->nodes.slots * sizeof *tab->nodes.slot));
     if (tab->entries.slot)
-        munmap(tab->entries.slot, tab->entries.slots * sizeof *tab->entries.slot);
+        munmap(tab->entries.slot, mf_anon_size(tab->entries.slots * sizeof *tab->entries.slot));
     memset(tab, 0, sizeof *tab);
 }
 

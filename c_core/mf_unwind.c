@@ -431,8 +431,7 @@ static void mf_rules_grow_to(struct mf_rules *r, uint32_t bits)
     if (bits <= 64 - r->shift || __atomic_load_n(&mf_rules, __ATOMIC_ACQUIRE) != r)
         return;
     size_t size = sizeof *r + ((size_t)1 << bits) * sizeof r->slot[0];
-    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    void *m = mf_anon_table(size); /* the old rules land all over it */
     if (m == MAP_FAILED)
         return;
     struct mf_rules *n = m;
@@ -445,7 +444,7 @@ static void mf_rules_grow_to(struct mf_rules *r, uint32_t bits)
             mf_rule_put(n, pc, rule);
     }
     if (!__atomic_compare_exchange_n(&mf_rules, &r, n, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-        munmap(m, size);
+        munmap(m, mf_anon_size(size));
 }
 
 /* Four times r's. */

@@ -6,12 +6,45 @@
  * 3 out of memory, 4 a --check rule broken (MF_EXIT_BROKEN). */
 #include <limits.h>
 #include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "request.h"
 #include "watch.h"
 
+/* Asks glibc's malloc for transparent huge pages (its tunable glibc.malloc.hugetlb=1, read
+ * only at start-up: so mf_print runs itself again with it, once) where the kernel gives
+ * them only to memory that asks (THP "madvise", Debian's default). mf_print's arrays are
+ * hundreds of megabytes, touched once: the summary of a build's 109 MB run directory took
+ * 82,500 page faults and 2.4 s, 4,500 and 1.6-1.8 s with huge pages. */
+static void mf_huge_heap(char **argv)
+{
+    const char *t = getenv("GLIBC_TUNABLES");
+    if (t && strstr(t, "glibc.malloc.hugetlb"))
+        return; /* the user's choice, or this is the second start */
+    char mode[64] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "re");
+    if (!f)
+        return;
+    bool madvise_only = fgets(mode, sizeof mode, f) && strstr(mode, "[madvise]");
+    fclose(f);
+    if (!madvise_only)
+        return;
+    size_t n = (t ? strlen(t) : 0) + sizeof ":glibc.malloc.hugetlb=1";
+    char *v = malloc(n);
+    if (!v)
+        return;
+    snprintf(v, n, "%s%sglibc.malloc.hugetlb=1", t ? t : "", t && *t ? ":" : "");
+    if (setenv("GLIBC_TUNABLES", v, 1) == 0)
+        execv("/proc/self/exe", argv); /* on failure, on without */
+    free(v);
+}
+
 int main(int argc, char **argv)
 {
+    mf_huge_heap(argv);
     /* Memory freed is kept for the next allocation, large blocks too, not given back: a page
      * new to the process is a fault, 14-20 us in this VM, and mf_print frees and grows large
      * arrays file after file. The launcher's summary of a build's 109 MB run directory took
