@@ -182,7 +182,7 @@ size_t mf_anon_size(size_t bytes)
     return bytes >= MF_HUGE_FROM ? (bytes + MF_HUGE_BYTES - 1) & ~(MF_HUGE_BYTES - 1) : bytes;
 }
 
-void *mf_anon_table(size_t bytes)
+static void *mf_anon_map(size_t bytes)
 {
     size_t size = mf_anon_size(bytes);
     if (bytes < MF_HUGE_FROM) {
@@ -203,6 +203,16 @@ void *mf_anon_table(size_t bytes)
     madvise(m, size, MADV_HUGEPAGE);
 #endif
     mf_prefault(m, bytes);
+    return m;
+}
+
+/* errno is the program's: the walk grows the rule table, and madvise fails where the
+ * kernel has no huge pages. */
+void *mf_anon_table(size_t bytes)
+{
+    int err = errno;
+    void *m = mf_anon_map(bytes);
+    errno = err;
     return m;
 }
 
