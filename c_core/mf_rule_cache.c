@@ -9,7 +9,7 @@
  * once; a large one's stay in memory, sorted, and each goes into the table when a walk first
  * meets its address (mf_rule_cache_find): the rule table is hashed, so storing cc1's 7,441
  * cached rules wrote every page of a 1 MiB table, 8 ms a process in this VM, where a compile
- * past its exact stretch meets 600 of those addresses and one within it 6,400.
+ * sampled without its exact stretch meets about 900 of those addresses, one with it 6,400.
  *
  * Where: <base>/.malloc_freq-rules.<euid>/, beside the profile directories (MALLOC_FREQ_DIR
  * or the working directory): the processes that share a profile (a build under the
