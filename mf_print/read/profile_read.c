@@ -833,12 +833,23 @@ struct mf_calibration {
     bool on;
     double diff, excess; /* T - sum x, and sum (w - 1) of every sample */
     double done;         /* the adjustments so far, unrounded */
-    int64_t given;       /* and as given, rounded */
+    double given;        /* and as given, rounded (whole numbers) */
 };
 
-static int64_t mf_round(double x)
+/* x to the nearest whole number (halves away from zero). A damaged file's counts can make x
+ * anything, so no double is converted to an integer type outside its range (the fuzzer's
+ * 4.3e19, undefined behaviour): beyond 2^62 a double is whole already, NaN is 0. */
+static double mf_round(double x)
 {
-    return (int64_t)(x < 0 ? x - 0.5 : x + 0.5);
+    if (!(x > -0x1p62 && x < 0x1p62))
+        return x != x ? 0 : x;
+    return (double)(int64_t)(x < 0 ? x - 0.5 : x + 0.5);
+}
+
+/* A count from x: 0 below 1, UINT64_MAX past it. */
+static uint64_t mf_count_of(double x)
+{
+    return !(x > 0) ? 0 : x >= 0x1p64 ? UINT64_MAX : (uint64_t)x;
 }
 
 static void mf_calibration_start(struct mf_calibration *k, const struct mf_thread_header *h,
@@ -869,13 +880,13 @@ static void mf_calibrate(struct mf_calibration *k, uint64_t samples, uint64_t *c
         return;
     double share = (double)(*calls - samples) / k->excess;
     k->done += k->diff * share;
-    int64_t add = mf_round(k->done) - k->given;
+    double add = mf_round(k->done) - k->given;
     k->given += add;
-    double c = (double)*calls + (double)add, v = (double)mf_calls_var(*calls, *calls_sq);
+    double c = (double)*calls + add, v = (double)mf_calls_var(*calls, *calls_sq);
     uint64_t was = *calls;
-    *calls = c < (double)samples ? samples : (uint64_t)c; /* each sample was a call */
-    *calls_sq = *calls + (uint64_t)mf_round(v * (1 - share));
-    *bytes = (uint64_t)mf_round((double)*bytes * (double)*calls / (double)was);
+    *calls = c < (double)samples ? samples : mf_count_of(c); /* each sample was a call */
+    *calls_sq = *calls + mf_count_of(mf_round(v * (1 - share)));
+    *bytes = mf_count_of(mf_round((double)*bytes * (double)*calls / (double)was));
     if (__builtin_isfinite(*bytes_var)) /* a damaged file's stays what it is */
         *bytes_var *= 1 - share;
 }
