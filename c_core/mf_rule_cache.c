@@ -188,9 +188,15 @@ static bool mf_rc_valid(const struct mf_rc_module *m, const struct mf_rc_data *d
     return true;
 }
 
+/* Whether d's file was read into memory mapped for it, not into a read buffer. */
+static bool mf_rc_mapped(const struct mf_rc_data *d)
+{
+    return d->map && d->map != mf_rc_buf && d->map != d->buf;
+}
+
 static void mf_rc_free(struct mf_rc_data *d)
 {
-    if (d->map && d->map != mf_rc_buf && d->map != d->buf)
+    if (mf_rc_mapped(d))
         munmap(d->map, d->size);
     d->map = NULL;
 }
@@ -261,7 +267,7 @@ static void mf_rc_load(uint32_t from, uint32_t to, uint64_t epoch)
         struct mf_rc_data d;
         if (!m->build_id_len || !mf_rc_read(dfd, st.st_uid, m, &d, buf))
             continue;
-        if (d.map != buf && d.map != mf_rc_buf) { /* mapped for it: kept */
+        if (mf_rc_mapped(&d)) { /* kept */
             mf_rc.m[i].pair = d.pair;
             __atomic_store_n(&mf_rc.m[i].cached, d.count, __ATOMIC_RELEASE);
             continue;

@@ -184,13 +184,13 @@ size_t mf_anon_size(size_t bytes)
 
 static void *mf_anon_map(size_t bytes)
 {
-    size_t size = mf_anon_size(bytes);
     if (bytes < MF_HUGE_FROM) {
         void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m != MAP_FAILED)
             mf_prefault(m, bytes);
         return m;
     }
+    size_t size = mf_anon_size(bytes);
     char *raw = mmap(NULL, size + MF_HUGE_BYTES, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (raw == MAP_FAILED)

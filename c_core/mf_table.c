@@ -198,6 +198,12 @@ static uint64_t mf_index_home(const struct mf_index *ix, uint64_t tag)
     return tag >> (MF_INDEX_TAG_BITS - ix->bits);
 }
 
+/* A slot's reference (+ 1; 0 for an empty slot). */
+static uint32_t mf_index_slot_ref(uint64_t slot)
+{
+    return (uint32_t)(slot & ((1u << MF_INDEX_REF_BITS) - 1));
+}
+
 static void mf_index_put_tag(struct mf_index *ix, uint64_t tag, uint32_t ref)
 {
     uint64_t mask = ix->slots - 1, j = mf_index_home(ix, tag);
@@ -234,8 +240,7 @@ static bool mf_index_room(struct mf_index *ix)
     ix->used = 0;
     for (uint64_t j = 0; j < old_slots; j++)
         if (old[j])
-            mf_index_put_tag(ix, old[j] >> MF_INDEX_REF_BITS,
-                             (uint32_t)(old[j] & ((1u << MF_INDEX_REF_BITS) - 1)));
+            mf_index_put_tag(ix, old[j] >> MF_INDEX_REF_BITS, mf_index_slot_ref(old[j]));
     if (old)
         munmap(old, mf_anon_size(old_slots * sizeof *old));
     return true;
@@ -244,8 +249,7 @@ static bool mf_index_room(struct mf_index *ix)
 /* The reference in a slot whose tag is tag, else 0. */
 static uint32_t mf_index_ref(uint64_t slot, uint64_t tag)
 {
-    return slot >> MF_INDEX_REF_BITS == tag ? (uint32_t)(slot & ((1u << MF_INDEX_REF_BITS) - 1))
-                                            : 0;
+    return slot >> MF_INDEX_REF_BITS == tag ? mf_index_slot_ref(slot) : 0;
 }
 
 /* A node's reference in the node index: segment << 20 | node, + 1 (a segment holds at most

@@ -265,8 +265,7 @@ static void mf_read_process(struct mf_profile *p, int dirfd, const char *dir, co
         mf_skip(p, dir, name, "truncated header");
         goto out;
     }
-    memset(&h, 0, sizeof h);
-    memcpy(&h, buf, size < sizeof h ? size : sizeof h);
+    memcpy(&h, buf, size < sizeof h ? size : sizeof h); /* past size: zeroed below */
     if (memcmp(h.magic, MF_PROCESS_MAGIC, 8) != 0) {
         mf_skip(p, dir, name, "not a process file (bad magic)");
         goto out;
