@@ -108,9 +108,14 @@ int mf_run(const struct mf_request *r)
         }
 
     /* Only sites by size (--by site,size, --tune) read the stacks' counts by class: keeping
-     * them was a tenth of reading a build's run directory. */
+     * them was a tenth of reading a build's run directory. The images of a program are
+     * merged unless the report or the live heap, the timeline's ids or --save tell a
+     * stack's processes apart. */
+    bool page = rep->fn == mf_report_html && r->ndirs == 1;
     struct mf_profile profile = {.uncalibrated = r->uncalibrated,
-                                 .no_sizes = !r->o.by_size && !r->tune};
+                                 .no_sizes = !r->o.by_size && !r->tune,
+                                 .merge_images = !rep->by_process && !rep->attach_live &&
+                                                 !r->live && !r->timeline && !page && !r->save};
     for (int i = 0; i < r->ndirs; i++)
         if (mf_profile_read_dir(&profile, r->dirs[i]))
             return 2;
@@ -129,7 +134,6 @@ int mf_run(const struct mf_request *r)
     /* The timeline, read for its report and for the HTML page's chart; a page without one
      * is the page as it was (a damaged file said so in one line). */
     static struct mf_timeline timeline;
-    bool page = rep->fn == mf_report_html && r->ndirs == 1;
     if (r->timeline || page) {
         int got = mf_timeline_read(&timeline, r->dirs[0]);
         if (got == 1 && r->timeline)

@@ -511,7 +511,7 @@ void mf_tree_build(struct mf_tree *t, const struct mf_model *m, double threshold
     for (uint32_t i = 0; i < t->n; i++)
         if (t->nodes[i].nchildren > 1)
             qsort(t->nodes[i].children, t->nodes[i].nchildren, sizeof(uint32_t), mf_child_cmp);
-    t->raw_stacks = m->p->nstacks;
+    t->raw_stacks = mf_profile_image_stacks(m->p);
     t->estimated = m->estimated;
     t->transformed = m->transformed;
     t->sample_interval = m->sample_interval;

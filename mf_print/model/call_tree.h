@@ -45,7 +45,7 @@ struct mf_tree {
     uint32_t n, cap;
     uint32_t *child_ids; /* every node's children, one array */
     size_t nchild_ids, child_ids_cap;
-    uint32_t raw_stacks; /* distinct stacks read (per process image) */
+    uint64_t raw_stacks; /* distinct stacks read, per process image (mf_profile_image_stacks) */
     uint32_t merged_stacks; /* distinct stacks after symbolizing, trimming and merging */
     bool estimated; /* some count in it is an estimate */
     struct mf_transform_counts transformed; /* the model's */

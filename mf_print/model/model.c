@@ -155,10 +155,10 @@ static void mf_stacks_half_make(void *arg, int half, uint32_t lo, uint32_t hi)
             s->bytes_var = rs->bytes_var;
         }
         s->raw = r;
+        s->images = rs->images;
         /* A weight > 1 makes an estimate; so does a process past its exact stretch; not a
          * stack whose every sample was recorded for its size (all such calls are). */
-        s->estimated = !(rs->flags & MF_ENTRY_LARGE) &&
-                       (s->calls != s->samples || p->procs[rs->process].sampled);
+        s->estimated = !(rs->flags & MF_ENTRY_LARGE) && (s->calls != s->samples || rs->sampled);
         h->estimated |= s->estimated;
         uint32_t epoch = rs->flags >> MF_ENTRY_EPOCH_SHIFT;
         for (uint32_t i = 0; i < rs->depth; i++)
@@ -272,6 +272,7 @@ void mf_model_build(struct mf_model *m, const struct mf_profile *p, const struct
         s->var = p->unprofiled_var;
         s->bytes_var = p->unprofiled_bytes_var;
         s->raw = UINT32_MAX;
+        s->images = 1;
         s->estimated = p->unprofiled_calls != p->unprofiled_samples || any_sampled;
         m->estimated |= s->estimated;
     }

@@ -59,6 +59,9 @@ struct mf_stack {
      * sample of it was recorded for its size (MALLOC_FREQ_LARGE) */
     bool estimated;
     uint32_t raw; /* its profile->stacks index; UINT32_MAX for [not profiled] */
+    /* The stacks as the processes recorded them that it stands for (its raw stack's images):
+     * what counts of stacks add up. */
+    uint32_t images;
 };
 
 /* What the transform stage did (transform.c), for the report's header. */

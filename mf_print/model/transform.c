@@ -144,15 +144,15 @@ static void mf_transform_stack(struct mf_model *m, struct mf_stack *s, struct mf
     }
     s->trimmed = lo;
     s->cut = n - hi;
-    counts->folded_stacks += s->via != 0;
-    counts->cut_stacks += s->cut != 0;
+    counts->folded_stacks += s->via != 0 ? s->images : 0;
+    counts->cut_stacks += s->cut != 0 ? s->images : 0;
     if (m->xf.nhide) {
         uint32_t hidden = 0;
         for (uint32_t k = lo; k < hi; k++)
             hidden += (mf_class(&m->xf, FR(k)->name) & MF_CLASS_HIDE) != 0;
         if (hidden) {
-            counts->hidden_frames += hidden;
-            counts->hidden_stacks++;
+            counts->hidden_frames += (uint64_t)hidden * s->images;
+            counts->hidden_stacks += s->images;
             counts->hidden_calls += s->calls;
             if (hidden == hi - lo)
                 s->flags |= MF_STACK_ALL_HIDDEN;
@@ -301,8 +301,8 @@ static void mf_find_wrappers(struct mf_model *m, struct mf_transform_counts *cou
             s->via = f->name;
             s->trimmed = lo + 1;
             s->flags |= MF_STACK_VIA_FOUND;
-            counts->folded_stacks++;
-            counts->found_stacks++;
+            counts->folded_stacks += s->images;
+            counts->found_stacks += s->images;
         }
     }
     mf_map_free(&map);

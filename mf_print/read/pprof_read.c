@@ -686,6 +686,7 @@ static const char *mf_pr_check_and_build(struct mf_pr *d, struct mf_side *s, int
         struct mf_stack *st = &m->stacks[m->nstacks++];
         memset(st, 0, sizeof *st);
         st->process = proc_of[i];
+        st->images = 1;
         st->first = m->nstack_locs;
         st->calls = d->vals[x->vals + *calls_i];
         st->bytes = d->vals[x->vals + *bytes_i];

@@ -387,6 +387,20 @@ bool mf_entry_frames(const uint8_t *buf, size_t size, const struct mf_entry *e, 
     return ref == 0;
 }
 
+/* An entry's frames, as mf_entry_frames, from a file mf_check_thread passed (every entry's
+ * chain is whole): a node a frame, without the checks, which were a fifth of reading a
+ * build's run directory. nodes: each segment's. */
+static void mf_checked_frames(const struct mf_frame_node *const *nodes, const struct mf_entry *e,
+                              uint64_t *out)
+{
+    uint32_t ref = e->node;
+    for (uint32_t i = 0; i < e->depth; i++) {
+        const struct mf_frame_node *n = &nodes[MF_NODE_REF_SEG(ref)][MF_NODE_REF_IDX(ref)];
+        out[i] = n->pc;
+        ref = n->parent;
+    }
+}
+
 /* A running program's thread file is copied while its threads write it. The writer counts a
  * call in the header's totals before it adds the call's sample to a stack entry, and adds a
  * sample to its entry before it adds it to the header's size histogram (or, unattributed,
@@ -733,13 +747,133 @@ static bool mf_stack_id_eq(const void *ctx, uint32_t idx)
     return k->p->stacks[idx].id == k->id;
 }
 
+/* ---- merging the images of one program (merge_images) ---------------------------------
+ * Two images are alike when they run the same executable with the same modules, in the same
+ * order, each the same file (path, build id) mapped alike (its size and its offset from its
+ * bias), none overlapping another: ASLR moves each module as a whole. A return address in
+ * one then stands for the same place as that address moved by its module's offset in the
+ * other, and the symbolizer, which looks it up by the module it lies in and its address
+ * less the module's bias (symbolize.c), names it alike. */
+struct mf_image_key {
+    const struct mf_profile *p;
+    uint32_t process;
+};
+
+/* pr's modules in their records' order (m->order is the record index, 0 .. n - 1). */
+static uint32_t *mf_modules_by_order(const struct mf_process *pr)
+{
+    uint32_t *ord = mf_xmalloc((pr->nmodules + 1) * sizeof *ord);
+    for (uint32_t j = 0; j < pr->nmodules; j++)
+        ord[pr->modules[j].order < pr->nmodules ? pr->modules[j].order : 0] = j;
+    return ord;
+}
+
+static bool mf_module_alike(const struct mf_module *a, const struct mf_module *b)
+{
+    return a->hi - a->lo == b->hi - b->lo && a->lo - a->bias == b->lo - b->bias &&
+           a->epoch == b->epoch && a->build_id_len == b->build_id_len &&
+           memcmp(a->build_id, b->build_id, a->build_id_len) == 0 && strcmp(a->path, b->path) == 0;
+}
+
+static bool mf_image_eq(const void *ctx, uint32_t idx)
+{
+    const struct mf_image_key *k = ctx;
+    const struct mf_process *a = &k->p->procs[idx], *b = &k->p->procs[k->process];
+    if (a->nmodules != b->nmodules || strcmp(a->exe, b->exe) != 0)
+        return false;
+    uint32_t *oa = mf_modules_by_order(a), *ob = mf_modules_by_order(b);
+    bool eq = true;
+    for (uint32_t i = 0; i < a->nmodules && eq; i++)
+        eq = mf_module_alike(&a->modules[oa[i]], &b->modules[ob[i]]);
+    free(oa);
+    free(ob);
+    return eq;
+}
+
+/* Which image process's stacks are kept in, and how its modules move there. */
+static void mf_image_of(struct mf_profile *p, uint32_t process)
+{
+    struct mf_process *pr = &p->procs[process];
+    pr->image_known = true;
+    pr->image = MF_IMAGE_APART;
+    if (!pr->has_file || pr->nmodules == 0)
+        return;
+    for (uint32_t j = 0; j < pr->nmodules; j++) /* sorted by lo: none may overlap the next */
+        if (pr->modules[j].hi <= pr->modules[j].lo ||
+            (j + 1 < pr->nmodules && pr->modules[j].hi > pr->modules[j + 1].lo))
+            return;
+    uint32_t *ord = mf_modules_by_order(pr);
+    uint64_t h = mf_hash_bytes(pr->exe, strlen(pr->exe), pr->nmodules);
+    for (uint32_t i = 0; i < pr->nmodules; i++) {
+        const struct mf_module *m = &pr->modules[ord[i]];
+        uint64_t v[3] = {m->hi - m->lo, m->lo - m->bias, m->epoch};
+        h = mf_hash_bytes(v, sizeof v, h);
+        h = mf_hash_bytes(m->path, strlen(m->path), h);
+        h = mf_hash_bytes(m->build_id, m->build_id_len, h);
+    }
+    struct mf_image_key k = {p, process};
+    bool added;
+    uint32_t first = mf_map_put(&p->reading.images, h, mf_image_eq, &k, process, &added);
+    pr->image = first;
+    if (!added) {
+        const struct mf_process *to = &p->procs[first];
+        uint32_t *to_ord = mf_modules_by_order(to);
+        pr->rebase = mf_xmalloc(pr->nmodules * sizeof *pr->rebase);
+        for (uint32_t i = 0; i < pr->nmodules; i++)
+            pr->rebase[ord[i]] = (int64_t)(to->modules[to_ord[i]].lo - pr->modules[ord[i]].lo);
+        free(to_ord);
+    }
+    free(ord);
+}
+
+/* The frames of a stack of process (flags: its entry's) moved to its image's addresses, in
+ * out: false if they stay where they are (the first image of its kind, one kept apart, or a
+ * frame in no module its stack's epoch sees, whose name is its address). */
+static bool mf_rebase(struct mf_profile *p, uint32_t process, uint32_t flags, uint32_t depth,
+                      const uint64_t *frames, uint64_t *out)
+{
+    struct mf_process *pr = &p->procs[process];
+    if (!pr->image_known)
+        mf_image_of(p, process);
+    if (pr->image == MF_IMAGE_APART || pr->image == process)
+        return false;
+    uint32_t epoch = flags >> MF_ENTRY_EPOCH_SHIFT, j = 0;
+    for (uint32_t i = 0; i < depth; i++) {
+        uint64_t pc = frames[i];
+        if (!(pc >= pr->modules[j].lo && pc < pr->modules[j].hi)) { /* else the last one's */
+            uint32_t lo = 0, hi = pr->nmodules; /* the last module starting at or before pc */
+            while (lo < hi) {
+                uint32_t mid = lo + (hi - lo) / 2;
+                if (pr->modules[mid].lo <= pc)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            if (lo == 0 || pc >= pr->modules[lo - 1].hi)
+                return false;
+            j = lo - 1;
+        }
+        if (pr->modules[j].epoch > epoch)
+            return false;
+        out[i] = pc + (uint64_t)pr->rebase[j];
+    }
+    return true;
+}
+
 /* frames: the entry's, decoded (copied if the stack is new). A sized entry's class goes to
  * the stack's counts by class; the stack itself is all its classes' (its flags without
  * MF_ENTRY_SIZED). */
 static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf_entry *e,
                          const uint64_t *frames)
 {
-    struct mf_stack_key key = mf_stack_key_of(p, process, e, frames);
+    uint64_t moved[MF_DEPTH_MAX];
+    uint32_t image = process;
+    if (p->merge_images && !p->ids_only &&
+        mf_rebase(p, process, e->flags, e->depth, frames, moved)) {
+        image = p->procs[process].image;
+        frames = moved;
+    }
+    struct mf_stack_key key = mf_stack_key_of(p, image, e, frames);
     struct mf_stack_id_key id_key = {p, 0};
     bool added;
     uint32_t idx;
@@ -755,16 +889,25 @@ static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf
         MF_GROW(p->stacks, p->nstacks, p->stacks_cap);
         struct mf_raw_stack *s = &p->stacks[p->nstacks++];
         memset(s, 0, sizeof *s);
-        s->process = process;
+        s->process = image;
         s->depth = e->depth;
         s->flags = key.flags;
         s->id = id_key.id;
+        s->images = 1;
+        s->source = s->last = process;
         if (!p->ids_only) {
             s->frames = mf_frames_alloc(p, e->depth);
             memcpy(s->frames, frames, e->depth * sizeof *frames);
         }
     }
     struct mf_raw_stack *s = &p->stacks[idx];
+    if (process != s->source && process != s->last) { /* another image's counts too */
+        struct mf_read_state *r = &p->reading;
+        MF_GROW(r->more, r->nmore, r->more_cap);
+        r->more[r->nmore++] = (struct mf_stack_image){idx, process};
+        s->last = process;
+        s->images++;
+    }
     s->samples += e->samples;
     s->calls += e->calls;
     s->bytes += e->bytes;
@@ -931,6 +1074,9 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
     uint32_t process = (uint32_t)(pr - p->procs);
     uint32_t threads = h->threads ? (uint32_t)h->threads : 1; /* a table serves many in turn */
     pr->nthreads += threads;
+    if (pr->ntables && p->reading.last_file_process != process + 1)
+        p->reading.apart = true; /* its files were not read one after another */
+    p->reading.last_file_process = process + 1;
     MF_GROW(pr->tables, pr->ntables, pr->tables_cap);
     pr->tables[pr->ntables++] = h->seq;
     if (h->start_ns < pr->threads_start_ns)
@@ -978,13 +1124,16 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
     if (un_calls != h->unprofiled_samples)
         pr->weighted = true;
     uint64_t frames[MF_DEPTH_MAX];
+    const struct mf_frame_node *nodes[MF_MAX_SEGMENTS];
+    for (uint32_t k = 0; k < h->nsegments; k++)
+        nodes[k] = mf_segment_nodes(mf_segment(buf, h, k));
     for (uint32_t k = 0; k < h->nsegments; k++) {
         const struct mf_segment_header *seg = mf_segment(buf, h, k);
         const struct mf_entry *e = mf_segment_entries(seg);
         for (uint32_t i = 0; i < seg->capacity; i++) {
             if (e[i].hash == 0 || e[i].calls == 0)
                 continue;
-            mf_entry_frames(buf, size, &e[i], frames); /* checked: mf_check_thread */
+            mf_checked_frames(nodes, &e[i], frames);
             pr->weight_var += mf_calls_var(e[i].calls, e[i].calls_sq); /* as recorded */
             pr->weight_excess += e[i].calls - e[i].samples;
             pr->weighted |= e[i].calls != e[i].samples;
@@ -1197,39 +1346,16 @@ bool mf_profile_read_dir(struct mf_profile *p, const char *dir)
     return false;
 }
 
+static int mf_stack_image_cmp(const void *a, const void *b)
+{
+    const struct mf_stack_image *x = a, *y = b;
+    if (x->stack != y->stack)
+        return x->stack < y->stack ? -1 : 1;
+    return x->process < y->process ? -1 : x->process > y->process;
+}
+
 void mf_profile_finish(struct mf_profile *p)
 {
-    /* Each stack's counts by class, in a row, by stack then class. */
-    struct mf_stack_size *row = mf_xmalloc(((size_t)p->nstack_sizes + 1) * sizeof *row);
-    uint32_t at = 0;
-    for (uint32_t i = 0; i < p->nstacks; i++) {
-        struct mf_raw_stack *s = &p->stacks[i];
-        uint32_t first = at, idx = s->sizes_first;
-        for (uint32_t n = 0; n < s->nsizes; n++, idx = p->reading.size_next[idx]) {
-            struct mf_stack_size z = p->stack_sizes[idx];
-            uint32_t k = at++;
-            for (; k > first && row[k - 1].size_class > z.size_class; k--)
-                row[k] = row[k - 1];
-            row[k] = z;
-        }
-        s->sizes_first = s->nsizes ? first : 0;
-    }
-    free(p->stack_sizes);
-    p->stack_sizes = row;
-    p->stack_sizes_cap = p->nstack_sizes + 1;
-
-    /* What tells files apart while they are read: the next profile (--base's other side)
-     * starts afresh. */
-    struct mf_read_state *r = &p->reading;
-    free(r->size_next);
-    mf_map_free(&r->stack_ids);
-    mf_map_free(&r->table_map);
-    for (uint32_t i = 0; i < r->ntables; i++)
-        free(r->tables[i].path);
-    free(r->tables);
-    free(r->dirs);
-    mf_map_free(&r->dir_map);
-    memset(r, 0, sizeof *r);
     for (uint32_t i = 0; i < p->nprocs; i++) {
         struct mf_process *pr = &p->procs[i];
         /* Default mode (interval 0) samples only where calls come fast: the weights say, or
@@ -1241,6 +1367,63 @@ void mf_profile_finish(struct mf_profile *p)
             mf_error("%s: no process file for process image %016llx: its frames stay unsymbolized",
                      mf_esc(mf_basename(pr->dir)), (unsigned long long)pr->stamp);
     }
+    /* Each stack's counts by class, in a row, by stack then class; whether it is sampled:
+     * an image of its counts is. */
+    struct mf_read_state *r = &p->reading;
+    struct mf_stack_size *row = mf_xmalloc(((size_t)p->nstack_sizes + 1) * sizeof *row);
+    uint32_t at = 0;
+    for (uint32_t i = 0; i < p->nstacks; i++) {
+        struct mf_raw_stack *s = &p->stacks[i];
+        uint32_t first = at, idx = s->sizes_first;
+        for (uint32_t n = 0; n < s->nsizes; n++, idx = r->size_next[idx]) {
+            struct mf_stack_size z = p->stack_sizes[idx];
+            uint32_t k = at++;
+            for (; k > first && row[k - 1].size_class > z.size_class; k--)
+                row[k] = row[k - 1];
+            row[k] = z;
+        }
+        s->sizes_first = s->nsizes ? first : 0;
+        s->sampled = p->procs[s->source].sampled;
+    }
+    free(p->stack_sizes);
+    p->stack_sizes = row;
+    p->stack_sizes_cap = p->nstack_sizes + 1;
+    if (r->apart && r->nmore) { /* an image's pairs may repeat: each counted once */
+        qsort(r->more, r->nmore, sizeof *r->more, mf_stack_image_cmp);
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < r->nmore; i++)
+            if (!n || mf_stack_image_cmp(&r->more[n - 1], &r->more[i]) != 0)
+                r->more[n++] = r->more[i];
+        r->nmore = n;
+        for (uint32_t i = 0; i < p->nstacks; i++)
+            p->stacks[i].images = 1;
+        for (uint32_t i = 0; i < n; i++) /* never the image it was made for */
+            p->stacks[r->more[i].stack].images++;
+    }
+    for (uint32_t i = 0; i < r->nmore; i++)
+        p->stacks[r->more[i].stack].sampled |= p->procs[r->more[i].process].sampled;
+
+    /* What tells files apart while they are read: the next profile (--base's other side)
+     * starts afresh. */
+    free(r->more);
+    mf_map_free(&r->images);
+    free(r->size_next);
+    mf_map_free(&r->stack_ids);
+    mf_map_free(&r->table_map);
+    for (uint32_t i = 0; i < r->ntables; i++)
+        free(r->tables[i].path);
+    free(r->tables);
+    free(r->dirs);
+    mf_map_free(&r->dir_map);
+    memset(r, 0, sizeof *r);
+}
+
+uint64_t mf_profile_image_stacks(const struct mf_profile *p)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < p->nstacks; i++)
+        n += p->stacks[i].images;
+    return n;
 }
 
 void mf_profile_free(struct mf_profile *p)
@@ -1251,6 +1434,7 @@ void mf_profile_free(struct mf_profile *p)
         for (uint32_t j = 0; j < pr->nmodules; j++)
             free(pr->modules[j].path);
         free(pr->modules);
+        free(pr->rebase);
         free(pr->sizes);
         free(pr->tables);
         /* One copy per directory read, made for its first process (mf_read_process_dir):

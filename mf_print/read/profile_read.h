@@ -65,9 +65,18 @@ struct mf_process {
      * weight if larger; live_read.c): the live view's error bars are at least one sample
      * of it. */
     uint64_t live_interval;
+    /* With merge_images (set while its thread files are read): the process whose addresses
+     * its stacks are kept in, its own index if it is the first image of its program and
+     * modules, MF_IMAGE_APART if they stay its own (no process file, modules that overlap);
+     * rebase[j]: what moves an address of modules[j] to that process's copy of the module. */
+    bool image_known;
+    uint32_t image;
+    int64_t *rebase;
 };
+#define MF_IMAGE_APART UINT32_MAX
 
-/* One distinct stack of one process image (identical stacks of its threads merged). */
+/* One distinct stack of one process image (identical stacks of its threads merged), or with
+ * merge_images of the images of one program whose modules lie at other addresses. */
 struct mf_raw_stack {
     uint32_t process;
     uint32_t depth;
@@ -81,6 +90,14 @@ struct mf_raw_stack {
      * (set by mf_profile_finish). Calls of entries without a class (MF_ENTRY_SIZED) are in
      * none: the classes' calls may sum to less than the stack's. */
     uint32_t sizes_first, nsizes;
+    /* The process images whose counts it holds: 1, more when merge_images merged it.
+     * Counts of stacks (the reports' "distinct") weigh each by it, so that they are those of
+     * the stacks as the processes recorded them. */
+    uint32_t images;
+    /* One of those images ran past its exact stretch (mf_profile_finish): even its counts
+     * of weight-1 samples are estimates. */
+    bool sampled;
+    uint32_t source, last; /* while reading: the image it was made for, the latest other one */
 };
 
 /* One raw stack's samples of one size class (format 5 keys entries by class, mf_format.h). */
@@ -94,8 +111,20 @@ struct mf_stack_size {
 
 /* What reading needs until mf_profile_finish (profile_read.c): the stacks, thread tables and
  * directories met so far, so that each is merged or read once. */
+/* With merge_images: a raw stack and one more process image whose counts it holds. */
+struct mf_stack_image {
+    uint32_t stack, process;
+};
+
 struct mf_read_state {
     struct mf_map stack_ids; /* a raw stack's identity -> its index */
+    struct mf_map images;    /* a program and its modules -> the first process image of them */
+    struct mf_stack_image *more; /* the raw stacks' other images, for mf_profile_finish */
+    uint32_t nmore, more_cap;
+    /* An image's thread files were read apart (the directory given twice in part): its
+     * pairs in `more` may repeat, and are counted once (mf_profile_finish). */
+    uint32_t last_file_process; /* its index + 1, 0 before the first file */
+    bool apart;
     uint32_t *size_next;     /* the chains of the stacks' counts by size class */
     struct mf_table_id *tables;
     uint32_t ntables, tables_cap;
@@ -117,6 +146,15 @@ struct mf_profile {
      * their frames are not kept (the recorder: copying a build's 10^6 stacks' frames was a
      * fifth of its time, and their memory a fault a page). */
     bool ids_only;
+    /* Set before reading: the processes of one program whose modules are the same files
+     * laid out alike, at other addresses (ASLR), keep their stacks as one: each stack of a
+     * later image is moved to the first image's addresses, where it is symbolized alike
+     * (mf_rebase). A build's 66 compiles then give a stack once, not 66 times: its
+     * 685,918 raw stacks took its summary 2.1-3.0 s and 394 MB (0.8-1.1 s and 82 MB
+     * merged, docs/design.md §14). Only for reports that never tell a stack's processes
+     * apart (not json, pprof, html, --live, the timeline's ids, --save): the counts of
+     * stacks they show weigh each by its images. */
+    bool merge_images;
     /* Set before reading, or NULL: a process directory for which left_out(its path, its
      * stat, how many profile files it lists, ctx) is true is not read, though it counts as
      * found (the directories under it are walked). A reader that reads a directory again
@@ -230,6 +268,10 @@ bool mf_stack_eq(const void *ctx, uint32_t idx);
 /* Frees everything p holds, after mf_profile_finish (not a subset's: it shares its
  * source's), for a reader that reads a directory again and again (--watch). */
 void mf_profile_free(struct mf_profile *p);
+
+/* The distinct stacks of its process images: its raw stacks, each as many times as images
+ * it holds (merge_images). */
+uint64_t mf_profile_image_stacks(const struct mf_profile *p);
 
 /* All calls counted in the thread headers (exact). */
 uint64_t mf_profile_total_calls(const struct mf_profile *p);

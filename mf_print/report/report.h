@@ -119,6 +119,9 @@ struct mf_report {
     int fail_status;   /* the exit status when the report returns true: 1, or a check's
                           MF_EXIT_BROKEN (a rule broken: the report said which) */
     mf_report_fn *fn;
+    bool by_process;   /* it tells a stack's processes apart (json's process, pprof's pid
+                          label): the images of one program are not merged for it
+                          (mf_profile.merge_images) */
 };
 
 /* The first report that writes format for a request of one of these kinds (enum mf_kind

@@ -164,7 +164,7 @@ static void mf_html_header(FILE *out, const struct mf_model *m, const struct mf_
     fputs("</td></tr>\n", out);
     fprintf(out, "<tr><th>stacks</th><td>%s distinct, %s frames in the graph after %smerging "
             "by function</td></tr>\n</table>\n",
-            mf_fmt_count(a, p->nstacks), mf_fmt_count(b, nstacks),
+            mf_fmt_count(a, mf_profile_image_stacks(p)), mf_fmt_count(b, nstacks),
             o->trim ? "trimming allocator frames and " : "");
 }
 
