@@ -2,7 +2,9 @@
  * whose top two bits choose the reader and whose other 30 bits are a length n:
  *   0: a profile directory: n bytes of a thread file, then the rest: a process file (n larger
  *      than what follows: all of it is the thread file; an empty part: no such file). These
- *      are the inputs of before the choice (n < 2^30).
+ *      are the inputs of before the choice (n < 2^30). With bit 29 set (n is the bits
+ *      below it) both files are there twice, the second image's stamp one more: two images
+ *      of one program, read merged (merge_images).
  *   1: a saved profile (pprof, gzipped or not), the rest of the input, read as --base reads
  *      it (n's lowest bit: --no-trim).
  *   2: a profile directory with a live heap file (--live): n bytes of a thread file, a u32 m
@@ -34,6 +36,8 @@
 
 static char mf_fuzz_dir[256];
 static char mf_thread_path[300], mf_process_path[300], mf_pprof_path[300];
+/* A second image of the same program: the same files, another stamp (merge_images). */
+static char mf_image_thread_path[300], mf_image_process_path[300];
 static char mf_named_thread[300], mf_live_path[300]; /* the last named (sel 2), to remove */
 static char mf_timeline_path[300];
 static FILE *mf_devnull;
@@ -56,6 +60,25 @@ static void mf_put(const char *path, const uint8_t *data, size_t n)
     close(fd);
 }
 
+/* data (n bytes, NULL: none) with the stamp at offset 16 one more, at path. */
+static void mf_put_image(const char *path, const uint8_t *data, size_t n)
+{
+    if (!data || n < 24) {
+        unlink(path);
+        return;
+    }
+    uint8_t *copy = malloc(n);
+    if (!copy)
+        abort();
+    memcpy(copy, data, n);
+    uint64_t stamp;
+    memcpy(&stamp, copy + 16, 8);
+    stamp++;
+    memcpy(copy + 16, &stamp, 8);
+    mf_put(path, copy, n);
+    free(copy);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
@@ -69,6 +92,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
              mf_fuzz_dir);
     snprintf(mf_process_path, sizeof mf_process_path, "%s/process.0123456789abcdef.mfp",
              mf_fuzz_dir);
+    snprintf(mf_image_thread_path, sizeof mf_image_thread_path,
+             "%s/thread.1123456789abcdef.0.2.mft", mf_fuzz_dir);
+    snprintf(mf_image_process_path, sizeof mf_image_process_path,
+             "%s/process.1123456789abcdef.mfp", mf_fuzz_dir);
     snprintf(mf_pprof_path, sizeof mf_pprof_path, "%s/saved.pb.gz", mf_fuzz_dir);
     snprintf(mf_timeline_path, sizeof mf_timeline_path, "%s/" MF_TL_FILE, mf_fuzz_dir);
     mf_devnull = fopen("/dev/null", "w");
@@ -189,11 +216,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     if (sel == 0) {
+        bool image = n >> 29 & 1;
+        n &= (1u << 29) - 1;
         size_t thread_len = n < size ? n : size;
         mf_put(mf_thread_path, data, thread_len);
         mf_put(mf_process_path, data + thread_len, size - thread_len);
+        /* With bit 29 set: the same files again as another image of the program, whose
+         * stacks the reader moves to the first's (mf_rebase), its stamp (offset 16 in both
+         * headers) one more. */
+        mf_put_image(mf_image_thread_path, image ? data : NULL, thread_len);
+        mf_put_image(mf_image_process_path, image ? data + thread_len : NULL, size - thread_len);
     } else {
         unlink(mf_thread_path); /* a directory input's, named otherwise */
+        unlink(mf_image_thread_path);
+        unlink(mf_image_process_path);
         n &= ~(3u << 30);
         size_t thread_len = n < size ? n : size;
         const uint8_t *thread = data, *process = data + thread_len;
@@ -220,7 +256,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                size - process_len);
     }
 
-    struct mf_profile p = {0};
+    struct mf_profile p = {.merge_images = sel == 0};
     bool bad = mf_profile_read_dir(&p, mf_fuzz_dir);
     mf_profile_finish(&p);
     if (!bad && p.nfiles_read && (sel != 2 || !mf_live_attach(&p, true)))

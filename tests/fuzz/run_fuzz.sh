@@ -106,6 +106,8 @@ for proc in sorted(glob.glob(os.path.join(runs, "*", "malloc_freq.*", "process.*
                  struct.pack("<I", len(p)) + p + live)
         else:
             seed("thread", struct.pack("<I", len(data)) + data + p)
+            # and as two images of one program (fuzz_reader.c: bit 29)
+            seed("thread", struct.pack("<I", 1 << 29 | len(data)) + data + p)
 for tl in sorted(glob.glob(os.path.join(runs, "tl.*", "timeline.mftl"))):
     d = glob.glob(os.path.join(os.path.dirname(tl), "malloc_freq.*"))[0]
     p = open(glob.glob(os.path.join(d, "process.*.mfp"))[0], "rb").read()
