@@ -509,14 +509,7 @@ static void mf_resolve(struct mf_modfile *mf, uint64_t vaddr)
 
 static struct mf_module *mf_module_of(struct mf_process *pr, uint64_t pc, uint32_t epoch)
 {
-    uint32_t lo = 0, hi = pr->nmodules; /* the last module starting at or before pc */
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (pr->modules[mid].lo <= pc)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    uint32_t lo = mf_modules_from(pr, pc); /* the last module starting at or before pc */
     /* Ranges overlap only when a library was unloaded and another mapped there: of the
      * records the stack's epoch may see, the later wins. Look back a little for a long
      * module that encloses a short one. */

@@ -790,6 +790,19 @@ static bool mf_image_eq(const void *ctx, uint32_t idx)
     return eq;
 }
 
+uint32_t mf_modules_from(const struct mf_process *pr, uint64_t pc)
+{
+    uint32_t lo = 0, hi = pr->nmodules;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (pr->modules[mid].lo <= pc)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* Which image process's stacks are kept in, and how its modules move there. */
 static void mf_image_of(struct mf_profile *p, uint32_t process)
 {
@@ -841,14 +854,7 @@ static bool mf_rebase(struct mf_profile *p, uint32_t process, uint32_t flags, ui
     for (uint32_t i = 0; i < depth; i++) {
         uint64_t pc = frames[i];
         if (!(pc >= pr->modules[j].lo && pc < pr->modules[j].hi)) { /* else the last one's */
-            uint32_t lo = 0, hi = pr->nmodules; /* the last module starting at or before pc */
-            while (lo < hi) {
-                uint32_t mid = lo + (hi - lo) / 2;
-                if (pr->modules[mid].lo <= pc)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
+            uint32_t lo = mf_modules_from(pr, pc);
             if (lo == 0 || pc >= pr->modules[lo - 1].hi)
                 return false;
             j = lo - 1;

@@ -269,6 +269,10 @@ bool mf_stack_eq(const void *ctx, uint32_t idx);
  * source's), for a reader that reads a directory again and again (--watch). */
 void mf_profile_free(struct mf_profile *p);
 
+/* How many of pr's modules (sorted by lo) start at or below pc: the last of them is the
+ * one pc may lie in. */
+uint32_t mf_modules_from(const struct mf_process *pr, uint64_t pc);
+
 /* The distinct stacks of its process images: its raw stacks, each as many times as images
  * it holds (merge_images). */
 uint64_t mf_profile_image_stacks(const struct mf_profile *p);
