@@ -110,12 +110,15 @@ int mf_run(const struct mf_request *r)
     /* Only sites by size (--by site,size, --tune) read the stacks' counts by class: keeping
      * them was a tenth of reading a build's run directory. The images of a program are
      * merged unless the report or the live heap, the timeline's ids or --save tell a
-     * stack's processes apart. */
+     * stack's processes apart. The live heap is read for --live and beside the calls for a
+     * report that shows both: the flame graph, and --check when a rule weighs it. */
     bool page = rep->fn == mf_report_html && r->ndirs == 1;
+    bool live = r->live ||
+                (rep->attach_live && (!r->check.n || mf_check_has(&r->check, false, true)));
     struct mf_profile profile = {.uncalibrated = r->uncalibrated,
                                  .no_sizes = !r->o.by_size && !r->tune,
-                                 .merge_images = !rep->by_process && !rep->attach_live &&
-                                                 !r->live && !r->timeline && !page && !r->save};
+                                 .merge_images = !rep->by_process && !live && !r->timeline &&
+                                                 !page && !r->save};
     for (int i = 0; i < r->ndirs; i++)
         if (mf_profile_read_dir(&profile, r->dirs[i]))
             return 2;
@@ -127,7 +130,7 @@ int mf_run(const struct mf_request *r)
     }
     if (r->nprograms && mf_programs_keep(&profile, r->programs, r->nprograms))
         return 2;
-    if ((r->live || rep->attach_live) && mf_live_attach(&profile, r->live) && r->live)
+    if (live && mf_live_attach(&profile, r->live) && r->live)
         return 1;
 
     struct mf_report_input v = {.p = &profile};

@@ -128,6 +128,14 @@ def test_a_programs_images_read_together_count_as_each_read_alone():
     rt.expect_eq(header_count(rt.tree_text(run_dir), folded),
                  sum(header_count(t, folded) for t in texts if re.search(folded, t)),
                  "the stacks folded in the run against the sum of its directories'")
+    # --check with no live heap rule reads the images merged: exact sums, to the call.
+    out = rt.mf_print(["--check", "calls(parse_args) <= 900; calls(build_table) < 1500; "
+                       "bytes(read_lines) == 100800", run_dir], check=False)
+    rt.expect_eq((out.returncode, out.stderr), (4, ""), "--check's status and stderr")
+    rt.expect_eq(out.stdout.splitlines(),
+                 [" calls(parse_args) <= 900: 900", "-calls(build_table) < 1500",
+                  "+calls(build_table) = 1,500: at the limit", " bytes(read_lines) == 100800: "
+                  "100,800", "check: 1 of 3 rules broken"], "--check's verdict")
     # The JSON report names each stack's process: every image's stacks stay apart.
     doc = json.loads(rt.mf_print(["--format", "json", run_dir]).stdout)
     procs = {s["process"] for s in doc["stacks"] if s["process"] is not None}
