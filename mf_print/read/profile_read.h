@@ -152,8 +152,8 @@ struct mf_profile {
      * (mf_rebase). A build's 66 compiles then give a stack once, not 66 times: its
      * 685,918 raw stacks took its summary 2.1-3.0 s and 394 MB (0.8-1.1 s and 82 MB
      * merged, docs/design.md §14). Only for reports that never tell a stack's processes
-     * apart (not json, pprof, html, --live, the timeline's ids, --save): the counts of
-     * stacks they show weigh each by its images. */
+     * apart (not json, pprof, html, the live heap's, the timeline's ids, --save): the
+     * counts of stacks they show weigh each by its images. */
     bool merge_images;
     /* Set before reading, or NULL: a process directory for which left_out(its path, its
      * stat, how many profile files it lists, ctx) is true is not read, though it counts as
