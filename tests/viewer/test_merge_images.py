@@ -2,8 +2,9 @@
 
 A build runs cc1 once a file, each at other addresses (ASLR). mf_print keeps the stacks of
 the images of one program whose modules are the same files laid out alike as one stack,
-moved to the first image's addresses: a build's 686,000 raw stacks became a few tens of
-thousands, and its summary took half the time in a fifth of the memory. No report may
+moved to the first image's addresses: a build's 685,918 raw stacks, each compile's apart,
+became one per stack of each program, and its summary took a third of the time in a fifth
+of the memory. No report may
 change for it: in a run directory of several programs, each run a few times,
   - each stack's calls, bytes and samples in the whole run's CSV are the sums of that
     stack's in each process directory read alone;
