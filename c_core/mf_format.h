@@ -309,9 +309,15 @@ struct mf_process_header {
      * those it took from the rule cache of earlier processes instead (MALLOC_FREQ_RULE_CACHE). */
     uint64_t rules_learned;
     uint64_t rules_loaded;
+    /* Default mode with an exact stretch: the k-th sample past the stretch was drawn at
+     * k / ramp_step calls (at least 1, at most the budget's interval) up to the
+     * ramp_samples-th, then at the budget's. Both 0: no ramp (a writer before them). */
+    uint32_t ramp_samples;
+    uint32_t ramp_step;
 };
-/* The header as format 6 first wrote it, before rules_learned and rules_loaded (added
- * without a new version): a reader takes a header of this size, those two as 0. */
+/* The header as format 6 first wrote it, before rules_learned, rules_loaded, ramp_samples
+ * and ramp_step (added without a new version): a reader takes a header of this size, or
+ * one ending after rules_loaded, the fields it lacks as 0. */
 #define MF_PROCESS_HEADER_MIN 352u
 
 /* Appended to the process file, one write() each. */

@@ -24,6 +24,11 @@
 /* Default mode: samples may take this share of a thread's time, in parts per million.
  * Chosen from `make bench`; see docs/sampling.md. */
 #define MF_COST_SHARE_PPM 3000u
+/* Default mode, past an exact stretch: the process's k-th sample is drawn at k / MF_RAMP_STEP
+ * calls (at least 1) or at the budget's interval if that is less, up to its
+ * MF_RAMP_SAMPLES-th; see mf_ramp() and docs/sampling.md. */
+#define MF_RAMP_STEP 3u
+#define MF_RAMP_SAMPLES 4096u
 /* MF_FLUSH_CALLS (mf_format.h): the hot path's counts reach the thread file after at most
  * this many calls. docs/design.md says why the hot path counts in TLS. */
 
@@ -167,6 +172,7 @@ extern uint64_t mf_thread_seq;
 extern uint64_t mf_gen;
 extern int64_t mf_exact_budget;  /* calls still to record exactly, process-wide */
 extern uint64_t mf_exact_taken;  /* calls of the exact stretch handed to threads */
+extern uint64_t mf_ramp_taken;   /* samples drawn on the ramp past the stretch, process-wide */
 extern pthread_key_t mf_thread_key;
 /* The process image's first table: a thread that cannot have one of its own records here. */
 extern struct mf_table *mf_first_table;

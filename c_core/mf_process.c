@@ -30,6 +30,7 @@ uint64_t mf_thread_seq;
 uint64_t mf_gen = 1;
 int64_t mf_exact_budget;
 uint64_t mf_exact_taken;
+uint64_t mf_ramp_taken;
 /* A MADV_WIPEONFORK page: it reads 0 in any child, also one made by _Fork() or clone(),
  * which run no atfork handler. A load, where asking getpid() would be a system call. A
  * vfork child shares the page, and so is told apart from a fork child (mf_check_pid). */
@@ -87,6 +88,7 @@ void mf_process_start(void)
     __atomic_store_n(&mf_thread_seq, 0, __ATOMIC_RELAXED);
     __atomic_store_n(&mf_exact_budget, (int64_t)mf_opt.exact_calls, __ATOMIC_RELAXED);
     __atomic_store_n(&mf_exact_taken, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&mf_ramp_taken, 0, __ATOMIC_RELAXED);
     mf_rules_setup();
     if (mf_lazy_start && !mf_rules)
         mf_unwind_load_if_safe(); /* the process's first allocation call, if it is safe */

@@ -60,6 +60,25 @@ bool mf_take_exact(struct mf_thread *t)
     return false;
 }
 
+/* The default mode's interval for the process's k-th sample past its exact stretch (n: the
+ * budget's): k / MF_RAMP_STEP calls, at least 1 and at most n, and n from the
+ * MF_RAMP_SAMPLES-th on. Jumping from 1 to n where the stretch ended left a compile's last
+ * 146,000 calls about 200 samples, most of weight ~1,200, and its largest sites scattered
+ * by 19-31 % from run to run. On the ramp the same calls take ~1,000 samples, the last of
+ * weight ~300, and their spread is 9-13 %; a site's relative error falls as the run grows,
+ * until the ramp ends. Its price is bounded: at most MF_RAMP_SAMPLES samples a process
+ * beyond the budget's, and dense samples are cheap, as they share most of their stack (a
+ * compile's came to +0.8 ms). Each sample weighs the interval it was drawn with, so the
+ * estimates stay unbiased and their variances right. */
+static uint64_t mf_ramp(uint64_t n)
+{
+    if (__atomic_load_n(&mf_ramp_taken, __ATOMIC_RELAXED) >= MF_RAMP_SAMPLES)
+        return n;
+    uint64_t k = __atomic_add_fetch(&mf_ramp_taken, 1, __ATOMIC_RELAXED);
+    uint64_t m = k / MF_RAMP_STEP;
+    return k >= MF_RAMP_SAMPLES || m >= n ? n : m > 1 ? m : 1;
+}
+
 /* Draws the calls until the next sample and sets the weight that sample will carry: the
  * mean interval in force now, so each call counts 1/p in expectation (unbiased, also when
  * the interval changes from one sample to the next: it is fixed before the calls it covers). */
@@ -71,6 +90,8 @@ int64_t mf_next_countdown(struct mf_thread *t)
         t->exact_left--;
         t->exact = true;
         n = 1;
+    } else if (n > 1 && !mf_opt.sample_interval && mf_opt.exact_calls) {
+        n = mf_ramp(n); /* no stretch (MALLOC_FREQ_EXACT=0), no ramp: the budget's alone */
     }
     if (n <= 1) {
         t->weight = t->drawn = 1;

@@ -107,7 +107,7 @@ void mf_sampling_text(const struct mf_profile *p, char *buf, size_t size)
     /* Default mode: processes per outcome of the exact stretch, the range of the calls it
      * recorded when capped, the setting and the cost share. */
     uint32_t count[4] = {0}, ndefault = 0;
-    uint64_t capped_lo = UINT64_MAX, capped_hi = 0, setting = 0, ppm = 0;
+    uint64_t capped_lo = UINT64_MAX, capped_hi = 0, setting = 0, ppm = 0, ramp = 0;
     bool timed = false; /* a process whose stretch had the time cap (an older core) */
     for (uint32_t i = 0; i < p->nprocs; i++) {
         const struct mf_process *pr = &p->procs[i];
@@ -132,6 +132,7 @@ void mf_sampling_text(const struct mf_profile *p, char *buf, size_t size)
             }
             setting = pr->exact_calls > setting ? pr->exact_calls : setting;
             ppm = pr->cost_share_ppm > ppm ? pr->cost_share_ppm : ppm;
+            ramp = pr->ramp_samples > ramp ? pr->ramp_samples : ramp;
             if (!(pr->flags & MF_PROCESS_EXACT_BY_CALLS))
                 timed = true;
         }
@@ -154,6 +155,10 @@ void mf_sampling_text(const struct mf_profile *p, char *buf, size_t size)
     if (timed)
         snprintf(most, sizeof most, ", %g ms at most", cap_ms);
     mf_fmt_count(b, setting);
+    /* The budget, after the interval's ramp past the stretch where the files had one. */
+    char budget[120];
+    snprintf(budget, sizeof budget, "%s%s%ssamples take <= %g%% of time", ramp ? "a ramp of " : "",
+             ramp ? mf_fmt_count(a, ramp) : "", ramp ? " samples, then " : "", share);
     mf_put(buf, size, &at, "%s", sep);
     if (count[MF_STRETCH_WHOLE_RUN] == ndefault) {
         mf_put(buf, size, &at, "every call exact: %s within %s exact stretch (the first %s "
@@ -183,8 +188,8 @@ void mf_sampling_text(const struct mf_profile *p, char *buf, size_t size)
     } else {
         /* A mix: say how many processes each outcome had. */
         mf_put(buf, size, &at, "first %s calls of each process exact%s%s%s, then adaptive "
-               "(samples take <= %g%% of time); the exact stretch ", b, timed ? " (" : "",
-               timed ? most + 2 : "", timed ? ")" : "", share);
+               "(%s); the exact stretch ", b, timed ? " (" : "", timed ? most + 2 : "",
+               timed ? ")" : "", budget);
         const char *sep2 = "";
         if (count[MF_STRETCH_DONE])
             mf_put(buf, size, &at, "%scompleted in %u", sep2, count[MF_STRETCH_DONE]), sep2 = ", ";
@@ -205,7 +210,7 @@ void mf_sampling_text(const struct mf_profile *p, char *buf, size_t size)
                    "or killed)", sep2, count[MF_STRETCH_UNKNOWN]);
         return;
     }
-    mf_put(buf, size, &at, " (samples take <= %g%% of time)", share);
+    mf_put(buf, size, &at, " (%s)", budget);
 }
 
 static const char *mf_program(const struct mf_process *pr)

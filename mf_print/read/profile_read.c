@@ -294,6 +294,8 @@ static void mf_read_process(struct mf_profile *p, int dirfd, const char *dir, co
     pr->exact_calls = h.exact_calls;
     pr->exact_recorded = h.flags & MF_PROCESS_EXITED ? h.exact_recorded : 0;
     pr->cost_share_ppm = h.cost_share_ppm;
+    pr->ramp_samples = h.ramp_samples;
+    pr->ramp_step = h.ramp_step;
     pr->large_bytes = h.large_bytes;
     memcpy(pr->exe, h.exe, sizeof pr->exe);
     pr->exe[sizeof pr->exe - 1] = '\0';

@@ -34,6 +34,7 @@ struct mf_process {
      * time cap ended it first, or the process made fewer calls); 0 while it runs. */
     uint64_t exact_recorded;
     uint32_t cost_share_ppm; /* default mode (sample_interval 0): the cost budget */
+    uint32_t ramp_samples, ramp_step; /* the interval's ramp past the exact stretch; 0: none */
     uint64_t large_bytes;    /* MALLOC_FREQ_LARGE: calls this large were all recorded; 0 off */
     char exe[256];
     struct mf_module *modules; /* sorted by lo */

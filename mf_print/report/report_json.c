@@ -73,6 +73,9 @@ static void mf_json_sampling(FILE *out, const struct mf_process *pr)
                 (unsigned long long)pr->exact_calls);
         if (!(pr->flags & MF_PROCESS_EXACT_BY_CALLS))
             fprintf(out, "\"exact_ns_max\": %u, ", MF_EXACT_NS_MAX);
+        if (pr->ramp_samples) /* the k-th sample past the stretch at k / step calls */
+            fprintf(out, "\"ramp_samples\": %u, \"ramp_step\": %u, ", pr->ramp_samples,
+                    pr->ramp_step);
         fprintf(out, "\"cost_share\": %g}", (double)pr->cost_share_ppm / 1e6);
     } else {
         fprintf(out, "{\"mode\": \"interval\", \"interval\": %llu, \"exact_calls\": %llu}",

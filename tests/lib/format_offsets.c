@@ -139,6 +139,8 @@ int main(void)
         FIELD(mf_process_header, large_bytes, "Q"),
         FIELD(mf_process_header, rules_learned, "Q"),
         FIELD(mf_process_header, rules_loaded, "Q"),
+        FIELD(mf_process_header, ramp_samples, "I"),
+        FIELD(mf_process_header, ramp_step, "I"),
     };
     static const struct field module[] = {
         FIELD(mf_module_record, magic, "I"),

@@ -283,16 +283,18 @@ def test_sampling_line_says_how_the_run_was_sampled():
     # Default mode, the stretch completed: counted in calls, so on a loaded machine too.
     r = rt.run_ok([shallow, "200000"], sample=None)
     rt.expect_eq(exact_recorded(r.profile), 100000, "shallow_calls' exact stretch")
-    cases["completed"] = (r, "first 100,000 calls exact, then adaptive (samples take <= 0.3% of "
-                             "time)")
+    cases["completed"] = (r, "first 100,000 calls exact, then adaptive (a ramp of 4,096 samples, "
+                             "then samples take <= 0.3% of time)")
     # A profile of an older core, whose stretch stopped after 5 ms of recording: no
-    # MF_PROCESS_EXACT_BY_CALLS, and fewer calls recorded than the setting.
+    # MF_PROCESS_EXACT_BY_CALLS, fewer calls recorded than the setting, and no ramp.
     r = rt.run_ok([shallow, "200000"], sample=None)
     n = 1234
     proc = rt.process_files(r.profile)[0]
     flags = rt.read_struct(proc, F.process_header, "flags", "<I")
     rt.write_struct(proc, F.process_header, "flags", flags & ~F.PROCESS_EXACT_BY_CALLS, "<I")
     rt.write_struct(proc, F.process_header, "exact_recorded", n)
+    rt.write_struct(proc, F.process_header, "ramp_samples", 0, "<I")
+    rt.write_struct(proc, F.process_header, "ramp_step", 0, "<I")
     cases["capped"] = (r, f"first {n:,} calls exact (the 5 ms cap on the exact stretch came "
                           "before 100,000), then adaptive (samples take <= 0.3% of time)")
     for what, (r, want) in cases.items():
@@ -301,6 +303,7 @@ def test_sampling_line_says_how_the_run_was_sampled():
     dirs = [cases[k][0].profile for k in ("short", "capped", "completed")]
     both = sampling_line(rt.tree_text(*dirs))
     rt.expect_eq(both, "first 100,000 calls of each process exact (5 ms at most), then adaptive "
-                       "(samples take <= 0.3% of time); the exact stretch completed in 1, cut "
+                       "(a ramp of 4,096 samples, then samples take <= 0.3% of time); the exact "
+                       "stretch completed in 1, cut "
                        f"short by its time cap in 1 ({n:,} calls exact), was the whole run in "
                        "1 (every call exact)", "sampling line of three default-mode runs")
