@@ -42,16 +42,21 @@ def test_a_run_past_the_stretch_is_exact_for_100000_calls_then_estimated():
     prog = rt.short_runs_program()
     n = 300_000
     r = rt.run_ok([prog, str(n)], sample=None, extra_env={"MALLOC_FREQ_SEED": "7"})
-    expect_eq(_sampling_line(r.profile), f"first {STRETCH:,} calls exact, then adaptive (samples "
-              "take <= 0.3% of time)", "sampling line of a run past the exact stretch")
+    expect_eq(_sampling_line(r.profile), f"first {STRETCH:,} calls exact, then adaptive (a ramp "
+              "of 4,096 samples, then samples take <= 0.3% of time)",
+              "sampling line of a run past the exact stretch")
     rows = rt.csv_rows(r.profile)
     samples = sum(row.samples for row in rows)
     expect(samples >= STRETCH, f"{samples} samples: fewer than the exact stretch's {STRETCH:,}")
-    # After the stretch each sample stands for `weight` calls on average (the interval follows
-    # the machine's speed: ~1,800 here). A site's estimate of c sampled calls then has a
-    # standard error of about sqrt(c * (weight - 1)); 4 of them bound it (a bound of twice
-    # the truth failed on 1 run in ~40 when the least site's ~2 expected samples came out 6).
-    weight = ((sum(row.calls for row in rows) - STRETCH) / (samples - STRETCH)
+    # After the stretch a sampled call stands for `weight` calls on average: the samples'
+    # weights are those of the ramp, then the budget's interval (which follows the machine's
+    # speed), so the call's weight is that of a sample weighed by its calls, sum w^2 / sum w
+    # over the files. A site's estimate of c sampled calls then has a standard error of
+    # about sqrt(c * (weight - 1)); 4 of them bound it (a bound of twice the truth failed on
+    # 1 run in ~40 when the least site's ~2 expected samples came out 6).
+    entries = rt.file_entries(r.profile)
+    tail_calls = sum(e[0] for e in entries) - STRETCH
+    weight = ((sum(e[2] for e in entries) - STRETCH) / tail_calls
               if samples > STRETCH else 100_000)  # none after the stretch: MF_INTERVAL_MAX
     for site, (k, _) in SHORT_SITES.items():
         calls, _, _ = rt.site_totals(rows, site)
