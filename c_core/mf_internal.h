@@ -27,7 +27,7 @@
 /* Default mode, past an exact stretch: the process's k-th sample is drawn at k / MF_RAMP_STEP
  * calls (at least 1) or at the budget's interval if that is less, up to its
  * MF_RAMP_SAMPLES-th; see mf_ramp() and docs/sampling.md. */
-#define MF_RAMP_STEP 3u
+#define MF_RAMP_STEP 6u
 #define MF_RAMP_SAMPLES 4096u
 /* MF_FLUSH_CALLS (mf_format.h): the hot path's counts reach the thread file after at most
  * this many calls. docs/design.md says why the hot path counts in TLS. */

@@ -64,12 +64,12 @@ bool mf_take_exact(struct mf_thread *t)
  * budget's): k / MF_RAMP_STEP calls, at least 1 and at most n, and n from the
  * MF_RAMP_SAMPLES-th on. Jumping from 1 to n where the stretch ended left a compile's last
  * 146,000 calls about 200 samples, most of weight ~1,200, and its largest sites scattered
- * by 19-31 % from run to run. On the ramp the same calls take ~1,000 samples, the last of
- * weight ~300, and their spread is 9-13 %; a site's relative error falls as the run grows,
- * until the ramp ends. Its price is bounded: at most MF_RAMP_SAMPLES samples a process
- * beyond the budget's, and dense samples are cheap, as they share most of their stack (a
- * compile's came to +0.8 ms). Each sample weighs the interval it was drawn with, so the
- * estimates stay unbiased and their variances right. */
+ * by 19-31 % from run to run. On the ramp the same calls take ~1,450 samples, the last of
+ * weight ~220, and a site's relative error falls as the run grows, until the ramp ends. Its
+ * price is bounded: at most MF_RAMP_SAMPLES samples a process beyond the budget's, and
+ * dense samples are cheap, as they share most of their stack (a compile's samples past its
+ * stretch took 3.6 ms instead of 1.6-2.1). Each sample weighs the interval it was drawn
+ * with, so the estimates stay unbiased and their variances right. */
 static uint64_t mf_ramp(uint64_t n)
 {
     if (__atomic_load_n(&mf_ramp_taken, __ATOMIC_RELAXED) >= MF_RAMP_SAMPLES)

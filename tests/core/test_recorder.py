@@ -543,32 +543,32 @@ def test_sampled_estimates_within_4_se():
 
 @test
 def test_the_interval_ramps_up_past_the_exact_stretch():
-    """Past the exact stretch the default mode's k-th sample is drawn at k / 3 calls (at
+    """Past the exact stretch the default mode's k-th sample is drawn at k / 6 calls (at
     least 1), or at the budget's interval if that is less, not at the budget's interval at
     once (c_core/mf_sample.c, mf_ramp). 300,000 calls at one site: the first 100,000 exact,
-    then about 1,100 samples whose weights are 1, 1, 1, 1, 1, 2, 2, 2, 3, ... (the budget's
-    interval, in the thousands on a loop this fast, comes into it only where the machine
-    stalls the program). The files keep each weight as calls (sum w) and calls_sq (sum w^2),
+    then about 1,550 samples whose weights are 1 (eleven times), 2 (six times), 3, ... (the
+    budget's interval, in the thousands on a loop this fast, comes into it only where the
+    machine stalls the program). The files keep each weight as calls (sum w) and calls_sq (sum w^2),
     the stretch's calls as 1 and 1: so the m samples past the stretch add at most the ramp's
     first m weights' sums, and nearly those."""
     r = run_ok([c_program("shallow_calls"), "300000"], sample=None,
                extra_env={"MALLOC_FREQ_SEED": "7"})
     proc = process_files(r.profile)[0]
     expect_eq((read_struct(proc, F.process_header, "ramp_samples", "<I"),
-               read_struct(proc, F.process_header, "ramp_step", "<I")), (4096, 3),
+               read_struct(proc, F.process_header, "ramp_step", "<I")), (4096, 6),
               "the ramp in the process file (samples, step)")
     entries = file_entries(r.profile)
     m = sum(samples for _, samples, _, _ in entries) - read_struct(
         proc, F.process_header, "exact_recorded")
     s1 = sum(calls - samples for calls, samples, _, _ in entries)  # sum (w - 1)
     s2 = sum(sq - samples for _, samples, sq, _ in entries)  # sum (w^2 - 1)
-    ramp = [max(1, k // 3) for k in range(1, m + 1)]
+    ramp = [max(1, k // 6) for k in range(1, m + 1)]
     f1, f2 = sum(w - 1 for w in ramp), sum(w * w - 1 for w in ramp)
     expect(s1 <= f1 and s2 <= f2 and s1 >= 0.9 * f1,
            f"{m} samples past the stretch weigh sum(w-1) {s1}, sum(w^2-1) {s2}; the ramp's "
            f"first {m} weights {f1}, {f2}")
-    # About sqrt(6 * 200,000) = 1,095 samples, the last of weight ~365.
-    expect(900 <= m <= 1300, f"{m} samples past the stretch, expected about 1,095")
+    # About sqrt(12 * 200,000) = 1,549 samples, the last of weight ~258.
+    expect(1300 <= m <= 1800, f"{m} samples past the stretch, expected about 1,549")
     calls, _, _ = site_totals(csv_rows(r.profile, extra=("--uncalibrated",)), "site_shallow")
     expect(abs(calls - 300000) < 6 * math.sqrt(s2), f"site_shallow: {calls} calls estimated "
                                                      f"for 300,000")
