@@ -350,9 +350,12 @@ def read_profile(top):
             nbytes += len(data)
             if name.startswith("process."):
                 h = F.process_header
+                # A header that ends before the ramp's fields (an older core) had none.
                 modes.add(tuple(struct.unpack_from(fmt, data, getattr(h, field))[0]
+                                if getattr(h, field) + struct.calcsize(fmt) <= len(data) else 0
                                 for field, fmt in (("sample_interval", "<Q"), ("exact_calls", "<Q"),
-                                                   ("cost_share_ppm", "<I"))))
+                                                   ("cost_share_ppm", "<I"),
+                                                   ("ramp_samples", "<I"), ("ramp_step", "<I"))))
                 images += 1
                 direct += bool(struct.unpack_from("<I", data, h.flags)[0] & F.PROCESS_TLS_DIRECT)
             if not name.startswith("thread."):
@@ -615,12 +618,14 @@ def report(ws, runs, shares, perf_note, failures, elapsed):
         for r in series(w, ("default", "full")):
             if r and r.profile:
                 modes |= r.profile["modes"]
-    for interval, exact, ppm in sorted(modes):
+    for interval, exact, ppm, ramp, step in sorted(modes):
+        ramped = ("the k-th sample after it at k / %d calls for %s samples, then " % (
+            step, "{:,}".format(ramp)) if ramp else "")
         say("Default mode in this build: every call recorded for the first %s calls of each process"
             " (a cap counted in calls, no time cap), then %s; at the costs above the exact"
             " stretch alone costs %s per process that makes that many calls."
-            % ("{:,}".format(exact), "each thread's interval set so that samples take about"
-               " %g%% of its time" % (ppm / 1e4) if interval == 0 else "1 in %s" % "{:,}".format(interval),
+            % ("{:,}".format(exact), ramped + "each thread's interval set so that samples take"
+               " about %g%% of its time" % (ppm / 1e4) if interval == 0 else "1 in %s" % "{:,}".format(interval),
                ", ".join("%s %.1f ms" % (w.name, exact * ns / 1e6)
                          for w, ns in per_call_ns if ns == ns)))
         say("")
