@@ -20,7 +20,9 @@ against itself) shows the noise of such ratios on this machine. Where `perf reco
 three more runs per workload of the default mode, of the default mode without its exact
 stretch (MALLOC_FREQ_EXACT=0, also at 0.15 s: what the stretch adds) and of N=10000 under
 `perf record -g` give the profiler's share of each run's CPU samples: a measure from inside a
-run, free of the machine's drift; the default mode's targets are judged by its median. N=1 against heaptrack
+run, free of the machine's drift; the default mode's targets are judged by its median. Python
+and gcc also run at a third size of ~5 s (base and default, and the default under `perf`): the
+1.02x target of the real programs is about runs of five seconds or more. N=1 against heaptrack
 is judged on the two runs of the same round (the median of N=1 CPU / heaptrack CPU), which
 the drift between rounds does not reach either. Results go to stdout and
 bench/RESULTS.md; the exit status is 1 if any run failed or changed the program's output.
@@ -196,12 +198,14 @@ class Workload:
     without LD_PRELOAD (the Rust binary with ProfAllocator)."""
 
     def __init__(self, name, desc, full, short_div, argv, prof_argv=None, heaptrack_argv=None, env=None,
-                 run_015=None):
+                 run_015=None, run_5s=None):
         self.name, self.desc, self.argv = name, desc, argv
         self.sizes = {"full": full, "short": max(1, full // short_div)}
         self.labels = {"full": "full", "short": "1/%d" % short_div}
         if run_015:  # a third size: the one that runs ~0.15 s uninstrumented (issue 14)
             self.sizes["0.15 s"], self.labels["0.15 s"] = run_015, "0.15 s"
+        if run_5s:  # and ~5 s: the steady state the real programs' 1.02x target is about
+            self.sizes["5 s"], self.labels["5 s"] = run_5s, "5 s"
         self.prof_argv, self.heaptrack_argv, self.env = prof_argv, heaptrack_argv, env or {}
 
 
@@ -235,17 +239,19 @@ def workloads():
         "python", "%s bench/alloc_heavy.py (JSON, dicts, strings), PYTHONMALLOC=malloc" % python,
         30 // SHRINK, 4,
         lambda n, tmp: [python, os.path.join(BENCH, "alloc_heavy.py"), str(n)],
-        env={"PYTHONMALLOC": "malloc", "PYTHONHASHSEED": "0"}))  # same calls every run
+        env={"PYTHONMALLOC": "malloc", "PYTHONHASHSEED": "0"},  # same calls every run
+        run_5s=150 // SHRINK))  # full size: ~1 s on a quiet machine
     if gcc:
         full = 150 // SHRINK
-        files = {n: gcc_input(n) for n in (full, max(1, full // 4))}
+        files = {n: gcc_input(n) for n in (full, max(1, full // 4), 2 * full)}
         ws.append(Workload(
             "gcc", "gcc -O2 -c of a generated C file (%d functions at full size; cc1 and as"
             " included, heaptrack put in front of them with gcc -wrapper)" % full,
             full, 4, lambda n, tmp: [gcc, "-O2", "-c", files[n], "-o", os.path.join(tmp, "out.o")],
             # heaptrack does not follow children: put it in front of cc1 and as instead
             heaptrack_argv=lambda n, tmp: [gcc, "-wrapper", "heaptrack", "-O2", "-c", files[n],
-                                           "-o", os.path.join(tmp, "out.o")]))
+                                           "-o", os.path.join(tmp, "out.o")],
+            run_5s=2 * full))  # full size: ~2.5 s on a quiet machine
     only = [s for s in os.environ.get("BENCH_ONLY", "").split(",")
             if s and s not in ("mfprint", "startup", "build", "accuracy", "timeline")]
     if only:
@@ -312,6 +318,8 @@ VARIANTS = [
     Variant("base", "0.15 s", "base"),
     Variant("default", "0.15 s", "mf"),
     Variant("EXACT=0", "0.15 s", "mf", {"MALLOC_FREQ_EXACT": "0"}),
+    Variant("base", "5 s", "base"),
+    Variant("default", "5 s", "mf"),
 ] + ([Variant("heaptrack", "short", "heaptrack")] if HEAPTRACK else [])
 BASE = {v.size: v for v in VARIANTS if v.kind == "base"}
 
@@ -430,6 +438,7 @@ def run_once(w, v, want_profile):
 
 # Full size: the whole profiler, without the exact stretch, and the hook with few samples.
 PERF_SAMPLED = ("default", "EXACT=0", "N=10000")
+PERF_SAMPLED_5S = "default, 5 s"  # the default mode at the 5 s size, where a workload has one
 
 
 def perf_usable():
@@ -664,7 +673,7 @@ def report(ws, runs, shares, perf_note, failures, elapsed):
             " | implied CPU ratio |")
         say("|---|---|---|---|---|---|---|")
         for w in ws:
-            for name in PERF_SAMPLED:
+            for name in PERF_SAMPLED + (PERF_SAMPLED_5S,):
                 got = [(t, m) for t, m in shares.get((w.name, name), []) if t]
                 if not got:
                     continue
@@ -701,6 +710,15 @@ def report(ws, runs, shares, perf_note, failures, elapsed):
         elif limit:
             say("- default CPU <= %.2fx on %s: %.3fx (A/B median; A/A %.3fx): %s" % (
                 limit, w.name, c, aa, verdict(c <= limit)))
+    # Issue 34: the 1.02x of the real programs is about runs of 5 s or more, where the exact
+    # stretch's fixed cost (tens of ms a process) is a small part; judged by the perf share.
+    for w in ws:
+        inner = implied.get((w.name, PERF_SAMPLED_5S))
+        c = cpu_ratio.get((w.name, ("default", "5 s")))
+        if c is not None:
+            say("- default CPU <= 1.02x on %s, a run of ~5 s: %s (A/B median %.3fx)%s" % (
+                w.name, "%.3fx from the profiler's share of the run" % inner if inner else
+                "no perf share", c, ": " + verdict(inner <= 1.02) if inner else ""))
     # Issue 14: the default mode on a 0.15 s run of the microbenchmark, exact mode's cost.
     for w in ws:
         c = cpu_ratio.get((w.name, ("default", "0.15 s")))
@@ -1422,9 +1440,11 @@ def main():
         for w in ws:
             for _ in range(PERF_RUNS):  # the variants interleaved, as in the rounds
                 for v in VARIANTS:
-                    if v.size == "full" and v.name in PERF_SAMPLED:
+                    name = (v.name if v.size == "full" else
+                            PERF_SAMPLED_5S if v.key == ("default", "5 s") else None)
+                    if name in PERF_SAMPLED + (PERF_SAMPLED_5S,) and v.size in w.sizes:
                         try:
-                            shares.setdefault((w.name, v.name), []).append(perf_share(w, v))
+                            shares.setdefault((w.name, name), []).append(perf_share(w, v))
                         except (subprocess.CalledProcessError, OSError) as e:
                             failures.append("perf %s %s: %s" % (w.name, v.name, e))
         print("run_bench: perf runs done", flush=True)
