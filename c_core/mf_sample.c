@@ -63,7 +63,7 @@ bool mf_take_exact(struct mf_thread *t)
 /* The default mode's interval for the process's k-th sample past its exact stretch (n: the
  * budget's): k / MF_RAMP_STEP calls, at least 1 and at most n, and n from the
  * MF_RAMP_SAMPLES-th on. Jumping from 1 to n where the stretch ended left a compile's last
- * 146,000 calls about 200 samples, most of weight ~1,200, and its largest sites scattered
+ * 146,000 calls about 230 samples, most of weight ~1,200, and its largest sites scattered
  * by 19-31 % from run to run. On the ramp the same calls take ~1,450 samples, the last of
  * weight ~220, and a site's relative error falls as the run grows, until the ramp ends. Its
  * price is bounded: at most MF_RAMP_SAMPLES samples a process beyond the budget's, and
