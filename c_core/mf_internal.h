@@ -211,6 +211,12 @@ uint64_t mf_splitmix(uint64_t *x);
 void mf_rng_seed(struct mf_slot *s, uint64_t seq);
 bool mf_take_exact(struct mf_thread *t);
 int64_t mf_next_countdown(struct mf_thread *t);
+/* The interval ramps up past the exact stretch (mf_ramp): in the default mode, where there
+ * is a stretch (not with MALLOC_FREQ_EXACT=0). */
+static inline bool mf_ramps(void)
+{
+    return !mf_opt.sample_interval && mf_opt.exact_calls;
+}
 void mf_adapt(struct mf_thread *t, uint64_t t0, uint64_t t1, bool new_stack);
 
 /* Thread life (mf_thread.c). */

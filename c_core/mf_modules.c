@@ -118,8 +118,8 @@ bool mf_process_file_create(void)
         .sample_interval = mf_opt.sample_interval,
         .exact_calls = mf_opt.exact_calls,
         .cost_share_ppm = mf_opt.sample_interval ? 0 : MF_COST_SHARE_PPM,
-        .ramp_samples = mf_opt.sample_interval || !mf_opt.exact_calls ? 0 : MF_RAMP_SAMPLES,
-        .ramp_step = mf_opt.sample_interval || !mf_opt.exact_calls ? 0 : MF_RAMP_STEP,
+        .ramp_samples = mf_ramps() ? MF_RAMP_SAMPLES : 0,
+        .ramp_step = mf_ramps() ? MF_RAMP_STEP : 0,
         .large_bytes = mf_opt.large,
         .max_depth = mf_opt.max_depth,
     };

@@ -90,8 +90,8 @@ int64_t mf_next_countdown(struct mf_thread *t)
         t->exact_left--;
         t->exact = true;
         n = 1;
-    } else if (n > 1 && !mf_opt.sample_interval && mf_opt.exact_calls) {
-        n = mf_ramp(n); /* no stretch (MALLOC_FREQ_EXACT=0), no ramp: the budget's alone */
+    } else if (n > 1 && mf_ramps()) {
+        n = mf_ramp(n);
     }
     if (n <= 1) {
         t->weight = t->drawn = 1;

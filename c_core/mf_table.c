@@ -399,12 +399,13 @@ static uint32_t mf_path_nodes(const struct mf_table *tab, uint32_t depth, uint32
     for (uint32_t j = depth; j > 0; j--) {
         uint32_t caller = j > 1 ? mf_node_find(tab, tab->path_hash[j - 2], tab->path_pc[j - 2],
                                                j - 1, MF_ANY_PARENT) : 0;
-        if (node && (j == 1 || caller) && mf_node_at(tab, node)->parent != caller)
-            /* Another path's node: this path's own may lie further along the probes. */
-            node = mf_node_find(tab, tab->path_hash[j - 1], tab->path_pc[j - 1], j, caller);
-        if (node && (j == 1 || caller)) {
-            *leaf = node;
-            return j;
+        if (node && (j == 1 || caller)) { /* without its caller's node, a frame has none */
+            if (mf_node_at(tab, node)->parent != caller) /* another path's: this path's own */
+                node = mf_node_find(tab, tab->path_hash[j - 1], tab->path_pc[j - 1], j, caller);
+            if (node) {
+                *leaf = node;
+                return j;
+            }
         }
         node = caller;
     }

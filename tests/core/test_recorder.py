@@ -548,9 +548,9 @@ def test_the_interval_ramps_up_past_the_exact_stretch():
     once (c_core/mf_sample.c, mf_ramp). 300,000 calls at one site: the first 100,000 exact,
     then about 1,550 samples whose weights are 1 (eleven times), 2 (six times), 3, ... (the
     budget's interval, in the thousands on a loop this fast, comes into it only where the
-    machine stalls the program). The files keep each weight as calls (sum w) and calls_sq (sum w^2),
-    the stretch's calls as 1 and 1: so the m samples past the stretch add at most the ramp's
-    first m weights' sums, and nearly those."""
+    machine stalls the program). The files keep each weight as calls (sum w) and calls_sq
+    (sum w^2), the stretch's calls as 1 and 1: so the m samples past the stretch add at most
+    the ramp's first m weights' sums, and nearly those."""
     r = run_ok([c_program("shallow_calls"), "300000"], sample=None,
                extra_env={"MALLOC_FREQ_SEED": "7"})
     proc = process_files(r.profile)[0]
