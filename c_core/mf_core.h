@@ -26,6 +26,9 @@ struct mf_index {
     uint64_t slots; /* a power of two, at most 2^MF_INDEX_TAG_BITS */
     uint32_t bits;  /* log2(slots) */
     uint64_t used;
+    /* Where its first tables lie, each after the one before, never unmapped (mf_table.c):
+     * MF_INDEX_SMALL_BYTES of small pages, then one 2 MiB block of a huge page. */
+    char *small, *huge;
 };
 
 /* The depth of the stacks a table's path cache holds (MF_DEPTH_MAX, mf_format.h). */

@@ -457,6 +457,7 @@ void mf_prefault(void *p, size_t len); /* MADV_POPULATE_WRITE, errors ignored */
 #define MF_HUGE_FROM ((size_t)256 << 10)
 size_t mf_anon_size(size_t bytes);
 void *mf_anon_table(size_t bytes); /* mf_anon_size(bytes) mapped, zeroed; munmap that much */
+void *mf_anon_reserve(size_t bytes); /* zeroed, no page mapped yet (mf_prefault); MAP_FAILED */
 void mf_privatize(void *addr, size_t len); /* a private copy in place of a shared mapping */
 
 /* Small system helpers that neither allocate nor lock (mf_sys.c). */

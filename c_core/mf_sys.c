@@ -216,6 +216,16 @@ void *mf_anon_table(size_t bytes)
     return m;
 }
 
+/* Address space for tables made in it later, a page mapped at a time (mf_prefault). */
+void *mf_anon_reserve(size_t bytes)
+{
+    int err = errno;
+    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    errno = err;
+    return m;
+}
+
 /* Puts a private copy of [addr, addr + len) in place of what is mapped there (a fork
  * child's view of a file its parent shares): what is written there from now on is not
  * written to the file. Without memory for the copy the mapping stays as it was. */

@@ -218,6 +218,47 @@ static void mf_index_put(struct mf_index *ix, uint64_t key, uint32_t ref)
     mf_index_put_tag(ix, mf_index_tag(key), ref);
 }
 
+/* Where an index's first tables go. A rebuild's new table is twice the old one, which is
+ * then left: unmapping it cost more than the table (munmap's TLB flush, 0.1 ms and more in
+ * this VM; cc1's exact stretch rebuilt its indexes 14 times), and each table from MF_HUGE_FROM up
+ * in a 2 MiB block of its own zeroed a huge page of its own. So tables of 4 KiB to 128 KiB
+ * lie one after another in one reservation of small pages (252 KiB, touched a table at a
+ * time), those of 256 KiB to 1 MiB in one 2 MiB block (256 + 512 + 1024 KiB: one huge
+ * page's fault for the three). Larger ones are mapped one by one and unmapped when left. */
+#define MF_INDEX_FIRST_BITS 9u /* 4 KiB: a short process (ls: 24 entries, 64 nodes) fills neither */
+#define MF_INDEX_HUGE_BITS 15u /* MF_HUGE_FROM: 2^15 slots of 8 bytes */
+#define MF_INDEX_OWN_BITS 18u  /* past the 2 MiB block */
+#define MF_INDEX_SMALL_BYTES \
+    ((((size_t)1 << MF_INDEX_HUGE_BITS) - ((size_t)1 << MF_INDEX_FIRST_BITS)) * sizeof(uint64_t))
+_Static_assert(((size_t)1 << MF_INDEX_HUGE_BITS) * sizeof(uint64_t) == MF_HUGE_FROM &&
+                   (((size_t)1 << MF_INDEX_OWN_BITS) - ((size_t)1 << MF_INDEX_HUGE_BITS)) *
+                           sizeof(uint64_t) <= (size_t)2 << 20,
+               "an index's tables from MF_HUGE_FROM up to the last before MF_INDEX_OWN_BITS "
+               "fit one 2 MiB block");
+
+/* A table of 2^bits slots, zeroed and its pages mapped, where the layout above puts it;
+ * MAP_FAILED without memory. */
+static uint64_t *mf_index_table(struct mf_index *ix, uint32_t bits)
+{
+    size_t bytes = ((size_t)1 << bits) * sizeof(uint64_t);
+    if (bits >= MF_INDEX_OWN_BITS)
+        return mf_anon_table(bytes);
+    /* Each table's offset is the sum of the sizes before it in its area. */
+    size_t off = bytes - ((size_t)1 << (bits < MF_INDEX_HUGE_BITS ? MF_INDEX_FIRST_BITS
+                                                                   : MF_INDEX_HUGE_BITS)) *
+                             sizeof(uint64_t);
+    char **area = bits < MF_INDEX_HUGE_BITS ? &ix->small : &ix->huge;
+    if (!*area) {
+        void *m = bits < MF_INDEX_HUGE_BITS ? mf_anon_reserve(MF_INDEX_SMALL_BYTES)
+                                            : mf_anon_table(MF_HUGE_FROM);
+        if (m == MAP_FAILED)
+            return MAP_FAILED;
+        *area = m;
+    }
+    mf_prefault(*area + off, bytes); /* the huge block's first table: mapped already */
+    return (uint64_t *)(void *)(*area + off);
+}
+
 /* Room for one more key, at most three quarters full (a miss probes ~8 slots: one or two
  * lines; every rebuild writes fresh pages, which cost more in this VM than the probes);
  * false without memory (the key is then not kept: its stack is counted as not profiled). */
@@ -225,27 +266,36 @@ static bool mf_index_room(struct mf_index *ix)
 {
     if (ix->slot && (ix->used + 1) * 4 <= ix->slots * 3)
         return true;
-    /* A first index of one page: a short process (ls: 24 entries, 64 nodes) fills neither,
-     * and each page is a fault (14-20 us here). */
-    uint32_t bits = ix->slots ? ix->bits + 1 : 9;
+    uint32_t bits = ix->slots ? ix->bits + 1 : MF_INDEX_FIRST_BITS;
     if (bits > MF_INDEX_TAG_BITS)
         return false;
-    uint64_t slots = (uint64_t)1 << bits, bytes = slots * sizeof *ix->slot;
     uint64_t *old = ix->slot, *m;
     uint64_t old_slots = ix->slots;
-    m = mf_anon_table(bytes); /* its pages mapped: the keys land all over it at once */
+    uint32_t old_bits = ix->bits;
+    m = mf_index_table(ix, bits); /* its pages mapped: the keys land all over it at once */
     if (m == MAP_FAILED)
         return false;
     ix->slot = m;
-    ix->slots = slots;
+    ix->slots = (uint64_t)1 << bits;
     ix->bits = bits;
     ix->used = 0;
     for (uint64_t j = 0; j < old_slots; j++)
         if (old[j])
             mf_index_put_tag(ix, old[j] >> MF_INDEX_REF_BITS, mf_index_slot_ref(old[j]));
-    if (old)
+    if (old && old_bits >= MF_INDEX_OWN_BITS)
         munmap(old, mf_anon_size(old_slots * sizeof *old));
     return true;
+}
+
+/* An index's memory given back (a fork child's copy). */
+static void mf_index_forget(struct mf_index *ix)
+{
+    if (ix->slot && ix->bits >= MF_INDEX_OWN_BITS)
+        munmap(ix->slot, mf_anon_size(ix->slots * sizeof *ix->slot));
+    if (ix->small)
+        munmap(ix->small, MF_INDEX_SMALL_BYTES);
+    if (ix->huge)
+        munmap(ix->huge, mf_anon_size(MF_HUGE_FROM));
 }
 
 /* The reference in a slot whose tag is tag, else 0. */
@@ -567,10 +617,8 @@ void mf_table_forget(struct mf_table *tab)
             munmap(tab->seg[s], tab->hdr->segment_size[s]);
         munmap(tab->hdr, MF_HEADER_BYTES);
     }
-    if (tab->nodes.slot)
-        munmap(tab->nodes.slot, mf_anon_size(tab->nodes.slots * sizeof *tab->nodes.slot));
-    if (tab->entries.slot)
-        munmap(tab->entries.slot, mf_anon_size(tab->entries.slots * sizeof *tab->entries.slot));
+    mf_index_forget(&tab->nodes);
+    mf_index_forget(&tab->entries);
     memset(tab, 0, sizeof *tab);
 }
 
