@@ -465,8 +465,8 @@ struct mf_rc_header {
  * each a snapshot's growth over the one before it, struct mf_tl_point followed by its
  * nstacks struct mf_tl_stack records, sparse: only the stacks that grew. A stack is named
  * by its identity as the reader keys it (its process image's stamp, depth, flags without
- * MF_ENTRY_SIZED, and return addresses; mf_print's mf_stack_ids), hashed: the flame graph
- * of a time window is the final profile's stacks weighed by the window's records.
+ * MF_ENTRY_SIZED, and return addresses), hashed (mf_tl_id below): the flame graph of a time
+ * window is the final profile's stacks weighed by the window's records.
  *
  * The recorder snapshots every interval_ns, starting at MF_TL_INTERVAL_NS, and appends a
  * point (one write). When the file holds MF_TL_POINTS_MAX points or more than
@@ -478,7 +478,10 @@ struct mf_rc_header {
  * other_calls and other_bytes. Each point carries a checksum: a reader takes the points
  * before the first that is cut short or damaged. */
 #define MF_TL_MAGIC "MFREQTML"
-#define MF_TL_VERSION 1u
+/* Version 2 names stacks by mf_tl_id; version 1 (still read) by FNV-1a (64 bits) of the
+ * stamp, then (flags << 32 | depth), then the frames innermost first, as little-endian
+ * words. */
+#define MF_TL_VERSION 2u
 #define MF_TL_FILE "timeline.mftl"
 #define MF_TL_POINT_MAGIC 0x544e5046u /* "FPNT" */
 #define MF_TL_INTERVAL_NS 100000000u  /* 100 ms: the first interval */
@@ -517,6 +520,25 @@ struct mf_tl_stack {
     uint64_t id;
     uint64_t calls, bytes, var;
 };
+
+/* A stack's id: a chain over its frames from the outermost in, h = mf_tl_id_step(h, pc)
+ * from MF_TL_ID_SEED, then the stamp and (flags << 32 | depth) stepped in the same way; 0
+ * becomes 1. A frame's chain value is its node's, which its callees share: a reader of the
+ * stack tables computes it once a node, not once a frame of every stack (the recorder's
+ * time went into hashing a build's 10^6 stacks of ~40 frames at every snapshot). */
+#define MF_TL_ID_SEED 0x6a09e667f3bcc908ull
+static inline uint64_t mf_tl_id_step(uint64_t h, uint64_t word)
+{
+    uint64_t x = (h ^ word) * 0x9e3779b97f4a7c15ull;
+    x ^= x >> 32;
+    x *= 0xd6e8feb86659fd93ull;
+    return x ^ x >> 32;
+}
+static inline uint64_t mf_tl_id(uint64_t chain, uint64_t stamp, uint32_t flags, uint32_t depth)
+{
+    uint64_t id = mf_tl_id_step(mf_tl_id_step(chain, stamp), (uint64_t)flags << 32 | depth);
+    return id ? id : 1; /* 0 is [not profiled] */
+}
 
 #define MF_TL_FILE_MAX                                                                      \
     (sizeof(struct mf_tl_header) + (uint64_t)MF_TL_POINTS_MAX * sizeof(struct mf_tl_point) + \

@@ -146,7 +146,7 @@ int mf_run(const struct mf_request *r)
             return 1;
         if (!got) {
             v.timeline = &timeline;
-            v.stack_ids = mf_stack_ids(&profile);
+            v.stack_ids = mf_stack_ids(&profile, timeline.version);
         }
     }
     struct mf_model model;

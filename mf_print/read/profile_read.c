@@ -17,7 +17,6 @@
 
 #include "mf_print.h"
 #include "profile_read.h"
-#include "timeline.h"
 
 /* A process file is its header and module records, appended as libraries are loaded: 65,536
  * records with the longest path (4,096 bytes) take 272 MiB. No program loads that many; a
@@ -749,6 +748,31 @@ static bool mf_stack_id_eq(const void *ctx, uint32_t idx)
     return k->p->stacks[idx].id == k->id;
 }
 
+/* The timeline id's chain value (mf_tl_id) of node ref of a file mf_check_thread passed,
+ * from its callers', each node's computed once a file: chain[k][i], 0 until then (a value
+ * that is 0 is merely computed again). A stack's callers are its neighbours' too, so this
+ * is a step a node, where hashing each stack's frames was a step a frame of every stack. */
+static uint64_t mf_node_chain(const struct mf_frame_node *const *nodes, uint64_t *const *chain,
+                              uint32_t ref)
+{
+    uint32_t path[MF_DEPTH_MAX], n = 0; /* a chain has at most max_depth nodes (checked) */
+    uint64_t h = MF_TL_ID_SEED;
+    for (; ref; ref = nodes[MF_NODE_REF_SEG(ref)][MF_NODE_REF_IDX(ref)].parent) {
+        uint64_t known = chain[MF_NODE_REF_SEG(ref)][MF_NODE_REF_IDX(ref)];
+        if (known) {
+            h = known;
+            break;
+        }
+        path[n++] = ref;
+    }
+    while (n--) {
+        ref = path[n];
+        h = mf_tl_id_step(h, nodes[MF_NODE_REF_SEG(ref)][MF_NODE_REF_IDX(ref)].pc);
+        chain[MF_NODE_REF_SEG(ref)][MF_NODE_REF_IDX(ref)] = h;
+    }
+    return h;
+}
+
 /* ---- merging the images of one program (merge_images) ---------------------------------
  * Two images are alike when they run the same executable with the same modules, in the same
  * order, each the same file (path, build id) mapped alike (its size and its offset from its
@@ -868,11 +892,11 @@ static bool mf_rebase(struct mf_profile *p, uint32_t process, uint32_t flags, ui
     return true;
 }
 
-/* frames: the entry's, decoded (copied if the stack is new). A sized entry's class goes to
- * the stack's counts by class; the stack itself is all its classes' (its flags without
- * MF_ENTRY_SIZED). */
+/* frames: the entry's, decoded (copied if the stack is new); with ids_only, NULL and id its
+ * timeline id instead. A sized entry's class goes to the stack's counts by class; the stack
+ * itself is all its classes' (its flags without MF_ENTRY_SIZED). */
 static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf_entry *e,
-                         const uint64_t *frames)
+                         const uint64_t *frames, uint64_t id)
 {
     uint64_t moved[MF_DEPTH_MAX];
     uint32_t image = process;
@@ -886,7 +910,7 @@ static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf
     bool added;
     uint32_t idx;
     if (p->ids_only) { /* the id names the process image: no two processes share one */
-        id_key.id = mf_stack_id(p->procs[process].stamp, key.flags, key.depth, frames);
+        id_key.id = id;
         idx = mf_map_put(&p->reading.stack_ids, id_key.id, mf_stack_id_eq, &id_key, p->nstacks,
                          &added);
     } else {
@@ -1133,28 +1157,39 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
         pr->weighted = true;
     uint64_t frames[MF_DEPTH_MAX];
     const struct mf_frame_node *nodes[MF_MAX_SEGMENTS];
-    for (uint32_t k = 0; k < h->nsegments; k++)
+    uint64_t *chain[MF_MAX_SEGMENTS] = {NULL};
+    for (uint32_t k = 0; k < h->nsegments; k++) {
         nodes[k] = mf_segment_nodes(mf_segment(buf, h, k));
+        if (p->ids_only)
+            chain[k] = mf_xcalloc(mf_segment(buf, h, k)->node_capacity + 1u, sizeof *chain[k]);
+    }
     for (uint32_t k = 0; k < h->nsegments; k++) {
         const struct mf_segment_header *seg = mf_segment(buf, h, k);
         const struct mf_entry *e = mf_segment_entries(seg);
         for (uint32_t i = 0; i < seg->capacity; i++) {
             if (e[i].hash == 0 || e[i].calls == 0)
                 continue;
-            mf_checked_frames(nodes, &e[i], frames);
+            uint64_t id = 0;
+            if (p->ids_only)
+                id = mf_tl_id(e[i].node ? mf_node_chain(nodes, chain, e[i].node) : MF_TL_ID_SEED,
+                              h->stamp, e[i].flags & ~MF_ENTRY_SIZED, e[i].depth);
+            else
+                mf_checked_frames(nodes, &e[i], frames);
             pr->weight_var += mf_calls_var(e[i].calls, e[i].calls_sq); /* as recorded */
             pr->weight_excess += e[i].calls - e[i].samples;
             pr->weighted |= e[i].calls != e[i].samples;
             struct mf_entry c = e[i];
             mf_calibrate(&cal, c.samples, &c.calls, &c.calls_sq, &c.bytes, &c.bytes_var);
             p->stacks_calls += c.calls;
-            mf_add_stack(p, process, &c, frames);
+            mf_add_stack(p, process, &c, p->ids_only ? NULL : frames, id);
         }
         /* Its entries are read (its nodes may be later entries' too); segments never
          * overlap (mf_check_thread) */
         mf_release_pages(buf, size, h->segment_offset[k] + MF_SEGMENT_ENTRIES_OFFSET,
                          (uint64_t)seg->capacity * sizeof(struct mf_entry));
     }
+    for (uint32_t k = 0; k < h->nsegments; k++)
+        free(chain[k]);
     p->nthreads += threads;
     p->nfiles_read++;
     free(buf);

@@ -83,7 +83,7 @@ struct mf_raw_stack {
     uint32_t depth;
     uint32_t flags; /* MF_ENTRY_* */
     uint64_t *frames; /* return addresses, innermost first; NULL if ids_only */
-    uint64_t id;      /* with ids_only: mf_stack_id */
+    uint64_t id;      /* with ids_only: its timeline id (mf_tl_id, mf_format.h) */
     uint64_t samples, calls, bytes;
     uint64_t var; /* the estimated variance of calls: the sum of w(w-1) over the samples */
     double bytes_var; /* the estimated variance of bytes: the sum of w(w-1) size^2 */
@@ -143,9 +143,9 @@ struct mf_profile {
      * recorder, which reads every directory once more after its processes end, needs only
      * each stack's counts; keeping them was a tenth of its time). */
     bool no_sizes;
-    /* Set before reading: stacks are told apart by their timeline id (mf_stack_id), and
-     * their frames are not kept (the recorder: copying a build's 10^6 stacks' frames was a
-     * fifth of its time, and their memory a fault a page). */
+    /* Set before reading: stacks are told apart by their timeline id (mf_tl_id, computed a
+     * node at a time), and their frames are not kept (the recorder: copying a build's 10^6
+     * stacks' frames was a fifth of its time, and their memory a fault a page). */
     bool ids_only;
     /* Set before reading: the processes of one program whose modules are the same files
      * laid out alike, at other addresses (ASLR), keep their stacks as one: each stack of a

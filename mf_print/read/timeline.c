@@ -113,7 +113,7 @@ int mf_timeline_read(struct mf_timeline *t, const char *dir)
         memcpy(&h, buf, sizeof h);
         if (memcmp(h.magic, MF_TL_MAGIC, sizeof h.magic) != 0)
             bad = "not a timeline (no MFREQTML mark)";
-        else if (h.version != MF_TL_VERSION || h.header_size != sizeof h)
+        else if (h.version < 1 || h.version > MF_TL_VERSION || h.header_size != sizeof h)
             bad = "a timeline of another version";
         else if (!h.interval_ns || h.points_max != MF_TL_POINTS_MAX)
             bad = "damaged (its header's interval or bound)";
@@ -126,6 +126,7 @@ int mf_timeline_read(struct mf_timeline *t, const char *dir)
     }
     t->start_ns = h.start_ns;
     t->interval_ns = h.interval_ns;
+    t->version = h.version;
     uint32_t cap_points = 0, cap_recs = 0;
     size_t at = sizeof h;
     while (at < size) {
@@ -155,23 +156,29 @@ int mf_timeline_read(struct mf_timeline *t, const char *dir)
 
 /* ---- stacks' identities --------------------------------------------------------------- */
 
-uint64_t mf_stack_id(uint64_t stamp, uint32_t flags, uint32_t depth, const uint64_t *frames)
+uint64_t mf_stack_id(uint32_t version, uint64_t stamp, uint32_t flags, uint32_t depth,
+                     const uint64_t *frames)
 {
-    /* Unkeyed (mf_hash_u64s is keyed per run of mf_print): the recorder's ids and a later
-     * reader's must agree. */
-    uint64_t head[2] = {stamp, (uint64_t)flags << 32 | depth};
-    uint64_t id = mf_fnv(mf_fnv(0xcbf29ce484222325ull, head, sizeof head), frames,
-                         depth * sizeof *frames);
-    return id ? id : 1; /* 0 is [not profiled] */
+    if (version == 1) { /* unkeyed, as the recorder's ids and a later reader's must agree */
+        uint64_t head[2] = {stamp, (uint64_t)flags << 32 | depth};
+        uint64_t id = mf_fnv(mf_fnv(0xcbf29ce484222325ull, head, sizeof head), frames,
+                             depth * sizeof *frames);
+        return id ? id : 1;
+    }
+    uint64_t h = MF_TL_ID_SEED;
+    for (uint32_t i = depth; i-- > 0;)
+        h = mf_tl_id_step(h, frames[i]);
+    return mf_tl_id(h, stamp, flags, depth);
 }
 
-uint64_t *mf_stack_ids(const struct mf_profile *p)
+uint64_t *mf_stack_ids(const struct mf_profile *p, uint32_t version)
 {
     uint64_t *ids = mf_xmalloc(((size_t)p->nstacks + 1) * sizeof *ids);
     for (uint32_t i = 0; i < p->nstacks; i++) {
         const struct mf_raw_stack *s = &p->stacks[i];
         ids[i] = p->ids_only ? s->id
-                             : mf_stack_id(p->procs[s->process].stamp, s->flags, s->depth, s->frames);
+                             : mf_stack_id(version, p->procs[s->process].stamp, s->flags,
+                                           s->depth, s->frames);
     }
     return ids;
 }
@@ -636,7 +643,7 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
         mf_rec_dirs_settle(r);
         return false;
     }
-    uint64_t *ids = mf_stack_ids(&p);
+    uint64_t *ids = mf_stack_ids(&p, MF_TL_VERSION);
     uint32_t running = 0;
     bool ended = true; /* the left-out directories' images have all ended */
     uint64_t first_start = now;

@@ -22,6 +22,7 @@ struct mf_timeline {
     struct mf_tl_stack *recs;
     uint32_t nrecs;
     bool last; /* the recorder's last point is there: the run was recorded to its end */
+    uint32_t version; /* its header's: how its stack ids were made (mf_stack_id) */
 };
 
 /* Reads dir/timeline.mftl. Returns 0 with t filled in, 1 if there is none (nothing said),
@@ -30,12 +31,15 @@ struct mf_timeline {
 int mf_timeline_read(struct mf_timeline *t, const char *dir);
 void mf_timeline_free(struct mf_timeline *t);
 
-/* The identity of a raw stack: its process image's stamp, flags, depth and frames, hashed;
- * never 0. The ids a timeline names stacks by. */
-uint64_t mf_stack_id(uint64_t stamp, uint32_t flags, uint32_t depth, const uint64_t *frames);
-/* mf_stack_id of each of p's raw stacks (those of an ids_only profile as read). Read before
- * mf_profile_drop_frames. Allocated. */
-uint64_t *mf_stack_ids(const struct mf_profile *p);
+/* The identity of a raw stack (frames innermost first) as a timeline of that version
+ * names it (mf_format.h): its process image's stamp, flags, depth and frames, hashed; never
+ * 0. */
+uint64_t mf_stack_id(uint32_t version, uint64_t stamp, uint32_t flags, uint32_t depth,
+                     const uint64_t *frames);
+/* mf_stack_id of each of p's raw stacks for a timeline of that version (an ids_only
+ * profile's as read, which are MF_TL_VERSION's). Read before mf_profile_drop_frames.
+ * Allocated. */
+uint64_t *mf_stack_ids(const struct mf_profile *p, uint32_t version);
 
 /* The recorder: mf_record_start makes dir/timeline.mftl (replacing one there), then each
  * mf_record_tick snapshots the profile in dir and appends a point of its growth, merging

@@ -126,8 +126,9 @@ static void mf_fuzz_reports(struct mf_profile *p, bool live, bool timeline)
     struct mf_report_input in = {.p = p, .model = &m, .parts = &one, .nparts = 1};
     struct mf_timeline t;
     if (timeline) { /* its reports, then the page with its chart */
-        uint64_t *ids = mf_stack_ids(p);
+        uint64_t *ids = NULL;
         if (mf_timeline_read(&t, mf_fuzz_dir) == 0) {
+            ids = mf_stack_ids(p, t.version);
             in.timeline = &t;
             in.stack_ids = ids;
             static const char *const tformats[] = {"tree", "csv", "json"};

@@ -196,6 +196,63 @@ def test_timeline_damaged():
     expect(os.path.islink(path), "--record replaced the symbolic link")
 
 
+def fnv64(h, data):
+    for c in data:
+        h = ((h ^ c) * 0x100000001b3) & M64
+    return h
+
+
+@rt.test
+def test_timeline_of_version_1_still_read():
+    """A timeline of version 1 names stacks by FNV-1a of the stamp, (flags << 32 | depth) and
+    the frames innermost first (mf_format.h): one saved by an earlier mf_print shows the same
+    series as today's file of the same run. A version from the future is one line."""
+    run, _, _ = phases_run(1)
+    hdr, points, data = read_timeline(os.path.join(run, F.TL_FILE.decode()))
+    old_id = {0: 0}
+    for d in rt.process_dirs(run):
+        for path in rt.thread_files(d):
+            with open(path, "rb") as f:
+                tdata = f.read()
+            stamp = struct.unpack_from("<Q", tdata, F.thread_header.stamp)[0]
+            for e in rt.thread_file_stacks(tdata):
+                flags = e["flags"] & ~F.ENTRY_SIZED
+                head = struct.pack("<QQ", stamp, flags << 32 | e["depth"])
+                v1 = fnv64(fnv64(0xcbf29ce484222325, head),
+                           struct.pack(f"<{len(e['stack'])}Q", *e["stack"])) or 1
+                old_id[tl_id(stamp, flags, e["depth"], e["stack"])] = v1
+    out = bytearray(data[:F.tl_header.size])
+    struct.pack_into("<I", out, F.tl_header.version, 1)
+    for p in points:
+        recs = bytearray()
+        for k in range(p["nstacks"]):
+            sid, *rest = struct.unpack_from(F.tl_stack.format, data,
+                                            p["at"] + F.tl_point.size + k * F.tl_stack.size)
+            recs += struct.pack(F.tl_stack.format, old_id[sid], *rest)
+        point = bytearray(data[p["at"]:p["at"] + F.tl_point.size])
+        struct.pack_into("<Q", point, F.tl_point.checksum, 0)
+        struct.pack_into("<Q", point, F.tl_point.checksum,
+                         fnv64(fnv64(0xcbf29ce484222325, point), recs))
+        out += point + recs
+    copy = os.path.join(rt.fresh_dir(), "run")
+    shutil.copytree(run, copy, symlinks=True)
+    path = os.path.join(copy, F.TL_FILE.decode())
+    os.unlink(path)
+    with open(path, "wb") as f:
+        f.write(out)
+    new = rt.mf_print(["--timeline", "-f", "csv", run])
+    old = rt.mf_print(["--timeline", "-f", "csv", copy])
+    expect(old.stderr == "" and old.stdout == new.stdout,
+           f"version 1's series {old.stderr}{old.stdout[:400]!r} against version 2's "
+           f"{new.stdout[:400]!r}")
+    expect(all(name in old.stdout for name in PHASES), f"the phases in {old.stdout[:300]!r}")
+    struct.pack_into("<I", out, F.tl_header.version, F.TL_VERSION + 1)
+    os.unlink(path)
+    with open(path, "wb") as f:
+        f.write(out)
+    rt.expect_one_line_error(["--timeline", copy], "a timeline of another version")
+
+
 @rt.test
 def test_timeline_off():
     for args, env in ((["--no-timeline"], {}), ([], {"MALLOC_FREQ_TIMELINE": "0"}),
@@ -238,16 +295,30 @@ def test_watch_record_gives_a_run_without_the_launcher_a_timeline():
         expect_eq(sum(s["calls"]), PHASE_CALLS, f"{s['name']}'s calls")
 
 
-def fnv64(h, data):
-    for c in data:
-        h = ((h ^ c) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    return h
+M64 = 0xFFFFFFFFFFFFFFFF
+
+
+def tl_id_step(h, word):
+    """mf_tl_id_step (c_core/mf_format.h)."""
+    x = ((h ^ word) * 0x9e3779b97f4a7c15) & M64
+    x ^= x >> 32
+    x = (x * 0xd6e8feb86659fd93) & M64
+    return x ^ (x >> 32)
+
+
+def tl_id(stamp, flags, depth, frames):
+    """A stack's timeline id (mf_tl_id): a chain over its frames from the outermost in, then
+    the stamp and (flags << 32 | depth); frames innermost first, as the reader gives them."""
+    h = 0x6a09e667f3bcc908
+    for pc in reversed(frames):
+        h = tl_id_step(h, pc)
+    return tl_id_step(tl_id_step(h, stamp), (flags << 32 | depth) & M64) or 1
 
 
 def profile_stack_counts(run):
     """The run's counts as recorded (uncalibrated), by the ids a timeline names stacks by
-    (mf_stack_ids: FNV-1a of the image's stamp, the flags without MF_ENTRY_SIZED and depth,
-    then the frames): {id: [calls, bytes]}, id 0 [not profiled]."""
+    (tl_id of the image's stamp, the flags without MF_ENTRY_SIZED and depth, and the
+    frames): {id: [calls, bytes]}, id 0 [not profiled]."""
     counts = {0: [0, 0]}
     for d in rt.process_dirs(run):
         for path in rt.thread_files(d):
@@ -260,10 +331,7 @@ def profile_stack_counts(run):
             for e in rt.thread_file_stacks(data):
                 if not e["calls"]:
                     continue
-                head = struct.pack("<QQ", stamp,
-                                   (e["flags"] & ~F.ENTRY_SIZED) << 32 | e["depth"])
-                sid = fnv64(fnv64(0xcbf29ce484222325, head),
-                            struct.pack(f"<{len(e['stack'])}Q", *e["stack"])) or 1
+                sid = tl_id(stamp, e["flags"] & ~F.ENTRY_SIZED, e["depth"], e["stack"])
                 c = counts.setdefault(sid, [0, 0])
                 c[0] += e["calls"]
                 c[1] += e["bytes"]
