@@ -478,9 +478,10 @@ struct mf_rc_header {
  * other_calls and other_bytes. Each point carries a checksum: a reader takes the points
  * before the first that is cut short or damaged. */
 #define MF_TL_MAGIC "MFREQTML"
-/* Version 2 names stacks by mf_tl_id; version 1 (still read) by FNV-1a (64 bits) of the
- * stamp, then (flags << 32 | depth), then the frames innermost first, as little-endian
- * words. */
+/* Version 2 names stacks by mf_tl_id and packs a point's records (MF_TL_POINT_RAW says
+ * where it did not); version 1 (still read) named them by FNV-1a (64 bits) of the stamp,
+ * then (flags << 32 | depth), then the frames innermost first, as little-endian words, and
+ * kept every point's records as struct mf_tl_stack. */
 #define MF_TL_VERSION 2u
 #define MF_TL_FILE "timeline.mftl"
 #define MF_TL_POINT_MAGIC 0x544e5046u /* "FPNT" */
@@ -500,6 +501,11 @@ struct mf_tl_header {
 };
 
 #define MF_TL_POINT_LAST 1u /* the recorder's last snapshot: the run ended, or it was stopped */
+/* Its records follow as struct mf_tl_stack. Without it (version 2) they follow packed, each
+ * its id as 8 little-endian bytes, then calls, bytes and var as varints (LEB128, as protocol
+ * buffers write them): 12 bytes a record in a build's timeline instead of 32. The writer
+ * packs a point only where that is shorter, so the file's bound holds. */
+#define MF_TL_POINT_RAW 2u
 
 struct mf_tl_point {
     uint32_t magic;   /* MF_TL_POINT_MAGIC */
@@ -509,7 +515,8 @@ struct mf_tl_point {
     uint64_t other_calls, other_bytes; /* of stacks beyond the point's records */
     uint32_t processes;        /* process images running at end_ns */
     uint32_t flags;            /* MF_TL_POINT_* */
-    /* FNV-1a (64 bits) of this point with checksum 0, then of its records */
+    /* FNV-1a (64 bits) of this point with checksum 0, then of its records as struct
+     * mf_tl_stack (unpacked) */
     uint64_t checksum;
 };
 

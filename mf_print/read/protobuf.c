@@ -5,7 +5,7 @@
 #include "mf_print.h"
 #include "protobuf.h"
 
-static void mf_pb_room(struct mf_pb *b, size_t n)
+void mf_pb_room_for(struct mf_pb *b, size_t n)
 {
     if (b->n + n <= b->cap)
         return;
@@ -18,12 +18,19 @@ static void mf_pb_room(struct mf_pb *b, size_t n)
 
 void mf_pb_varint(struct mf_pb *b, uint64_t v)
 {
-    mf_pb_room(b, 10);
+    mf_pb_room_for(b, 10);
     while (v >= 0x80) {
         b->b[b->n++] = (uint8_t)(v | 0x80);
         v >>= 7;
     }
     b->b[b->n++] = (uint8_t)v;
+}
+
+void mf_pb_fixed64(struct mf_pb *b, uint64_t v)
+{
+    mf_pb_room_for(b, 8);
+    for (int i = 0; i < 8; i++)
+        b->b[b->n++] = (uint8_t)(v >> (8 * i));
 }
 
 static void mf_pb_tag(struct mf_pb *b, uint32_t field, uint32_t wire)
@@ -53,7 +60,7 @@ void mf_pb_bytes(struct mf_pb *b, uint32_t field, const void *p, size_t n)
 {
     mf_pb_tag(b, field, MF_PB_LEN);
     mf_pb_varint(b, n);
-    mf_pb_room(b, n);
+    mf_pb_room_for(b, n);
     if (n)
         memcpy(b->b + b->n, p, n);
     b->n += n;
@@ -66,7 +73,7 @@ void mf_pb_string(struct mf_pb *b, uint32_t field, const char *s)
 
 void mf_pb_append(struct mf_pb *b, const struct mf_pb *raw)
 {
-    mf_pb_room(b, raw->n);
+    mf_pb_room_for(b, raw->n);
     if (raw->n)
         memcpy(b->b + b->n, raw->b, raw->n);
     b->n += raw->n;
@@ -137,6 +144,19 @@ bool mf_pb_next(struct mf_pb_reader *r, uint32_t *field, uint32_t *wire)
 uint64_t mf_pb_read_varint(struct mf_pb_reader *r)
 {
     return mf_pb_raw_varint(r);
+}
+
+uint64_t mf_pb_read_fixed64(struct mf_pb_reader *r)
+{
+    if (r->err || r->end - r->p < 8) {
+        mf_pb_fail(r, "a fixed-size field runs past the end of its message");
+        return 0;
+    }
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)r->p[i] << (8 * i);
+    r->p += 8;
+    return v;
 }
 
 struct mf_pb_reader mf_pb_read_len(struct mf_pb_reader *r)

@@ -17,7 +17,10 @@ struct mf_pb {
     size_t n, cap;
 };
 
+/* Room for n more bytes at b->b + b->n. */
+void mf_pb_room_for(struct mf_pb *b, size_t n);
 void mf_pb_varint(struct mf_pb *b, uint64_t v);
+void mf_pb_fixed64(struct mf_pb *b, uint64_t v); /* 8 bytes, little-endian (wire type I64) */
 /* Field `field` as a varint; 0 is proto3's default and is left out. An int64 is written as
  * its two's complement (a negative one takes ten bytes), as protobuf does. */
 void mf_pb_uint(struct mf_pb *b, uint32_t field, uint64_t v);
@@ -42,6 +45,8 @@ struct mf_pb_reader {
 bool mf_pb_next(struct mf_pb_reader *r, uint32_t *field, uint32_t *wire);
 /* The value of a field of wire type MF_PB_VARINT (0 on an error). */
 uint64_t mf_pb_read_varint(struct mf_pb_reader *r);
+/* 8 bytes, little-endian (0 on an error). */
+uint64_t mf_pb_read_fixed64(struct mf_pb_reader *r);
 /* A length-delimited field as a reader of its own bytes (empty on an error). */
 struct mf_pb_reader mf_pb_read_len(struct mf_pb_reader *r);
 /* Skips a field of the given wire type. */

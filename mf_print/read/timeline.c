@@ -10,6 +10,7 @@
 
 #include "mf_print.h"
 #include "process_life.h"
+#include "protobuf.h"
 #include "timeline.h"
 
 /* FNV-1a, 64 bits: a point's checksum (mf_format.h). */
@@ -46,9 +47,12 @@ void mf_timeline_free(struct mf_timeline *t)
     memset(t, 0, sizeof *t);
 }
 
-/* Why the point at buf[at..] (of the file's size bytes) cannot be taken, or NULL. */
-static const char *mf_tl_bad_point(const uint8_t *buf, size_t size, size_t at,
-                                   const struct mf_tl_point *prev, struct mf_tl_point *pt)
+/* Why the point at buf[at..] (of the file's size bytes, a timeline of that version) cannot
+ * be taken, or NULL: then its records are in recs (room for MF_TL_POINT_STACKS_MAX) and its
+ * bytes in the file in *len. */
+static const char *mf_tl_bad_point(const uint8_t *buf, size_t size, size_t at, uint32_t version,
+                                   const struct mf_tl_point *prev, struct mf_tl_point *pt,
+                                   struct mf_tl_stack *recs, size_t *len)
 {
     if (size - at < sizeof *pt)
         return "cut short";
@@ -57,10 +61,27 @@ static const char *mf_tl_bad_point(const uint8_t *buf, size_t size, size_t at,
         return "damaged (no point's mark)";
     if (pt->nstacks > MF_TL_POINT_STACKS_MAX)
         return "damaged (too many records)";
-    if ((size - at - sizeof *pt) / sizeof(struct mf_tl_stack) < pt->nstacks)
-        return "cut short";
-    if (mf_tl_checksum(pt, (const struct mf_tl_stack *)(const void *)(buf + at + sizeof *pt)) !=
-        pt->checksum)
+    const uint8_t *p = buf + at + sizeof *pt;
+    size_t left = size - at - sizeof *pt;
+    if (version == 1 || (pt->flags & MF_TL_POINT_RAW)) {
+        if (left / sizeof *recs < pt->nstacks)
+            return "cut short";
+        if (pt->nstacks)
+            memcpy(recs, p, pt->nstacks * sizeof *recs);
+        *len = sizeof *pt + pt->nstacks * sizeof *recs;
+    } else {
+        struct mf_pb_reader r = {p, p + left, NULL};
+        for (uint32_t i = 0; i < pt->nstacks && !r.err; i++) {
+            recs[i].id = mf_pb_read_fixed64(&r);
+            recs[i].calls = mf_pb_read_varint(&r);
+            recs[i].bytes = mf_pb_read_varint(&r);
+            recs[i].var = mf_pb_read_varint(&r);
+        }
+        if (r.err)
+            return r.p >= r.end ? "cut short" : "damaged (a record does not decode)";
+        *len = sizeof *pt + (size_t)(r.p - p);
+    }
+    if (mf_tl_checksum(pt, recs) != pt->checksum)
         return "damaged (its checksum does not match)";
     if (pt->end_ns < pt->start_ns || (prev && pt->start_ns < prev->end_ns))
         return "damaged (its times are out of order)";
@@ -132,7 +153,13 @@ int mf_timeline_read(struct mf_timeline *t, const char *dir)
     while (at < size) {
         struct mf_tl_point pt;
         const struct mf_tl_point *prev = t->npoints ? &t->points[t->npoints - 1].h : NULL;
-        if ((bad = mf_tl_bad_point(buf, size, at, prev, &pt)) ||
+        if (t->nrecs + MF_TL_POINT_STACKS_MAX > cap_recs) { /* room for one more point's */
+            cap_recs = (t->nrecs + MF_TL_POINT_STACKS_MAX) * 2;
+            t->recs = mf_xrealloc(t->recs, (size_t)cap_recs * sizeof *t->recs);
+        }
+        size_t len;
+        if ((bad = mf_tl_bad_point(buf, size, at, h.version, prev, &pt, t->recs + t->nrecs,
+                                   &len)) ||
             (t->npoints >= MF_TL_POINTS_MAX * 2 && (bad = "one point too many"))) {
             mf_error("%s: point %u is %s: the timeline shows the %u before it", mf_esc(t->path),
                      t->npoints + 1, bad, t->npoints);
@@ -140,14 +167,8 @@ int mf_timeline_read(struct mf_timeline *t, const char *dir)
         }
         MF_GROW(t->points, t->npoints, cap_points);
         t->points[t->npoints++] = (struct mf_tl_pt){pt, t->nrecs};
-        if (t->nrecs + pt.nstacks > cap_recs) {
-            cap_recs = (t->nrecs + pt.nstacks) * 2;
-            t->recs = mf_xrealloc(t->recs, (size_t)cap_recs * sizeof *t->recs);
-        }
-        if (pt.nstacks)
-            memcpy(t->recs + t->nrecs, buf + at + sizeof pt, pt.nstacks * sizeof *t->recs);
         t->nrecs += pt.nstacks;
-        at += sizeof pt + pt.nstacks * sizeof *t->recs;
+        at += len;
         t->last = pt.flags & MF_TL_POINT_LAST;
     }
     free(buf);
@@ -243,15 +264,34 @@ static bool mf_record_fail(struct mf_recorder *r, const char *what)
     return true;
 }
 
+/* A point and its records, packed where that is shorter (mf_format.h), in one write: a
+ * reader sees it whole or cut short. */
 static bool mf_write_point(int fd, const struct mf_tl_pt *pt, const struct mf_tl_stack *recs)
 {
-    size_t n = sizeof pt->h + pt->h.nstacks * sizeof *recs;
-    uint8_t *buf = mf_xmalloc(n); /* one write: a reader sees the point whole or cut short */
-    memcpy(buf, &pt->h, sizeof pt->h);
-    if (pt->h.nstacks)
-        memcpy(buf + sizeof pt->h, recs + pt->first, pt->h.nstacks * sizeof *recs);
-    bool ok = mf_write_all(fd, buf, n);
-    free(buf);
+    struct mf_tl_point h = pt->h;
+    const struct mf_tl_stack *v = recs + pt->first;
+    struct mf_pb b = {0};
+    mf_pb_room_for(&b, sizeof h + h.nstacks * sizeof *v);
+    b.n = sizeof h;
+    for (uint32_t i = 0; i < h.nstacks; i++) {
+        mf_pb_fixed64(&b, v[i].id);
+        mf_pb_varint(&b, v[i].calls);
+        mf_pb_varint(&b, v[i].bytes);
+        mf_pb_varint(&b, v[i].var);
+    }
+    h.flags &= ~MF_TL_POINT_RAW;
+    if (b.n > sizeof h + h.nstacks * sizeof *v) { /* never longer than the records as they are */
+        h.flags |= MF_TL_POINT_RAW;
+        b.n = sizeof h;
+        if (h.nstacks) {
+            memcpy(b.b + b.n, v, h.nstacks * sizeof *v);
+            b.n += h.nstacks * sizeof *v;
+        }
+    }
+    h.checksum = mf_tl_checksum(&h, v);
+    memcpy(b.b, &h, sizeof h);
+    bool ok = mf_write_all(fd, b.b, b.n);
+    mf_pb_free(&b);
     return ok;
 }
 

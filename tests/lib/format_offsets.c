@@ -292,6 +292,7 @@ int main(void)
     K(MF_TL_POINT_STACKS_MAX);
     K(MF_TL_RECORDS_MAX);
     K(MF_TL_POINT_LAST);
+    K(MF_TL_POINT_RAW);
     K(MF_TL_FILE_MAX);
 
     print_struct("thread_header", sizeof(struct mf_thread_header), FIELDS(thread));
