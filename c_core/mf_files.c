@@ -527,7 +527,7 @@ bool mf_file_reserve(int fd, uint64_t off, uint64_t len)
 {
     if (mf_file_past_limit(off + len))
         return true;
-    if (mf_sys_fallocate(fd, off, len) == 0)
+    if (mf_sys_fallocate(fd, 0, off, len) == 0)
         return false;
     if (errno != EOPNOTSUPP)
         return true;
@@ -535,6 +535,15 @@ bool mf_file_reserve(int fd, uint64_t off, uint64_t len)
     if (fstat(fd, &st) != 0)
         return true;
     return (uint64_t)st.st_size < off + len && ftruncate(fd, (off_t)(off + len)) != 0;
+}
+
+void mf_file_release(int fd, uint64_t off, uint64_t len)
+{
+    uint64_t lo = (off + 4095) & ~(uint64_t)4095, hi = (off + len) & ~(uint64_t)4095;
+    int err = errno;
+    if (hi > lo)
+        mf_sys_fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, lo, hi - lo);
+    errno = err;
 }
 
 void mf_file_warn(int *once, const char *what, const char *name, const char *tail)

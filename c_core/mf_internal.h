@@ -273,6 +273,12 @@ void mf_leave(struct mf_thread *t, int64_t countdown);
 /* Thread tables (mf_table.c). Each returns true on error. */
 bool mf_table_create(struct mf_table *tab, uint64_t seq);
 void mf_table_forget(struct mf_table *tab); /* a fork child's copy: unmapped, never written */
+/* At the process's exit, by the thread whose table it is (under its lock): the room its
+ * file reserved for stacks to come given back, when it is MF_TRIM_FROM bytes or more (three
+ * system calls; a short process's first segment holds less). Stacks made after it reserve
+ * theirs again. */
+#define MF_TRIM_FROM ((uint64_t)32 << 10)
+void mf_table_trim(struct mf_table *tab);
 void mf_table_privatize(struct mf_table *tab); /* a fork child's copy: written, not to the file */
 /* The entry of the stack pcs (innermost first, depth frames) with these flags and, with
  * MF_ENTRY_SIZED in flags, its samples' size class cls. */
@@ -429,6 +435,9 @@ int mf_base_subdir_open(const char *name, bool create, struct stat *st);
 /* Disk blocks for [off, off + len), so that a full disk is an error here and not a SIGBUS
  * later; past RLIMIT_FSIZE it fails with EFBIG instead of raising SIGXFSZ. */
 bool mf_file_reserve(int fd, uint64_t off, uint64_t len);
+/* The disk blocks of whole pages in [off, off + len) given back, the file's size kept (a
+ * segment's reserved room that no entry or node will take); errno kept, failure ignored. */
+void mf_file_release(int fd, uint64_t off, uint64_t len);
 /* The file at least size bytes long (no blocks reserved); EFBIG past RLIMIT_FSIZE. */
 bool mf_file_extend(int fd, uint64_t size);
 /* "malloc_freq: <what> <mf_dir>/<name>: <strerror(errno)><tail>", once per *once if given. */
@@ -444,7 +453,7 @@ ssize_t mf_sys_pwritev(int fd, const struct iovec *iov, int n, uint64_t off);
 ssize_t mf_sys_read(int fd, void *buf, size_t len);
 int mf_sys_openat(int dirfd, const char *path, int flags, unsigned mode);
 int mf_sys_ioctl(int fd, unsigned long request, void *arg);
-int mf_sys_fallocate(int fd, uint64_t off, uint64_t len);
+int mf_sys_fallocate(int fd, int mode, uint64_t off, uint64_t len);
 /* A signal handler that forks while the profiler makes its files would leave a child that
  * goes on making its parent's (same stamp, O_EXCL refused): set-up runs with signals
  * blocked, two system calls a process and a thread (mf_sys.c). */

@@ -318,6 +318,13 @@ static void mf_exit_on_stack(void *arg)
         mf_modules_refresh();
     mf_process_file_finish(mf_exact_recorded());
     mf_rule_cache_save();
+    /* Its own table (the process's first, which other threads may write, under its lock). */
+    struct mf_slot *s = mf_tls.slot;
+    if (s && s->table == &s->own) {
+        struct mf_table *tab = mf_table_lock(&s->own);
+        mf_table_trim(tab);
+        mf_table_unlock(tab);
+    }
 }
 
 /* Also flushes every thread's pending counts; from here on this thread flushes each call as

@@ -148,9 +148,9 @@ int mf_sys_ioctl(int fd, unsigned long request, void *arg)
     return (int)syscall(SYS_ioctl, fd, request, arg);
 }
 
-int mf_sys_fallocate(int fd, uint64_t off, uint64_t len)
+int mf_sys_fallocate(int fd, int mode, uint64_t off, uint64_t len)
 {
-    return (int)syscall(SYS_fallocate, fd, 0, (off_t)off, (off_t)len);
+    return (int)syscall(SYS_fallocate, fd, mode, (off_t)off, (off_t)len);
 }
 
 /* Maps the pages of [p, p + len) writable now, in one system call (Linux 5.14 and later;

@@ -63,6 +63,48 @@ static void mf_segment_publish(struct mf_table *tab, void *m, uint64_t off, uint
     __atomic_store_n(&h->nsegments, (uint64_t)k + 1, __ATOMIC_RELEASE);
 }
 
+/* The last segment's disk blocks reserved past what its entries and nodes use given back
+ * (fd: its file); what it takes from here on is reserved anew (mf_segment_reserve). A
+ * compile's file held 232 KiB of such room on average, 64 KiB or less in each area of each
+ * of its segments, a build's run directory 15 MB. */
+static void mf_segment_release(struct mf_table *tab, int fd)
+{
+    const struct mf_segment_header *seg = tab->seg[tab->nseg - 1];
+    uint64_t entries_at = tab->hdr->segment_offset[tab->nseg - 1] + MF_SEGMENT_ENTRIES_OFFSET;
+    uint64_t nodes_at = entries_at + (uint64_t)seg->capacity * sizeof(struct mf_entry);
+    uint64_t e = seg->entries_used, n = seg->nodes_used;
+    if (tab->reserved_entries > e)
+        mf_file_release(fd, entries_at + e * sizeof(struct mf_entry),
+                        (tab->reserved_entries - e) * sizeof(struct mf_entry));
+    if (tab->reserved_nodes > n)
+        mf_file_release(fd, nodes_at + n * sizeof(struct mf_frame_node),
+                        (tab->reserved_nodes - n) * sizeof(struct mf_frame_node));
+    tab->reserved_entries = e < tab->reserved_entries ? e : tab->reserved_entries;
+    tab->reserved_nodes = n < tab->reserved_nodes ? n : tab->reserved_nodes;
+}
+
+void mf_table_trim(struct mf_table *tab)
+{
+    if (!tab->hdr || !tab->nseg)
+        return;
+    const struct mf_segment_header *seg = tab->seg[tab->nseg - 1];
+    uint64_t room = 0;
+    if (tab->reserved_entries > seg->entries_used)
+        room += (tab->reserved_entries - seg->entries_used) * sizeof(struct mf_entry);
+    if (tab->reserved_nodes > seg->nodes_used)
+        room += (tab->reserved_nodes - seg->nodes_used) * sizeof(struct mf_frame_node);
+    if (room < MF_TRIM_FROM)
+        return;
+    int err = errno;
+    char name[MF_NAME_MAX];
+    int fd = mf_file_open(mf_thread_name(name, sizeof name, tab->hdr));
+    if (fd >= 0) {
+        mf_segment_release(tab, fd);
+        mf_sys_close(fd);
+    }
+    errno = err;
+}
+
 /* Appends segment number tab->nseg to the file behind fd. Returns true on error. */
 static bool mf_segment_add(struct mf_table *tab, int fd)
 {
@@ -72,6 +114,8 @@ static bool mf_segment_add(struct mf_table *tab, int fd)
         return true;
     uint64_t size = mf_segment_bytes(k, &cap);
     uint64_t off = k ? h->segment_offset[k - 1] + h->segment_size[k - 1] : MF_HEADER_BYTES;
+    if (k) /* the last segment's room left: never written from here on (only the last is) */
+        mf_segment_release(tab, fd);
     /* The segment is in the file at once, but disk blocks only for its header now and for
      * its entries and nodes as they are handed out (mf_segment_reserve): a segment is
      * twice the last, most of it unused for long or for ever. */
