@@ -65,8 +65,8 @@ static void mf_segment_publish(struct mf_table *tab, void *m, uint64_t off, uint
 
 /* The last segment's disk blocks reserved past what its entries and nodes use given back
  * (fd: its file); what it takes from here on is reserved anew (mf_segment_reserve). A
- * compile's file held 232 KiB of such room on average, 64 KiB or less in each area of each
- * of its segments, a build's run directory 15 MB. */
+ * compile's file held 232 KiB of such room, up to 64 KiB in each area of each of its
+ * segments (docs/design.md §7). */
 static void mf_segment_release(struct mf_table *tab, int fd)
 {
     const struct mf_segment_header *seg = tab->seg[tab->nseg - 1];
@@ -264,7 +264,7 @@ static void mf_index_put(struct mf_index *ix, uint64_t key, uint32_t ref)
 
 /* Where an index's first tables go. A rebuild's new table is twice the old one, which is
  * then left: unmapping it cost more than the table (munmap's TLB flush, 0.1 ms and more in
- * this VM; cc1's exact stretch rebuilt its indexes 14 times), and each table from MF_HUGE_FROM up
+ * this VM; a compile rebuilt its two indexes 14 times), and each table from MF_HUGE_FROM up
  * in a 2 MiB block of its own zeroed a huge page of its own. So tables of 4 KiB to 128 KiB
  * lie one after another in one reservation of small pages (252 KiB, touched a table at a
  * time), those of 256 KiB to 1 MiB in one 2 MiB block (256 + 512 + 1024 KiB: one huge

@@ -150,6 +150,7 @@ uint64_t mf_pb_read_fixed64(struct mf_pb_reader *r)
 {
     if (r->err || r->end - r->p < 8) {
         mf_pb_fail(r, "a fixed-size field runs past the end of its message");
+        r->p = r->end; /* as a varint cut short leaves it */
         return 0;
     }
     uint64_t v = 0;
