@@ -725,20 +725,26 @@ def python_script(cwd, text, shebang=None):
 
 # ---- reports read back ----------------------------------------------------------------------
 
+def pb_read_varint(buf, i):
+    """The varint (LEB128, as protocol buffers write it) at buf[i]: (value, the index after)."""
+    v, shift = 0, 0
+    while True:
+        b = buf[i]
+        i += 1
+        v |= (b & 0x7f) << shift
+        shift += 7
+        if not b & 0x80:
+            return v, i
+
+
 def pb_fields(buf):
     """A protobuf message's fields: [(number, wire type, int or bytes)]."""
     fields, i = [], 0
 
     def varint():
         nonlocal i
-        v, shift = 0, 0
-        while True:
-            b = buf[i]
-            i += 1
-            v |= (b & 0x7f) << shift
-            shift += 7
-            if not b & 0x80:
-                return v
+        v, i = pb_read_varint(buf, i)
+        return v
     while i < len(buf):
         tag = varint()
         num, wire = tag >> 3, tag & 7

@@ -102,17 +102,6 @@ def test_timeline_phases_sampled():
     expect_phases(16)
 
 
-def varint(data, at):
-    v = shift = 0
-    while True:
-        c = data[at]
-        at += 1
-        v |= (c & 0x7F) << shift
-        shift += 7
-        if not c & 0x80:
-            return v, at
-
-
 def read_timeline(path):
     """The file's header, its points (each with "at", its offset, and "recs", its records as
     (id, calls, bytes, var)), and its bytes. Version 2 packs a point's records unless the
@@ -133,9 +122,9 @@ def read_timeline(path):
                 at += F.tl_stack.size
             else:
                 sid = struct.unpack_from("<Q", data, at)[0]
-                calls, at = varint(data, at + 8)
-                nbytes, at = varint(data, at)
-                var, at = varint(data, at)
+                calls, at = rt.pb_read_varint(data, at + 8)
+                nbytes, at = rt.pb_read_varint(data, at)
+                var, at = rt.pb_read_varint(data, at)
                 p["recs"].append((sid, calls, nbytes, var))
         points.append(p)
     return hdr, points, data
