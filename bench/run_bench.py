@@ -1091,10 +1091,10 @@ def startup_bench():
                 counts.append("%s %s" % (label, syscalls(cmd, lib)))
             lines.append("- `%s`: uninstrumented %s, %s" % (cmd, syscalls(cmd, None), ", ".join(counts)))
         lines.append("")
+    per_ls = median(base_cpu.get("ls", [0.0])) / n * 1e6  # us a process, uninstrumented
     if files_us:
         # What the files alone cost, next to the ls loop's time per process: the part of
         # its ratio no change short of making no files at start-up can take away.
-        per_ls = median(base_cpu.get("ls", [0.0])) / n * 1e6
         lines.append("The files alone (bench/files_floor.c: the directory, the process file and"
                      " the thread file one short process makes, %d times, nothing else), CPU per"
                      " process, and the ratio they alone would give the `ls` loop (%.0f us a"
@@ -1127,13 +1127,12 @@ def startup_bench():
                         "met" if c <= STARTUP_TARGET else "**NOT met**"))
     # What a short process costs beyond making its files: the ls loop against the empty
     # library plus the files alone, each where the files went (the target: on tmpfs).
-    per_ls = median(base_cpu.get("ls", [0.0])) / n * 1e6
-    floor = median(cpu.get(("ls", "empty library (floor)"), []))
+    ls_floor = median(cpu.get(("ls", "empty library (floor)"), []))
     for label, lib, where in libs:
         rs = cpu.get(("ls", label), [])
-        if lib != LIB or not rs or where not in files_us or not per_ls or not floor:
+        if lib != LIB or not rs or where not in files_us or not per_ls or not ls_floor:
             continue
-        base = floor + median(files_us[where]) / per_ls
+        base = ls_floor + median(files_us[where]) / per_ls
         r = median(rs) / base
         place = {None: "in %s" % tempfile.gettempdir(), "/dev/shm": "on tmpfs",
                  EXT4_MOUNT: "on ext4 with a journal"}.get(where, where)
@@ -1141,7 +1140,7 @@ def startup_bench():
                      "alone (%s + %s): %s%s" % (
                          "target (at most %.2fx): " % STARTUP_FILES_TARGET
                          if where == "/dev/shm" else "", n, place, fmt_ratio(median(rs)),
-                         fmt_ratio(floor), "%.3f" % (base - floor), fmt_ratio(r),
+                         fmt_ratio(ls_floor), "%.3f" % (base - ls_floor), fmt_ratio(r),
                          (": met" if r <= STARTUP_FILES_TARGET else ": **NOT met**")
                          if where == "/dev/shm" else ""))
     lines.append("")

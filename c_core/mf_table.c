@@ -73,14 +73,16 @@ static void mf_segment_release(struct mf_table *tab, int fd)
     uint64_t entries_at = tab->hdr->segment_offset[tab->nseg - 1] + MF_SEGMENT_ENTRIES_OFFSET;
     uint64_t nodes_at = entries_at + (uint64_t)seg->capacity * sizeof(struct mf_entry);
     uint64_t e = seg->entries_used, n = seg->nodes_used;
-    if (tab->reserved_entries > e)
+    if (tab->reserved_entries > e) {
         mf_file_release(fd, entries_at + e * sizeof(struct mf_entry),
                         (tab->reserved_entries - e) * sizeof(struct mf_entry));
-    if (tab->reserved_nodes > n)
+        tab->reserved_entries = e;
+    }
+    if (tab->reserved_nodes > n) {
         mf_file_release(fd, nodes_at + n * sizeof(struct mf_frame_node),
                         (tab->reserved_nodes - n) * sizeof(struct mf_frame_node));
-    tab->reserved_entries = e < tab->reserved_entries ? e : tab->reserved_entries;
-    tab->reserved_nodes = n < tab->reserved_nodes ? n : tab->reserved_nodes;
+        tab->reserved_nodes = n;
+    }
 }
 
 void mf_table_trim(struct mf_table *tab)
@@ -291,15 +293,17 @@ static uint64_t *mf_index_table(struct mf_index *ix, uint32_t bits)
     size_t off = bytes - ((size_t)1 << (bits < MF_INDEX_HUGE_BITS ? MF_INDEX_FIRST_BITS
                                                                    : MF_INDEX_HUGE_BITS)) *
                              sizeof(uint64_t);
-    char **area = bits < MF_INDEX_HUGE_BITS ? &ix->small : &ix->huge;
+    bool huge = bits >= MF_INDEX_HUGE_BITS;
+    char **area = huge ? &ix->huge : &ix->small;
     if (!*area) {
-        void *m = bits < MF_INDEX_HUGE_BITS ? mf_anon_reserve(MF_INDEX_SMALL_BYTES)
-                                            : mf_anon_table(MF_HUGE_FROM);
+        void *m = huge ? mf_anon_table(MF_HUGE_FROM) : mf_anon_reserve(MF_INDEX_SMALL_BYTES);
         if (m == MAP_FAILED)
             return MAP_FAILED;
         *area = m;
+        if (huge) /* its first table, at offset 0: mapped by mf_anon_table */
+            return (uint64_t *)m;
     }
-    mf_prefault(*area + off, bytes); /* the huge block's first table: mapped already */
+    mf_prefault(*area + off, bytes);
     return (uint64_t *)(void *)(*area + off);
 }
 

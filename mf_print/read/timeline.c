@@ -403,8 +403,7 @@ static void mf_point_cap(struct mf_recorder *r, struct mf_tl_pt *pt, uint32_t n)
         }
         n = MF_TL_POINT_STACKS_MAX;
     }
-    pt->h.nstacks = n;
-    pt->h.checksum = mf_tl_checksum(&pt->h, v);
+    pt->h.nstacks = n; /* its checksum is made as it is written (mf_write_point) */
     r->nrecs = pt->first + n;
 }
 
