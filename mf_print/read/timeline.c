@@ -219,6 +219,23 @@ static uint64_t mf_clock_speed(void)
     return speed;
 }
 
+/* MF_PRINT_TEST_LIFE_GATE=FIFO: a snapshot reads a byte from FIFO after listing and reading
+ * the run, before it checks its images' lives (from the writer's end of file on, it no longer
+ * waits), so that a test can start and end a process in between. */
+static void mf_test_life_gate(void)
+{
+    static int fd = -2;
+    if (fd == -2) {
+        const char *s = getenv("MF_PRINT_TEST_LIFE_GATE");
+        fd = s && *s ? open(s, O_RDONLY | O_CLOEXEC) : -1;
+    }
+    char c;
+    if (fd >= 0 && read(fd, &c, 1) <= 0) {
+        close(fd);
+        fd = -1;
+    }
+}
+
 static uint64_t mf_real_ns(void)
 {
     struct timespec ts;
@@ -237,7 +254,7 @@ uint64_t mf_record_now(void)
 
 uint64_t mf_record_due(const struct mf_recorder *r)
 {
-    return r->started ? r->last_ns + r->interval_ns : 0;
+    return r->started && !r->confirming ? r->last_ns + r->interval_ns : 0;
 }
 
 static bool mf_write_all(int fd, const void *buf, size_t n)
@@ -680,8 +697,10 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
     if (none || (!p.nfiles_read && !mf_rec_any_left_out(r))) {
         mf_profile_free(&p);
         mf_rec_dirs_settle(r);
+        r->confirming = false;
         return false;
     }
+    mf_test_life_gate();
     uint64_t *ids = mf_stack_ids(&p, MF_TL_VERSION);
     uint32_t running = 0;
     bool ended = true; /* the left-out directories' images have all ended */
@@ -697,6 +716,9 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
     }
     if (!r->started)
         r->last_ns = first_start < now ? first_start : now;
+    bool confirmed = ended && r->confirming;
+    r->confirming = ended && !confirmed && !last;
+    ended = confirmed;
 
     struct mf_tl_pt pt = {{.magic = MF_TL_POINT_MAGIC, .start_ns = r->last_ns, .end_ns = now,
                            .processes = running,
@@ -801,7 +823,7 @@ int mf_record(const char *dir)
          * snapshots in seconds. */
         if (due < now + took * MF_RECORD_SHARE)
             due = now + took * MF_RECORD_SHARE;
-        if (!ended && due > now) {
+        if (!ended && !r.confirming && due > now) {
             uint64_t ns = (due - now) / mf_clock_speed();
             struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
             nanosleep(&ts, NULL);

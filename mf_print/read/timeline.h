@@ -50,6 +50,10 @@ struct mf_recorder {
     int fd; /* the file, appended to; -1 after a failure */
     uint64_t interval_ns, last_ns;
     bool started; /* a snapshot found the profile */
+    /* The last snapshot found every image ended. The next, due at once, confirms it before the
+     * recording ends: a process started after that snapshot listed the run and ended before it
+     * checked its images' lives (the shell's last command) is read by the next. */
+    bool confirming;
     /* The previous snapshot: per stack id, its counts. */
     struct mf_map prev;
     uint64_t *ids;
@@ -83,7 +87,8 @@ bool mf_record_start(struct mf_recorder *r, const char *dir);
 uint64_t mf_record_now(void);
 /* When the next snapshot is due, in mf_record_now's ns. */
 uint64_t mf_record_due(const struct mf_recorder *r);
-/* Returns true if the run has ended: it was seen, and no process image of it runs. A failure
+/* Returns true if the run has ended: it was seen, and no process image of it ran at two
+ * snapshots in a row (the second marks its point the last). A failure
  * to write says so once and stops the recording (the tick returns true). */
 bool mf_record_tick(struct mf_recorder *r, bool last);
 void mf_record_end(struct mf_recorder *r);

@@ -73,6 +73,15 @@ def expect(cond, message):
         raise TestFailure(message)
 
 
+def wait_for(cond, what):
+    """Polls cond every 10 ms until it is true; fails after TIMEOUT seconds (a bound on a
+    test gone wrong, not a measurement)."""
+    deadline = time.monotonic() + TIMEOUT
+    while not cond():
+        expect(time.monotonic() < deadline, f"no {what} after {TIMEOUT} s")
+        time.sleep(0.01)
+
+
 def expect_eq(got, want, what):
     if got != want:
         raise TestFailure(f"{what}: expected {want!r}, got {got!r}")

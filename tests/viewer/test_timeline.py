@@ -431,6 +431,53 @@ def test_timeline_short_processes_add_up_to_the_profile():
 
 
 @rt.test
+def test_timeline_recorder_reads_a_process_started_after_its_listing():
+    """The run's last process can start after a snapshot listed the run and end, with its
+    shell, before that snapshot checks whether the images it knows still run (a test FIFO
+    holds the snapshot there). That snapshot finds them all ended, but the recording does not
+    end on it: the next, taken at once, reads the last process, and only its point is the
+    last. Without it the last process's 1,000 calls were missing from the timeline."""
+    out = rt.fresh_dir()
+    gate = os.path.join(rt.fresh_dir(), "gate")
+    os.mkfifo(gate, 0o600)
+    shell = subprocess.Popen(["sh", "-c", 'read x; "$1" 1000 >/dev/null', "sh",
+                              rt.c_program("short_runs")], cwd=out, stdin=subprocess.PIPE,
+                             env=rt.profiled_env(out, sample=None))
+    rec = None
+    try:
+        rt.wait_for(lambda: any(rt.thread_files(d) for d in rt.process_dirs(out)),
+                    "the shell's thread file")
+        rec = subprocess.Popen([rt.MF_PRINT, "--record", out], stderr=subprocess.PIPE,
+                               text=True, env=dict(os.environ, MF_PRINT_TEST_LIFE_GATE=gate))
+        with open(gate, "wb", buffering=0) as g:
+            # The recorder has opened the FIFO: its first snapshot has listed the run (the
+            # shell alone) and waits. The shell's last command starts and ends meanwhile.
+            shell.communicate(b"go\n", timeout=rt.TIMEOUT)
+            expect_eq(shell.returncode, 0, "the shell's status")
+            expect_eq(len(rt.process_dirs(out)), 2, "process directories")
+        # The FIFO's end of file lets every later snapshot through.
+        err = rec.communicate(timeout=rt.TIMEOUT)[1]
+    finally:
+        for proc in (shell, rec):
+            if proc and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    expect_eq((rec.returncode, err), (0, ""), "mf_print --record's status and stderr")
+    counts, points = timeline_stack_counts(os.path.join(out, F.TL_FILE.decode()))
+    expect_eq([bool(p["flags"] & F.TL_POINT_LAST) for p in points][-1:], [True],
+              "the last point marked last")
+    expect_eq(sum(bool(p["flags"] & F.TL_POINT_LAST) for p in points), 1, "points marked last")
+    dirs = rt.process_dirs(out)
+    expect_eq(sum(p["calls"] for p in points), rt.exact_total_calls(*dirs),
+              "the points' calls against the thread headers'")
+    want = profile_stack_counts(out)
+    wrong = {k: (counts.get(k), want.get(k)) for k in set(counts) | set(want)
+             if counts.get(k) != want.get(k)}
+    expect_eq(len(wrong), 0, f"stacks whose summed growth is not their count: "
+                             f"{list(wrong.items())[:5]}")
+
+
+@rt.test
 def test_timeline_recorder_leaves_ended_directories_out():
     """A process directory whose images have all ended is read at most once more, then left
     out while the snapshots go on: under strace, each thread file of short_runs and of the
