@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#define MF_FORMAT_VERSION 6u
+#define MF_FORMAT_VERSION 7u
 
 #define MF_THREAD_MAGIC "MFREQTHR" /* 8 bytes, no NUL */
 #define MF_PROCESS_MAGIC "MFREQPRC"
@@ -124,18 +124,18 @@ struct mf_size_class {
 #define MF_DEPTH_MAX 512u
 
 /* The writer's table geometry: the thread header takes the first two pages; segment k holds
- * MF_SEG_ENTRIES_FIRST << min(k, MF_SEG_GROWTH_STEPS) entries and MF_NODES_PER_ENTRY times
- * as many nodes, rounded up to a page. */
+ * MF_SEG_ENTRIES_FIRST << min(k, MF_SEG_GROWTH_STEPS) entry slots and MF_NODES_PER_ENTRY
+ * times as many nodes, rounded up to a page. */
 #define MF_THREAD_HEADER_BYTES 8192u
 #define MF_SEG_ENTRIES_FIRST 64u
 #define MF_SEG_GROWTH_STEPS 12u
 #define MF_SEG_ENTRIES_MAX (MF_SEG_ENTRIES_FIRST << MF_SEG_GROWTH_STEPS)
-/* Node room per entry: a new stack shares all but its last few frames with a stack met
+/* Node room per entry slot: a new stack shares all but its last few frames with a stack met
  * before (a compile's 17,000 stacks of mean depth 40 took 2.3 new nodes each). */
 #define MF_NODES_PER_ENTRY 4u
 /* The largest thread file the writer can make: the header's two pages, then 32 segments of
- * at most 64 + 262,144 * (64 + 4 * 16) bytes rounded up to a page (33,558,528 bytes each), in
- * all 1,073,881,088 bytes (1.00 GiB). A reader may refuse anything bigger unread. */
+ * at most 64 + 262,144 * (32 + 4 * 16) bytes rounded up to a page (25,169,920 bytes each), in
+ * all 805,445,632 bytes (768 MiB). A reader may refuse anything bigger unread. */
 #define MF_SEG_BYTES(entries)                                                              \
     (((MF_SEGMENT_ENTRIES_OFFSET +                                                         \
        (uint64_t)(entries) *                                                               \
@@ -184,10 +184,12 @@ struct mf_thread_header {
     struct mf_size_class sizes[MF_SIZE_CLASSES];
 };
 
-/* A segment: struct mf_segment_header, then `capacity` entries, then `node_capacity` nodes.
- * The writer appends both, a stack's entry and its new nodes always to the last segment:
- * segments are chained, never moved, and an entry or node refers only to nodes of its own
- * segment or earlier ones.
+/* A segment: struct mf_segment_header, then `capacity` entry slots, then `node_capacity`
+ * nodes. The writer appends both, a stack's entry and its new nodes always to the last
+ * segment: segments are chained, never moved, and an entry or node refers only to nodes of
+ * its own segment or earlier ones. An entry takes one slot, or two when it is wide
+ * (MF_ENTRY_WIDE); entries are published in slot order, so a reader stops at a segment's
+ * first slot whose hash is 0 (what follows it was not there yet when that slot was read).
  *
  * A stack is a chain of nodes, one a frame: the entry names its innermost frame's node,
  * each node its caller's (parent), up to a node of depth 1 (parent 0). Stacks that share
@@ -198,10 +200,10 @@ struct mf_thread_header {
 #define MF_SEGMENT_ENTRIES_OFFSET 64u /* where a segment's entries start */
 
 struct mf_segment_header {
-    uint32_t capacity;      /* entries */
+    uint32_t capacity;      /* entry slots */
     uint32_t node_capacity; /* nodes */
     uint64_t nodes_used;    /* handed out so far (written by the owner thread) */
-    uint64_t entries_used;
+    uint64_t entries_used;  /* entry slots handed out */
     uint64_t reserved;
 };
 
@@ -223,29 +225,47 @@ struct mf_frame_node {
  * same stack's other samples are another entry, without this flag. */
 #define MF_ENTRY_LARGE 2u
 /* The writer keys its entries by size class too: a stack that was sampled at sizes of k
- * classes has k entries, each with this flag and its samples' class in size_class. An entry
- * without the flag has no class (its samples' sizes are not known per stack). */
+ * classes has k entries, each with this flag and its samples' class in the flags' class
+ * bits (MF_ENTRY_CLASS). An entry without the flag has no class (its samples' sizes are not
+ * known per stack). */
 #define MF_ENTRY_SIZED 4u
-/* The upper bits of an entry's flags: the module epoch it was recorded in. The epoch
+/* The entry's slot is followed by a struct mf_entry_var, its samples' weights. An entry
+ * without it (narrow) holds samples of weight 1 only: its samples are its calls, its
+ * calls_sq its calls and its bytes_var 0. The first sample of another weight at a narrow
+ * entry's stack makes a wide entry with the same key, which takes that sample and the
+ * later ones; the narrow one keeps what it had, and a reader adds the two. An exact stretch
+ * or an exact run (MALLOC_FREQ_SAMPLE=1) writes narrow entries only, half the size. */
+#define MF_ENTRY_WIDE 8u
+/* Bits 4-11 of a sized entry's flags: mf_size_class of its samples' sizes. */
+#define MF_ENTRY_CLASS_SHIFT 4
+#define MF_ENTRY_CLASS(flags) (((flags) >> MF_ENTRY_CLASS_SHIFT) & 0xffu)
+/* The upper 20 bits of an entry's flags: the module epoch it was recorded in. The epoch
  * grows when a library is found mapped where another one was: its stacks and the old
  * one's are told apart, and each is symbolized with its own module (mf_module_record). */
-#define MF_ENTRY_EPOCH_SHIFT 8
+#define MF_ENTRY_EPOCH_SHIFT 12
+/* The flags that tell stacks apart (a reader's stack: all its classes, narrow and wide). */
+#define MF_ENTRY_STACK_FLAGS(flags) \
+    ((flags) & ~(MF_ENTRY_SIZED | MF_ENTRY_WIDE | (0xffu << MF_ENTRY_CLASS_SHIFT)))
 
+/* An entry slot. The stack's depth is its node's (0 without a node). */
 struct mf_entry {
-    uint64_t hash;   /* the writer's key hash; 0 = not there yet: stored last, with release */
-    uint32_t depth;  /* frames: the depth of its node */
-    uint32_t flags;  /* MF_ENTRY_* */
-    uint32_t node;   /* MF_NODE_REF of its innermost frame; 0 for a stack of no frames */
-    uint32_t size_class; /* with MF_ENTRY_SIZED: mf_size_class of its samples' sizes */
+    uint64_t hash;  /* the writer's key hash; 0 = not there yet: stored last, with release */
+    uint32_t node;  /* MF_NODE_REF of its innermost frame; 0 for a stack of no frames */
+    uint32_t flags; /* MF_ENTRY_*, the size class and the module epoch */
+    uint64_t calls; /* estimated calls: the sum of the samples' weights (exact when == samples) */
+    uint64_t bytes; /* estimated bytes: the sum of weight * size */
+};
+
+/* The slot after a wide entry's. Written only after the entry is published. */
+struct mf_entry_var {
     uint64_t samples; /* samples taken at this stack */
-    uint64_t calls;   /* estimated calls: the sum of the samples' weights (exact when == samples) */
-    uint64_t bytes;   /* estimated bytes: the sum of weight * size */
     /* The sum of the samples' squared weights: calls_sq - calls estimates the variance of
-     * `calls` (each sample of weight w adds w(w-1)); 0 for exact counts. */
+     * `calls` (each sample of weight w adds w(w-1)); equal to calls for exact counts. */
     uint64_t calls_sq;
     /* The estimated variance of `bytes`: the sum over samples of w(w-1) * size^2, as an IEEE
      * double (the product overflows 64 bits); 0 for exact counts. */
     double bytes_var;
+    uint64_t reserved;
 };
 
 /* A segment's entries and nodes: the writer's mapping, or a reader's copy of the file. */

@@ -281,9 +281,12 @@ void mf_table_forget(struct mf_table *tab); /* a fork child's copy: unmapped, ne
 void mf_table_trim(struct mf_table *tab);
 void mf_table_privatize(struct mf_table *tab); /* a fork child's copy: written, not to the file */
 /* The entry of the stack pcs (innermost first, depth frames) with these flags and, with
- * MF_ENTRY_SIZED in flags, its samples' size class cls. */
+ * MF_ENTRY_SIZED in flags, its samples' size class cls; made wide if new and wide. */
 struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
-                                 uint32_t flags, uint32_t cls);
+                                 uint32_t flags, uint32_t cls, bool wide);
+/* A narrow entry's stack (of size class cls) from now on: a new wide entry of the same key,
+ * which the table finds instead (mf_format.h, MF_ENTRY_WIDE); NULL if the table is full. */
+struct mf_entry *mf_table_widen(struct mf_table *tab, struct mf_entry *narrow, uint32_t cls);
 /* The same, found only. same: pcs' outermost `same` frames are known to be those of tab's
  * last path. Without the stack's entry, *new_frames: its innermost frames the table has no
  * node for (pcs[0 .. *new_frames)), 0 if it has them all. */

@@ -125,18 +125,24 @@ static void mf_sample_on_stack(void *arg)
             epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE);
             tab = mf_table_lock(s->table);
         }
-        e = mf_table_upsert(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT, cls);
+        e = mf_table_upsert(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT, cls,
+                            s->weight != 1);
         errno = err;
     }
-    bool new_stack = e && e->samples == 0;
+    bool new_stack = e && e->calls == 0; /* a sample adds a weight of at least 1 */
+    uint64_t w = s->weight;
+    if (e && w != 1 && !(e->flags & MF_ENTRY_WIDE)) /* the exact stretch's entry, sampled */
+        e = mf_table_widen(tab, e, cls);
     if (e) {
-        uint64_t w = s->weight;
-        e->samples++;
+        if (e->flags & MF_ENTRY_WIDE) { /* samples before calls (mf_format.h) */
+            struct mf_entry_var *v = (struct mf_entry_var *)(e + 1);
+            v->samples++;
+            v->calls_sq += w * w;
+            if (w > 1)
+                v->bytes_var += (double)w * (double)(w - 1) * (double)s->size * (double)s->size;
+        }
         e->calls += w;
         e->bytes += w * s->size;
-        e->calls_sq += w * w;
-        if (w > 1)
-            e->bytes_var += (double)w * (double)(w - 1) * (double)s->size * (double)s->size;
         mf_size_add(tab->hdr, w, s->size, cls);
         if ((++s->samples & 63) == 1) /* the clock costs as much as the rest of an exact sample */
             tab->hdr->last_ns = mf_now_ns();

@@ -14,8 +14,8 @@
 #define MF_HEADER_BYTES MF_THREAD_HEADER_BYTES /* the table geometry is the format's */
 _Static_assert(MF_THREAD_HEADER_BYTES == 2 * MF_PAGE &&
                    sizeof(struct mf_thread_header) <= MF_THREAD_HEADER_BYTES &&
-                   sizeof(struct mf_entry) == 64 && sizeof(struct mf_frame_node) == 16 &&
-                   MF_THREAD_FILE_MAX == 1073881088u,
+                   sizeof(struct mf_entry) == 32 && sizeof(struct mf_entry_var) == 32 &&
+                   sizeof(struct mf_frame_node) == 16 && MF_THREAD_FILE_MAX == 805445632u,
                "MF_THREAD_FILE_MAX in mf_format.h says what these make");
 
 static char *mf_thread_name(char *buf, size_t size, const struct mf_thread_header *h)
@@ -194,8 +194,8 @@ static struct mf_frame_node *mf_node_at(const struct mf_table *tab, uint32_t ref
     return &mf_segment_nodes(tab->seg[MF_NODE_REF_SEG(ref)])[MF_NODE_REF_IDX(ref)];
 }
 
-/* An entry's reference in the entry index: segment << 18 | entry, + 1. */
-#define MF_REF_ENTRY_BITS 18 /* MF_SEG_ENTRIES_MAX entries per segment */
+/* An entry's reference in the entry index: segment << 18 | slot, + 1. */
+#define MF_REF_ENTRY_BITS 18 /* MF_SEG_ENTRIES_MAX slots per segment */
 
 static struct mf_entry *mf_entry_at(const struct mf_table *tab, uint32_t ref)
 {
@@ -205,7 +205,7 @@ static struct mf_entry *mf_entry_at(const struct mf_table *tab, uint32_t ref)
 }
 
 /* A path hash: the frames of a stack from the outermost in, one step a return address. A
- * stack is told apart from others by its path hash (64 bits), depth, flags and size class,
+ * stack is told apart from others by its path hash (64 bits), flags and size class,
  * and a node by its path hash, depth and return address, as async-profiler's call trace
  * storage tells traces apart by a 64-bit hash: a stack met before is then found by one
  * probe however many of its frames differ from the last stack's, where following its nodes
@@ -218,10 +218,16 @@ static uint64_t mf_path_step(uint64_t h, uint64_t pc)
     return h ^ (h >> 29);
 }
 
-/* An entry's key: its stack's path hash, flags and size class. */
-static uint64_t mf_entry_hash(uint64_t path, uint32_t flags, uint32_t cls)
+/* An entry's key flags: flags with the size class an entry is keyed by (cls if sized). */
+static uint32_t mf_key_flags(uint32_t flags, uint32_t cls)
 {
-    return mf_key_hash(path, (uint64_t)flags << 32 | cls);
+    return flags & MF_ENTRY_SIZED ? flags | cls << MF_ENTRY_CLASS_SHIFT : flags;
+}
+
+/* An entry's key: its stack's path hash and key flags. */
+static uint64_t mf_entry_hash(uint64_t path, uint32_t key_flags)
+{
+    return mf_key_hash(path, key_flags);
 }
 
 /* ---- the private indexes -------------------------------------------------------------
@@ -262,6 +268,17 @@ static void mf_index_put_tag(struct mf_index *ix, uint64_t tag, uint32_t ref)
 static void mf_index_put(struct mf_index *ix, uint64_t key, uint32_t ref)
 {
     mf_index_put_tag(ix, mf_index_tag(key), ref);
+}
+
+/* The slot of key that holds ref holds to from now on. */
+static void mf_index_move(struct mf_index *ix, uint64_t key, uint32_t ref, uint32_t to)
+{
+    uint64_t mask = ix->slots - 1, tag = mf_index_tag(key);
+    for (uint64_t j = mf_index_home(ix, tag); ix->slot[j]; j = (j + 1) & mask)
+        if (ix->slot[j] == (tag << MF_INDEX_REF_BITS | ref)) {
+            ix->slot[j] = tag << MF_INDEX_REF_BITS | to;
+            return;
+        }
 }
 
 /* Where an index's first tables go. A rebuild's new table is twice the old one, which is
@@ -392,8 +409,7 @@ static uint32_t mf_node_find(const struct mf_table *tab, uint64_t path, uint64_t
     return 0;
 }
 
-static struct mf_entry *mf_entry_find(const struct mf_table *tab, uint64_t h, uint32_t depth,
-                                      uint32_t flags, uint32_t cls)
+static struct mf_entry *mf_entry_find(const struct mf_table *tab, uint64_t h, uint32_t key_flags)
 {
     const struct mf_index *ix = &tab->entries;
     if (!ix->slot)
@@ -404,7 +420,7 @@ static struct mf_entry *mf_entry_find(const struct mf_table *tab, uint64_t h, ui
         if (!ref)
             continue;
         struct mf_entry *e = mf_entry_at(tab, ref);
-        if (e->hash == h && e->depth == depth && e->flags == flags && e->size_class == cls)
+        if (e->hash == h && (e->flags & ~MF_ENTRY_WIDE) == key_flags)
             return e;
     }
     return NULL;
@@ -419,12 +435,6 @@ static bool mf_table_grow(struct mf_table *tab)
     bool failed = mf_segment_add(tab, fd);
     mf_sys_close(fd);
     return failed;
-}
-
-/* The size class an entry is keyed by: cls if sized, else none. */
-static uint32_t mf_key_class(uint32_t cls, uint32_t flags)
-{
-    return flags & MF_ENTRY_SIZED ? cls : 0;
 }
 
 /* Where an entry of the last stack is kept in last_by_class. */
@@ -523,8 +533,8 @@ static struct mf_entry *mf_table_lookup(struct mf_table *tab, const uintptr_t *p
     struct mf_entry *e = mf_last_entry(tab, *path, depth, flags, cls);
     if (e)
         return e;
-    uint32_t key_cls = mf_key_class(sample_cls, flags);
-    e = mf_entry_find(tab, mf_entry_hash(*path, flags, key_cls), depth, flags, key_cls);
+    e = mf_entry_find(tab, mf_entry_hash(*path, mf_key_flags(flags, sample_cls)),
+                      mf_key_flags(flags, sample_cls));
     if (e)
         mf_remember(tab, e, *path, depth, flags, cls);
     return e;
@@ -595,16 +605,17 @@ static bool mf_segment_reserve(struct mf_table *tab, uint64_t entries, uint64_t 
     return failed && mf_grow_failed(tab->hdr);
 }
 
-/* The last segment, with room for an entry and `nodes` nodes: a stack's entry and its new
- * nodes go into one segment (mf_format.h). NULL if the table cannot grow. */
-static struct mf_segment_header *mf_segment_room(struct mf_table *tab, uint32_t nodes)
+/* The last segment, with room for an entry of `slots` slots and `nodes` nodes: a stack's
+ * entry and its new nodes go into one segment (mf_format.h). NULL if the table cannot grow. */
+static struct mf_segment_header *mf_segment_room(struct mf_table *tab, uint32_t slots,
+                                                 uint32_t nodes)
 {
     for (;;) {
         if (tab->nseg) {
             struct mf_segment_header *seg = tab->seg[tab->nseg - 1];
-            if (seg->entries_used < seg->capacity &&
+            if (seg->entries_used + slots <= seg->capacity &&
                 seg->nodes_used + nodes <= seg->node_capacity) {
-                if (mf_segment_reserve(tab, seg->entries_used + 1, seg->nodes_used + nodes)) {
+                if (mf_segment_reserve(tab, seg->entries_used + slots, seg->nodes_used + nodes)) {
                     tab->hdr->flags |= MF_THREAD_TABLE_FULL;
                     return NULL;
                 }
@@ -618,15 +629,34 @@ static struct mf_segment_header *mf_segment_room(struct mf_table *tab, uint32_t 
     }
 }
 
+/* A new entry of key key_flags (MF_ENTRY_WIDE added if wide) for node, in seg (which has
+ * room for it), in the index under hash h. */
+static struct mf_entry *mf_entry_add(struct mf_segment_header *seg,
+                                     uint64_t h, uint32_t node, uint32_t key_flags, bool wide)
+{
+    uint64_t i = seg->entries_used;
+    struct mf_entry *e = &mf_segment_entries(seg)[i];
+    e->node = node;
+    e->flags = key_flags | (wide ? MF_ENTRY_WIDE : 0);
+    __atomic_store_n(&e->hash, h, __ATOMIC_RELEASE);
+    __atomic_store_n(&seg->entries_used, i + (wide ? 2 : 1), __ATOMIC_RELEASE);
+    return e;
+}
+
+static uint32_t mf_entry_ref(uint32_t k, uint64_t i)
+{
+    return (uint32_t)((k << MF_REF_ENTRY_BITS | i) + 1);
+}
+
 struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
-                                 uint32_t flags, uint32_t cls)
+                                 uint32_t flags, uint32_t cls, bool wide)
 {
     uint64_t path;
     struct mf_entry *e = mf_table_lookup(tab, pcs, depth, flags, cls, 0, &path);
     if (e || depth > MF_STACK_PATH_MAX)
         return e;
     uint32_t parent, found = mf_path_nodes(tab, depth, &parent);
-    struct mf_segment_header *seg = mf_segment_room(tab, depth - found);
+    struct mf_segment_header *seg = mf_segment_room(tab, wide ? 2 : 1, depth - found);
     if (!seg)
         return NULL;
     uint32_t k = tab->nseg - 1;
@@ -642,17 +672,31 @@ struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uin
     }
     if (!mf_index_room(&tab->entries))
         return NULL;
-    uint32_t key_cls = mf_key_class(cls, flags);
-    uint64_t h = mf_entry_hash(path, flags, key_cls), i = seg->entries_used;
-    e = &mf_segment_entries(seg)[i];
-    e->depth = depth;
-    e->flags = flags;
-    e->node = parent;
-    e->size_class = key_cls;
-    __atomic_store_n(&e->hash, h, __ATOMIC_RELEASE);
-    __atomic_store_n(&seg->entries_used, i + 1, __ATOMIC_RELEASE);
-    mf_index_put(&tab->entries, h, (uint32_t)((k << MF_REF_ENTRY_BITS | i) + 1));
+    uint32_t key_flags = mf_key_flags(flags, cls);
+    uint64_t h = mf_entry_hash(path, key_flags), i = seg->entries_used;
+    e = mf_entry_add(seg, h, parent, key_flags, wide);
+    mf_index_put(&tab->entries, h, mf_entry_ref(k, i));
     mf_remember(tab, e, path, depth, flags, mf_last_class(cls, flags));
+    return e;
+}
+
+struct mf_entry *mf_table_widen(struct mf_table *tab, struct mf_entry *narrow, uint32_t cls)
+{
+    uint32_t from = 0;
+    for (uint32_t k = 0; k < tab->nseg && !from; k++) {
+        struct mf_entry *first = mf_segment_entries(tab->seg[k]);
+        if (narrow >= first && narrow < first + tab->seg[k]->capacity)
+            from = mf_entry_ref(k, (uint64_t)(narrow - first));
+    }
+    struct mf_segment_header *seg = from ? mf_segment_room(tab, 2, 0) : NULL;
+    if (!seg)
+        return NULL;
+    uint64_t i = seg->entries_used;
+    struct mf_entry *e = mf_entry_add(seg, narrow->hash, narrow->node, narrow->flags, true);
+    mf_index_move(&tab->entries, narrow->hash, from, mf_entry_ref(tab->nseg - 1, i));
+    uint32_t last = mf_last_class(cls, narrow->flags);
+    if (tab->last_by_class[last].e == narrow)
+        tab->last_by_class[last].e = e;
     return e;
 }
 

@@ -87,7 +87,8 @@ static bool mf_budget_eq(const void *ctx, uint32_t idx)
 }
 
 /* The budget of entry ref (made from e at its first use in this pass). */
-static struct mf_budget *mf_budget_of(struct mf_live_ctx *c, uint64_t ref, const struct mf_entry *e)
+static struct mf_budget *mf_budget_of(struct mf_live_ctx *c, uint64_t ref,
+                                      const struct mf_stack_entry *e)
 {
     bool added;
     mf_budget_ctx = c;
@@ -134,7 +135,7 @@ static void mf_thread_files(struct mf_live_ctx *c, const struct mf_process *pr)
 
 /* The stack index of entry (seg, idx) of thread file seq, or UINT32_MAX; *entry the entry. */
 static uint32_t mf_ref_stack(struct mf_live_ctx *c, const struct mf_process *pr, uint64_t ref,
-                             const struct mf_entry **entry)
+                             struct mf_stack_entry *entry)
 {
     uint64_t seq = MF_LIVE_REF_SEQ(ref);
     bool read = false; /* by the profile: a file it skipped names no stack */
@@ -164,12 +165,10 @@ static uint32_t mf_ref_stack(struct mf_live_ctx *c, const struct mf_process *pr,
     uint64_t entries_end = MF_SEGMENT_ENTRIES_OFFSET + (uint64_t)seg->capacity * sizeof(struct mf_entry);
     if (i >= seg->capacity || entries_end > len)
         return UINT32_MAX;
-    const struct mf_entry *e = mf_segment_entries(seg) + i;
     uint64_t frames[MF_DEPTH_MAX];
-    if (!e->hash || !mf_entry_frames(f->data, f->size, e, frames))
+    if (!mf_entry_decode(seg, i, entry) || !mf_entry_frames(f->data, f->size, entry, frames))
         return UINT32_MAX;
-    struct mf_stack_key key = mf_stack_key_of(c->p, c->process, e, frames);
-    *entry = e;
+    struct mf_stack_key key = mf_stack_key_of(c->p, c->process, entry, frames);
     return mf_map_get(&c->stacks, mf_stack_hash(&key), mf_stack_eq, &key);
 }
 
@@ -310,14 +309,14 @@ static void mf_live_process(struct mf_live_ctx *c, struct mf_live_count *sums)
         }
         if (x.weight > pr->live_interval)
             pr->live_interval = x.weight;
-        const struct mf_entry *e = NULL;
+        struct mf_stack_entry e;
         uint32_t si = mf_ref_stack(c, pr, x.stack, &e);
         if (si == UINT32_MAX) {
             p->live_records++;
             p->live_unmatched++;
             continue;
         }
-        struct mf_budget *b = mf_budget_of(c, x.stack, e);
+        struct mf_budget *b = mf_budget_of(c, x.stack, &e);
         if (!b->samples || b->calls < x.weight) {
             too_many++;
             continue;
@@ -337,11 +336,11 @@ static void mf_live_process(struct mf_live_ctx *c, struct mf_live_count *sums)
     for (uint32_t j = 0; j < h->stats_capacity; j++) {
         if (!st[j].key)
             continue;
-        const struct mf_entry *e = NULL;
+        struct mf_stack_entry e;
         uint32_t si = mf_ref_stack(c, pr, st[j].key - 1, &e);
         if (si == UINT32_MAX)
             continue;
-        struct mf_budget *b = mf_budget_of(c, st[j].key - 1, e);
+        struct mf_budget *b = mf_budget_of(c, st[j].key - 1, &e);
         if (st[j].freed_samples > b->samples || st[j].freed > b->calls ||
             st[j].freed_samples > st[j].freed || st[j].temporary > st[j].freed ||
             st[j].same_thread > st[j].freed || !mf_life_sum(&p->lifetimes[si], &st[j])) {

@@ -45,7 +45,7 @@ static size_t mf_pread_range(int fd, uint8_t *buf, size_t from, size_t to)
 /* A file this large has its bulk read by two threads, each half with pread: the kernel's
  * copy and the first touch of the buffer's pages (most of a read's time: `perf` of a 604 MB
  * thread file) then run on two CPUs. */
-#define MF_READ_SPLIT_MIN ((size_t)32 << 20)
+#define MF_READ_SPLIT_MIN ((size_t)16 << 20)
 /* Read first, alone: the header (a thread file's is 7 KB) is copied before any byte it
  * announces, as a sequential read would have it (see mf_read_file). */
 #define MF_READ_LEAD ((size_t)64 << 10)
@@ -373,13 +373,36 @@ static const struct mf_frame_node *mf_node_of(const uint8_t *buf, size_t size, u
     return &mf_segment_nodes(seg)[i];
 }
 
-bool mf_entry_frames(const uint8_t *buf, size_t size, const struct mf_entry *e, uint64_t *out)
+uint32_t mf_entry_decode(const struct mf_segment_header *seg, uint64_t i, struct mf_stack_entry *e)
+{
+    const struct mf_entry *slot = mf_segment_entries(seg) + i;
+    bool wide = slot->flags & MF_ENTRY_WIDE;
+    if (!slot->hash || (wide && i + 1 >= seg->capacity))
+        return 0;
+    *e = (struct mf_stack_entry){
+        .node = slot->node,
+        .flags = MF_ENTRY_STACK_FLAGS(slot->flags) | (slot->flags & MF_ENTRY_SIZED),
+        .size_class = slot->flags & MF_ENTRY_SIZED ? MF_ENTRY_CLASS(slot->flags) : 0,
+        .samples = slot->calls, .calls = slot->calls, .bytes = slot->bytes,
+        .calls_sq = slot->calls};
+    if (wide) {
+        const struct mf_entry_var *v = (const struct mf_entry_var *)(const void *)(slot + 1);
+        e->samples = v->samples;
+        e->calls_sq = v->calls_sq;
+        e->bytes_var = v->bytes_var;
+    }
+    return wide ? 2 : 1;
+}
+
+bool mf_entry_frames(const uint8_t *buf, size_t size, struct mf_stack_entry *e, uint64_t *out)
 {
     uint32_t ref = e->node;
-    if (e->depth > MF_DEPTH_MAX)
+    const struct mf_frame_node *n = ref ? mf_node_of(buf, size, ref) : NULL;
+    e->depth = n ? n->depth : 0;
+    if ((ref && !n) || e->depth > MF_DEPTH_MAX)
         return false;
     for (uint32_t i = 0; i < e->depth; i++) {
-        const struct mf_frame_node *n = mf_node_of(buf, size, ref);
+        n = mf_node_of(buf, size, ref);
         if (!n || n->depth != e->depth - i || (n->parent && n->parent >= ref))
             return false;
         out[i] = n->pc;
@@ -391,8 +414,8 @@ bool mf_entry_frames(const uint8_t *buf, size_t size, const struct mf_entry *e, 
 /* An entry's frames, as mf_entry_frames, from a file mf_check_thread passed (every entry's
  * chain is whole): a node a frame, without the checks, which were a fifth of reading a
  * build's run directory. nodes: each segment's. */
-static void mf_checked_frames(const struct mf_frame_node *const *nodes, const struct mf_entry *e,
-                              uint64_t *out)
+static void mf_checked_frames(const struct mf_frame_node *const *nodes,
+                              const struct mf_stack_entry *e, uint64_t *out)
 {
     uint32_t ref = e->node;
     for (uint32_t i = 0; i < e->depth; i++) {
@@ -431,8 +454,8 @@ static uint64_t mf_thread_counters(uint8_t *buf, const struct mf_thread_header *
 
 /* NULL if everything the reader will touch lies inside the file and makes sense: segments
  * never overlap, and every entry's node chain is whole, each node checked once. So the work
- * and memory a file costs are bounded by its size: an entry's 64 bytes decode to at most
- * max_depth <= 512 frames (4 KiB), 64 bytes of frames a byte of the file; a legitimate
+ * and memory a file costs are bounded by its size: an entry's 32 bytes decode to at most
+ * max_depth <= 512 frames (4 KiB), 128 bytes of frames a byte of the file; a legitimate
  * file comes near that only where deep stacks share a long trunk. */
 static const char *mf_check_thread(const uint8_t *buf, size_t size)
 {
@@ -492,22 +515,34 @@ static const char *mf_check_thread(const uint8_t *buf, size_t size)
     }
     for (uint32_t k = 0; k < h->nsegments && !why; k++) {
         const struct mf_segment_header *seg = mf_segment(buf, h, k);
-        const struct mf_entry *e = mf_segment_entries(seg);
-        for (uint64_t i = 0; i < seg->capacity && !why; i++) {
-            if (e[i].hash == 0)
-                continue;
-            if (e[i].depth > h->max_depth) {
-                why = mf_why("segment %u entry %llu: depth %u > max_depth %u", k,
-                             (unsigned long long)i, e[i].depth, h->max_depth);
+        struct mf_stack_entry e;
+        for (uint64_t i = 0, used; i < seg->capacity && !why; i += used) {
+            const struct mf_entry *slot = mf_segment_entries(seg) + i;
+            if (!(used = mf_entry_decode(seg, i, &e))) {
+                if (slot->hash)
+                    why = mf_why("segment %u entry %llu: a wide entry in the last slot", k,
+                                 (unsigned long long)i);
                 break;
             }
-            if ((e[i].flags & MF_ENTRY_SIZED) && e[i].size_class >= MF_SIZE_CLASSES) {
+            const struct mf_frame_node *node = e.node ? mf_node_of(buf, size, e.node) : NULL;
+            if (e.node && !node) {
+                why = mf_why("segment %u entry %llu: bad node %u of its stack", k,
+                             (unsigned long long)i, e.node);
+                break;
+            }
+            e.depth = node ? node->depth : 0;
+            if (e.depth > h->max_depth) {
+                why = mf_why("segment %u entry %llu: depth %u > max_depth %u", k,
+                             (unsigned long long)i, e.depth, h->max_depth);
+                break;
+            }
+            if ((e.flags & MF_ENTRY_SIZED) && e.size_class >= MF_SIZE_CLASSES) {
                 why = mf_why("segment %u entry %llu: bad size class %u", k,
-                             (unsigned long long)i, e[i].size_class);
+                             (unsigned long long)i, e.size_class);
                 break;
             }
             /* Its chain: depth nodes, each of one frame less, each's caller made before it. */
-            uint32_t ref = e[i].node, d = e[i].depth;
+            uint32_t ref = e.node, d = e.depth;
             for (;;) {
                 if (ref == 0) {
                     if (d)
@@ -565,14 +600,14 @@ static const char *mf_check_counts(const struct mf_profile *p, const struct mf_p
     uint64_t by_class[MF_SIZE_CLASSES] = {0}; /* the sized entries' calls, by class */
     for (uint32_t k = 0; k < h->nsegments && !wrap; k++) {
         const struct mf_segment_header *seg = mf_segment(buf, h, k);
-        const struct mf_entry *e = mf_segment_entries(seg);
-        for (uint32_t i = 0; i < seg->capacity; i++) {
-            if (e[i].hash == 0 || e[i].calls == 0)
+        struct mf_stack_entry e;
+        for (uint64_t i = 0, used; i < seg->capacity && (used = mf_entry_decode(seg, i, &e)); i += used) {
+            if (e.calls == 0)
                 continue;
-            wrap |= mf_add(&fs->samples, e[i].samples);
-            wrap |= mf_add(&fs->st_calls, e[i].calls);
-            if (e[i].flags & MF_ENTRY_SIZED) /* its class was checked (mf_check_thread) */
-                wrap |= mf_add(&by_class[e[i].size_class], e[i].calls);
+            wrap |= mf_add(&fs->samples, e.samples);
+            wrap |= mf_add(&fs->st_calls, e.calls);
+            if (e.flags & MF_ENTRY_SIZED) /* its class was checked (mf_check_thread) */
+                wrap |= mf_add(&by_class[e.size_class], e.calls);
         }
     }
     /* 2^60 calls take a thread 36 years at one a nanosecond: a count beyond is damage, and
@@ -635,7 +670,7 @@ static const char *mf_check_counts(const struct mf_profile *p, const struct mf_p
 }
 
 struct mf_stack_key mf_stack_key_of(const struct mf_profile *p, uint32_t process,
-                                    const struct mf_entry *e, const uint64_t *frames)
+                                    const struct mf_stack_entry *e, const uint64_t *frames)
 {
     return (struct mf_stack_key){p, process, e->depth, e->flags & ~MF_ENTRY_SIZED, frames};
 }
@@ -707,7 +742,7 @@ static uint64_t mf_calls_var(uint64_t calls, uint64_t calls_sq)
     return calls_sq > calls ? calls_sq - calls : 0;
 }
 
-static void mf_add_stack_size(struct mf_profile *p, uint32_t stack, const struct mf_entry *e,
+static void mf_add_stack_size(struct mf_profile *p, uint32_t stack, const struct mf_stack_entry *e,
                               uint32_t size_class)
 {
     struct mf_raw_stack *s = &p->stacks[stack];
@@ -895,7 +930,7 @@ static bool mf_rebase(struct mf_profile *p, uint32_t process, uint32_t flags, ui
 /* frames: the entry's, decoded (copied if the stack is new); with ids_only, NULL and id its
  * timeline id instead. A sized entry's class goes to the stack's counts by class; the stack
  * itself is all its classes' (its flags without MF_ENTRY_SIZED). */
-static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf_entry *e,
+static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf_stack_entry *e,
                          const uint64_t *frames, uint64_t id)
 {
     uint64_t moved[MF_DEPTH_MAX];
@@ -1037,10 +1072,10 @@ static void mf_calibration_start(struct mf_calibration *k, const struct mf_threa
                     ? (double)(h->unprofiled_calls - h->unprofiled_samples) : 0;
     for (uint32_t s = 0; s < h->nsegments; s++) {
         const struct mf_segment_header *seg = mf_segment(buf, h, s);
-        const struct mf_entry *e = mf_segment_entries(seg);
-        for (uint32_t i = 0; i < seg->capacity; i++)
-            if (e[i].hash != 0 && e[i].calls > e[i].samples)
-                k->excess += (double)(e[i].calls - e[i].samples);
+        struct mf_stack_entry e;
+        for (uint64_t i = 0, used; i < seg->capacity && (used = mf_entry_decode(seg, i, &e)); i += used)
+            if (e.calls > e.samples)
+                k->excess += (double)(e.calls - e.samples);
     }
     k->diff = (double)fs->calls - (double)fs->st_calls;
     k->on = k->excess > 0 && k->diff != 0;
@@ -1165,20 +1200,21 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
     }
     for (uint32_t k = 0; k < h->nsegments; k++) {
         const struct mf_segment_header *seg = mf_segment(buf, h, k);
-        const struct mf_entry *e = mf_segment_entries(seg);
-        for (uint32_t i = 0; i < seg->capacity; i++) {
-            if (e[i].hash == 0 || e[i].calls == 0)
+        struct mf_stack_entry c;
+        for (uint64_t i = 0, used; i < seg->capacity && (used = mf_entry_decode(seg, i, &c)); i += used) {
+            if (c.calls == 0)
                 continue;
+            /* Its depth: its node's (mf_check_thread checked the chain). */
+            c.depth = c.node ? nodes[MF_NODE_REF_SEG(c.node)][MF_NODE_REF_IDX(c.node)].depth : 0;
             uint64_t id = 0;
             if (p->ids_only)
-                id = mf_tl_id(e[i].node ? mf_node_chain(nodes, chain, e[i].node) : MF_TL_ID_SEED,
-                              h->stamp, e[i].flags & ~MF_ENTRY_SIZED, e[i].depth);
+                id = mf_tl_id(c.node ? mf_node_chain(nodes, chain, c.node) : MF_TL_ID_SEED,
+                              h->stamp, c.flags & ~MF_ENTRY_SIZED, c.depth);
             else
-                mf_checked_frames(nodes, &e[i], frames);
-            pr->weight_var += mf_calls_var(e[i].calls, e[i].calls_sq); /* as recorded */
-            pr->weight_excess += e[i].calls - e[i].samples;
-            pr->weighted |= e[i].calls != e[i].samples;
-            struct mf_entry c = e[i];
+                mf_checked_frames(nodes, &c, frames);
+            pr->weight_var += mf_calls_var(c.calls, c.calls_sq); /* as recorded */
+            pr->weight_excess += c.calls - c.samples;
+            pr->weighted |= c.calls != c.samples;
             mf_calibrate(&cal, c.samples, &c.calls, &c.calls_sq, &c.bytes, &c.bytes_var);
             p->stacks_calls += c.calls;
             mf_add_stack(p, process, &c, p->ids_only ? NULL : frames, id);

@@ -248,6 +248,19 @@ void mf_profile_finish(struct mf_profile *p);
  * profile read after it keeps its own. */
 void mf_profile_drop_frames(struct mf_profile *p);
 
+/* A stack entry of a thread file, decoded (mf_format.h; a narrow entry's samples are its
+ * calls): its flags without MF_ENTRY_WIDE and the class bits, its class apart, its depth
+ * its node's (set by whoever reads the node). */
+struct mf_stack_entry {
+    uint32_t node, depth, flags, size_class;
+    uint64_t samples, calls, bytes, calls_sq;
+    double bytes_var;
+};
+/* Slot i of seg's entries (a copy of the file's) decoded into *e, depth 0; returns the slots
+ * the entry takes (1, or 2 for a wide one), 0 where the segment's entries end: a slot not
+ * written yet, or a wide entry whose second slot would be past the segment's capacity. */
+uint32_t mf_entry_decode(const struct mf_segment_header *seg, uint64_t i, struct mf_stack_entry *e);
+
 /* A raw stack's identity in p: its process image, depth, flags and frames. A stack entry of
  * a thread file is keyed without MF_ENTRY_SIZED: the reader keeps one stack for all its size
  * classes' entries (mf_stack_key_of). mf_stack_eq compares p->stacks[idx] with a key, for
@@ -258,12 +271,13 @@ struct mf_stack_key {
     const uint64_t *frames;
 };
 struct mf_stack_key mf_stack_key_of(const struct mf_profile *p, uint32_t process,
-                                    const struct mf_entry *e, const uint64_t *frames);
+                                    const struct mf_stack_entry *e, const uint64_t *frames);
 uint64_t mf_stack_hash(const struct mf_stack_key *k);
 /* An entry's frames, innermost first, decoded from its nodes in the thread file buf (size
- * bytes, segments as its header says) into out (e->depth of them); false if its chain is not
- * whole: a node outside the file, of the wrong depth, or not made before its callee. */
-bool mf_entry_frames(const uint8_t *buf, size_t size, const struct mf_entry *e, uint64_t *out);
+ * bytes, segments as its header says) into out, and e->depth set to their number (its
+ * node's depth); false if its chain is not whole: a node outside the file, of the wrong
+ * depth, or not made before its callee. */
+bool mf_entry_frames(const uint8_t *buf, size_t size, struct mf_stack_entry *e, uint64_t *out);
 bool mf_stack_eq(const void *ctx, uint32_t idx);
 
 /* Frees everything p holds, after mf_profile_finish (not a subset's: it shares its

@@ -7,6 +7,7 @@ profile (MALLOC_FREQ_SAMPLE=1). That the rule walk which makes exact capture che
 libunwind's stacks is tests/core/test_unwind_cfi.py's."""
 import math
 import shutil
+import struct
 
 import harness as rt
 from harness import expect, expect_eq
@@ -92,3 +93,47 @@ def test_git_log_on_a_small_repository_matches_its_exact_profile():
     line = _sampling_line(default.profile)
     expect(line.startswith("every call exact") or line.startswith(f"first {STRETCH:,} calls"),
            f"git log -p's sampling line: {line!r}")
+
+
+@rt.test
+def test_the_exact_part_of_a_stack_is_a_narrow_entry_and_its_sampled_part_a_wide_one():
+    """Format 7 (c_core/mf_format.h, MF_ENTRY_WIDE): an entry whose samples all weigh 1 takes
+    one 32-byte slot and keeps its calls and bytes only; the first sample of another weight
+    at its stack makes a wide entry (two slots, with the samples and variances) that takes
+    the rest. short_runs 300,000 in the default mode: each site's stack has a narrow entry
+    holding its exact stretch and a wide one holding its sampled calls, and mf_print's count
+    of the site as recorded is the two added; at N=1 every entry is narrow, one slot each."""
+    prog = rt.short_runs_program()
+    r = rt.run_ok([prog, "300000"], sample=None, extra_env={"MALLOC_FREQ_SEED": "7"})
+    rows = rt.csv_rows(r.profile, extra=["--uncalibrated"])  # the estimates as recorded
+    (path,) = rt.thread_files(r.profile)
+    with open(path, "rb") as f:
+        entries = rt.thread_file_stacks(f.read())
+    # Each site allocates one size of its own: its entries are those of that size class.
+    for site, (k, size) in SHORT_SITES.items():
+        mine = [e for e in entries if e["size_class"] == rt.size_class(size) and e["depth"] > 20]
+        narrow = [e for e in mine if not e["wide"]]
+        wide = [e for e in mine if e["wide"]]
+        expect_eq((len(narrow), len(wide)), (1, 1), f"{site}: narrow and wide entries")
+        (n,), (w,) = narrow, wide
+        expect(n["stack"] == w["stack"], f"{site}: its two entries' stacks differ")
+        expect(n["calls"] >= STRETCH // 50 * k and n["samples"] == n["calls"],
+               f"{site}: the narrow entry holds {n['calls']} calls, {n['samples']} samples; "
+               f"the stretch made {STRETCH // 50 * k} of them")
+        expect(w["calls"] > w["samples"] > 0 and w["calls_sq"] > w["calls"],
+               f"{site}: the wide entry holds {w['calls']} calls in {w['samples']} samples, "
+               f"sum of squared weights {w['calls_sq']}")
+        expect_eq(rt.site_totals(rows, site)[0], n["calls"] + w["calls"],
+                  f"{site}: mf_print's calls against its two entries'")
+    exact = rt.run_ok([prog, "300000"])
+    (path,) = rt.thread_files(exact.profile)
+    with open(path, "rb") as f:
+        data = f.read()
+    entries = rt.thread_file_stacks(data)
+    slots = sum(struct.unpack_from("<Q", data, off + rt.F.segment_header.entries_used)[0]
+                for off, _ in rt.thread_segments(data))
+    expect_eq((sum(e["wide"] for e in entries), slots), (0, len(entries)),
+              "N=1: wide entries, and the slots the entries take")
+    expect_eq(sorted(e["calls"] for e in entries if e["depth"] > 20),
+              sorted(300_000 // 50 * k for k, _ in SHORT_SITES.values()),
+              "N=1: the sites' entries' calls")

@@ -97,15 +97,16 @@ int main(void)
     };
     static const struct field entry[] = {
         FIELD(mf_entry, hash, "Q"),
-        FIELD(mf_entry, depth, "I"),
-        FIELD(mf_entry, flags, "I"),
         FIELD(mf_entry, node, "I"),
-        FIELD(mf_entry, size_class, "I"),
-        FIELD(mf_entry, samples, "Q"),
+        FIELD(mf_entry, flags, "I"),
         FIELD(mf_entry, calls, "Q"),
         FIELD(mf_entry, bytes, "Q"),
-        FIELD(mf_entry, calls_sq, "Q"),
-        FIELD(mf_entry, bytes_var, "d"),
+    };
+    static const struct field entry_var[] = {
+        FIELD(mf_entry_var, samples, "Q"),
+        FIELD(mf_entry_var, calls_sq, "Q"),
+        FIELD(mf_entry_var, bytes_var, "d"),
+        FIELD(mf_entry_var, reserved, "Q"),
     };
     static const struct field frame_node[] = {
         FIELD(mf_frame_node, pc, "Q"),
@@ -259,6 +260,8 @@ int main(void)
     K(MF_ENTRY_TRUNCATED);
     K(MF_ENTRY_LARGE);
     K(MF_ENTRY_SIZED);
+    K(MF_ENTRY_WIDE);
+    K(MF_ENTRY_CLASS_SHIFT);
     K(MF_ENTRY_EPOCH_SHIFT);
     K(MF_PROCESS_EXITED);
     K(MF_PROCESS_TLS_DIRECT);
@@ -302,6 +305,7 @@ int main(void)
     print_struct("size_class", sizeof(struct mf_size_class), FIELDS(size_class));
     print_struct("segment_header", sizeof(struct mf_segment_header), FIELDS(segment));
     print_struct("entry", sizeof(struct mf_entry), FIELDS(entry));
+    print_struct("entry_var", sizeof(struct mf_entry_var), FIELDS(entry_var));
     print_struct("frame_node", sizeof(struct mf_frame_node), FIELDS(frame_node));
     print_struct("rule_cache_header", sizeof(struct mf_rc_header), FIELDS(rule_cache));
     print_struct("process_header", sizeof(struct mf_process_header), FIELDS(process));

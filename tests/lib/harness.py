@@ -384,6 +384,8 @@ def tree_lines(text):
 # ---- the on-disk format, read directly (c_core/mf_format.h, through build/mf_format.py) -----
 
 ENTRY = struct.Struct(F.entry.format)
+ENTRY_VAR = struct.Struct(F.entry_var.format)
+ENTRY_CLASS_BITS = 0xFF << F.ENTRY_CLASS_SHIFT
 
 
 def thread_files(profile):
@@ -454,37 +456,75 @@ def node_offset(data, ref):
 
 
 def thread_file_stacks(data):
-    """Every published stack of a thread file's bytes, in file order, as a dict: the entry's
-    fields (F.entry.fields), "stack" (its return addresses, innermost first: its chain of
-    nodes, format 6), "size_class" (None without MF_ENTRY_SIZED), "at" (the entry's file
-    offset) and "class_at" (its size_class field's, or None). The one place the tests decode
-    how a thread file stores its stacks."""
+    """Every published stack of a thread file's bytes, in file order, as a dict: "hash",
+    "node", "calls", "bytes"; "samples", "calls_sq", "bytes_var" (a narrow entry's: its
+    calls, its calls, 0); "flags" without MF_ENTRY_WIDE and the class bits; "wide";
+    "size_class" (None without MF_ENTRY_SIZED); "stack" (its return addresses, innermost
+    first: its chain of nodes) and "depth"; "at" (the entry's file offset) and "var_at" (its
+    second slot's, or None). The one place the tests decode how a thread file stores its
+    stacks (format 7)."""
     out = []
     for off, _ in thread_segments(data):
         cap = struct.unpack_from("<I", data, off + F.segment_header.capacity)[0]
         start = off + F.SEGMENT_ENTRIES_OFFSET
-        for i, e in enumerate(ENTRY.iter_unpack(data[start:start + cap * ENTRY.size])):
-            if not e[0]:
-                continue
-            d = dict(zip(F.entry.fields, e))
-            stack, ref = [], d["node"]
+        i = 0
+        while i < cap:
+            at = start + i * ENTRY.size
+            d = dict(zip(F.entry.fields, ENTRY.unpack_from(data, at)))
+            if not d["hash"]:
+                break  # entries are published in slot order
+            flags = d["flags"]
+            d["wide"] = bool(flags & F.ENTRY_WIDE)
+            if d["wide"] and i + 1 >= cap:
+                raise TestFailure(f"a wide entry in the last slot of a segment at {off}")
+            d["var_at"] = at + ENTRY.size if d["wide"] else None
+            if d["wide"]:
+                d.update(zip(F.entry_var.fields, ENTRY_VAR.unpack_from(data, d["var_at"])))
+            else:
+                d.update(samples=d["calls"], calls_sq=d["calls"], bytes_var=0.0)
+            d["flags"] = flags & ~(F.ENTRY_WIDE | ENTRY_CLASS_BITS)
+            d["size_class"] = ((flags & ENTRY_CLASS_BITS) >> F.ENTRY_CLASS_SHIFT
+                               if flags & F.ENTRY_SIZED else None)
+            stack, ref, depth = [], d["node"], None
             while ref:
-                pc, ref, _depth = NODE.unpack_from(data, node_offset(data, ref))
+                pc, ref, node_depth = NODE.unpack_from(data, node_offset(data, ref))
+                if depth is None:
+                    depth = node_depth
                 stack.append(pc)
-            if len(stack) != d["depth"]:
-                raise TestFailure(f"an entry of depth {d['depth']} has {len(stack)} frames")
+            if len(stack) != (depth or 0):
+                raise TestFailure(f"an entry whose node has depth {depth} has {len(stack)} "
+                                  f"frames")
             d["stack"] = stack
-            d["at"] = start + i * ENTRY.size
-            d["class_at"] = d["at"] + F.entry.size_class if d["flags"] & F.ENTRY_SIZED else None
-            d["size_class"] = d["size_class"] if d["class_at"] is not None else None
+            d["depth"] = len(stack)
+            d["at"] = at
             out.append(d)
+            i += 2 if d["wide"] else 1
     return out
 
 
+def set_entry_counts(data, e, samples, calls, nbytes):
+    """Writes an entry's samples, calls and bytes (e: thread_file_stacks's dict) into a
+    thread file's bytearray; a narrow entry's samples are its calls."""
+    if e["wide"]:
+        struct.pack_into("<Q", data, e["var_at"] + F.entry_var.samples, samples)
+    elif samples != calls:
+        raise TestFailure(f"a narrow entry cannot hold {samples} samples of {calls} calls")
+    struct.pack_into("<QQ", data, e["at"] + F.entry.calls, calls, nbytes)
+
+
+def set_entry_class(data, e, size_class):
+    """Writes a sized entry's size class (8 bits of its flags)."""
+    at = e["at"] + F.entry.flags
+    flags = struct.unpack_from("<I", data, at)[0]
+    struct.pack_into("<I", data, at,
+                     flags & ~ENTRY_CLASS_BITS | (size_class << F.ENTRY_CLASS_SHIFT))
+
+
 def stack_segment(k, cap, ncap, stacks):
-    """Segment k as the writer lays one out (format 6), holding entries
-    [(frames innermost first, samples, calls)] and their nodes, shared where their outer
-    frames are; the nodes are made outermost first, so each caller precedes its callees."""
+    """Segment k as the writer lays one out (format 7), of cap entry slots and ncap nodes,
+    holding entries [(frames innermost first, samples, calls)] and their nodes, shared where
+    their outer frames are; the nodes are made outermost first, so each caller precedes its
+    callees. An entry whose samples are its calls is narrow (a slot), any other wide (two)."""
     nodes, index, entries = [], {}, []
     for frames, samples, calls in stacks:
         parent = 0
@@ -493,18 +533,21 @@ def stack_segment(k, cap, ncap, stacks):
                 nodes.append((pc, parent, depth))
                 index[(parent, pc)] = node_ref(k, len(nodes) - 1)
             parent = index[(parent, pc)]
-        entries.append((len(frames), parent, samples, calls))
-    if len(entries) > cap or len(nodes) > ncap:
-        raise TestFailure(f"{len(entries)} entries, {len(nodes)} nodes in a segment of "
+        entries.append((parent, samples, calls))
+    slots = sum(1 if samples == calls else 2 for _, samples, calls in entries)
+    if slots > cap or len(nodes) > ncap:
+        raise TestFailure(f"{slots} entry slots, {len(nodes)} nodes in a segment of "
                           f"{cap}, {ncap}")
     seg = bytearray(F.SEGMENT_ENTRIES_OFFSET + cap * ENTRY.size + ncap * NODE.size)
-    struct.pack_into("<IIQQ", seg, 0, cap, ncap, len(nodes), len(entries))
-    for i, (depth, node, samples, calls) in enumerate(entries):
-        d = dict.fromkeys(F.entry.fields, 0)
-        d.update(hash=0x1234567 + i, depth=depth, node=node, samples=samples, calls=calls,
-                 bytes=calls * 40, calls_sq=calls, bytes_var=0.0)
-        ENTRY.pack_into(seg, F.SEGMENT_ENTRIES_OFFSET + i * ENTRY.size,
-                        *[d[f] for f in F.entry.fields])
+    struct.pack_into("<IIQQ", seg, 0, cap, ncap, len(nodes), slots)
+    at = F.SEGMENT_ENTRIES_OFFSET
+    for i, (node, samples, calls) in enumerate(entries):
+        wide = samples != calls
+        ENTRY.pack_into(seg, at, 0x1234567 + i, node, F.ENTRY_WIDE if wide else 0, calls,
+                        calls * 40)
+        if wide:
+            ENTRY_VAR.pack_into(seg, at + ENTRY.size, samples, calls, 0.0, 0)
+        at += ENTRY.size * (2 if wide else 1)
     for i, n in enumerate(nodes):
         NODE.pack_into(seg, F.SEGMENT_ENTRIES_OFFSET + cap * ENTRY.size + i * NODE.size, *n)
     seg.extend(b"\0" * ((-len(seg)) % 4096))
@@ -513,11 +556,22 @@ def stack_segment(k, cap, ncap, stacks):
 
 def file_entries_full(profile):
     """Every stack of the profile's thread files (thread_file_stacks), each with "large": its
-    samples if they were all taken for their size (MF_ENTRY_LARGE), else 0."""
+    samples if they were all taken for their size (MF_ENTRY_LARGE), else 0. A stack's
+    narrow entry and the wide one that took its later samples (MF_ENTRY_WIDE) are one here,
+    their counts added, as a reader adds them."""
     out = []
     for path in thread_files(profile):
         with open(path, "rb") as f:
+            merged = {}
             for d in thread_file_stacks(f.read()):
+                key = (tuple(d["stack"]), d["flags"], d["size_class"])
+                if key in merged:
+                    m = merged[key]
+                    for field in ("samples", "calls", "bytes", "calls_sq", "bytes_var"):
+                        m[field] += d[field]
+                    continue
+                merged[key] = d
+            for d in merged.values():
                 d["large"] = d["samples"] if d["flags"] & F.ENTRY_LARGE else 0
                 out.append(d)
     return out
@@ -821,6 +875,13 @@ def by_program_table(text):
 # ---- workloads more than one group runs ----------------------------------------------------
 
 # short_runs.c: site -> (calls per 50, bytes per call)
+def size_class(size):
+    """mf_size_class (c_core/mf_format.h) of a size of 4 bytes or more: four classes a
+    doubling."""
+    e = size.bit_length() - 1
+    return 1 + 4 * e + ((size >> (e - 2) if e >= 2 else size << (2 - e)) & 3)
+
+
 SHORT_SITES = {"site_a": (20, 24), "site_b": (15, 40), "site_c": (10, 72), "site_d": (4, 136),
                "site_e": (1, 264)}
 

@@ -108,7 +108,7 @@ rc=0
 check "mf_print_asan_survives_damaged_files" test $rc = 0 -a -s "$out/damaged.csv"
 check "mf_print_names_the_truncated_file" grep -q "$(basename "${files[0]}")" "$out/damaged.err"
 
-# A thread file above 32 MiB (mf_print/read/profile_read.c's MF_READ_SPLIT_MIN): two threads read
+# A thread file above 16 MiB (mf_print/read/profile_read.c's MF_READ_SPLIT_MIN): two threads read
 # it, two fill its paths (call_tree.c), the tree counts its distinct stacks on a second thread
 # and two walk the CSV's nodes (report_csv.c); 100,000 one-call stacks.
 mf_print_with tsan -fsanitize=thread
@@ -116,7 +116,7 @@ gcc -O1 -g -fno-omit-frame-pointer -o "$out/html_100k_stacks" "$top/tests/progra
 big=$out/big && mkdir -p "$big"
 MALLOC_FREQ_SAMPLE=1 MALLOC_FREQ_DIR=$big LD_PRELOAD=$top/build/libmalloc_freq.so "$out/html_100k_stacks" >/dev/null
 bprof=$(ls -d "$big"/malloc_freq.* | head -1)
-check "large_profile_is_above_the_split" test "$(stat -c %s "$bprof"/thread.*)" -ge $((32 << 20))
+check "large_profile_is_above_the_split" test "$(stat -c %s "$bprof"/thread.*)" -ge $((16 << 20))
 for kind in tsan asan; do
     ok=1
     TSAN_OPTIONS=halt_on_error=1 "$out/mf_print_$kind" --dir "$bprof" --threshold 0 >"$out/big_$kind.tree" 2>"$out/big_$kind.err" || ok=0

@@ -421,7 +421,9 @@ def test_json_infinite_variance_is_null():
     for path in rt.thread_files(r.profile):
         data = bytearray(open(path, "rb").read())
         for e in rt.thread_file_stacks(data):
-            data[e["at"] + rt.F.entry.bytes_var:e["at"] + rt.F.entry.bytes_var + 8] = inf
+            expect(e["wide"], "an entry of samples of weight 1 at 1 in 10")
+            at = e["var_at"] + rt.F.entry_var.bytes_var
+            data[at:at + 8] = inf
         for c in range(rt.F.SIZE_CLASSES):  # the size histogram's classes
             at = rt.F.thread_header.sizes + rt.F.size_class.size * c
             if struct.unpack_from("<Q", data, at + rt.F.size_class.calls)[0]:

@@ -391,12 +391,12 @@ def test_validate_stacks_cannot_be_chosen_to_share_a_hash():
               f"{times['random']:.2f} s")
 
 
-MF_READ_SPLIT_MIN = 32 << 20  # mf_print/read/profile_read.c: a file this large is read in halves
+MF_READ_SPLIT_MIN = 16 << 20  # mf_print/read/profile_read.c: a file this large is read in halves
 
 
 @rt.test
 def test_validate_a_large_file_is_read_whole_in_two_halves():
-    """html_100k_stacks' thread file (100,000 one-call stacks, ~50 MB) is above the size
+    """html_100k_stacks' thread file (100,000 one-call stacks, ~25 MB) is above the size
     from which two threads read it, a half each: every stack comes out, exact. Cut short
     inside its second half, it is named in one line."""
     r = rt.run_ok([rt.c_program("html_100k_stacks")])
@@ -481,8 +481,7 @@ def test_validate_stacks_above_the_thread_total_are_refused():
     path = moved(files[1], bad)
     data = read(path)
     at, e, _ = site_entry(data)
-    struct.pack_into("<QQQ", data, at + F.entry.samples, e["samples"] * 100, e["calls"] * 100,
-                     e["bytes"] * 100)
+    rt.set_entry_counts(data, e, e["samples"] * 100, e["calls"] * 100, e["bytes"] * 100)
     write(path, data)
     samples = sum(x["samples"] for _, x in file_entries(data)) + \
         struct.unpack_from("<Q", data, T_UNPROF_SAMPLES)[0]
@@ -505,8 +504,7 @@ def test_validate_stacks_ahead_of_the_totals_never_show_above_100_percent():
     path = moved(files[0], bad)
     data = read(path)
     at, e, _ = site_entry(data)
-    struct.pack_into("<QQQ", data, at + F.entry.samples, e["samples"] + 4000, e["calls"] + 4000,
-                     e["bytes"] + 4000 * 40)
+    rt.set_entry_counts(data, e, e["samples"] + 4000, e["calls"] + 4000, e["bytes"] + 4000 * 40)
     # Format 5: the slow path adds a sample to the header's size histogram with its entry,
     # so the histogram's class of 40 bytes (22) runs ahead with the site.
     c40 = F.thread_header.sizes + F.size_class.size * 22 + F.size_class.calls  # calls, bytes

@@ -336,7 +336,7 @@ def test_entries_keep_their_size_class():
     """The writer keys each stack's entries by size class: near_leaf's stack from near_a has
     an entry per size (32, 4,096 bytes), each with its class. The reader
     skips the file, with one line, where a class's entries hold more calls than the header's
-    histogram counts for it (beyond a sample in flight), or a class word is out of range."""
+    histogram counts for it (beyond a sample in flight), or a class is out of range."""
     r = run_site_sizes()
     entries = rt.file_entries_full(r.profile)
     expect(all(e["flags"] & rt.F.ENTRY_SIZED for e in entries), "an entry without MF_ENTRY_SIZED")
@@ -346,11 +346,11 @@ def test_entries_keep_their_size_class():
     classes = {}
     for e in entries:
         classes.setdefault(e["size_class"], []).append(e["calls"])
-    expect(500 in classes.get(rt_size_class(4096), []) and 1500 in classes.get(rt_size_class(32), []),
+    expect(500 in classes.get(rt.size_class(4096), []) and 1500 in classes.get(rt.size_class(32), []),
            f"entries by class: {classes}")
     # The header's histogram short of what the entries of a class hold: the file is skipped.
     small = bytearray(data)
-    c32 = rt_size_class(32)
+    c32 = rt.size_class(32)
     struct.pack_into("<Q", small, rt.F.thread_header.sizes + rt.F.size_class.size * c32
                      + rt.F.size_class.calls, 0)
     with open(path, "wb") as f:
@@ -359,14 +359,9 @@ def test_entries_keep_their_size_class():
     expect(re.search(r"its stacks hold [0-9,]+ calls of sizes 32 and up, more than the 0 its "
                      r"size histogram counts", p.stderr) and p.stderr.count("\n") == 1,
            f"mf_print on a histogram without the 32-byte calls: {p.stderr!r}")
-    struct.pack_into("<I", data, entries[0]["class_at"], 500)
+    rt.set_entry_class(data, rt.thread_file_stacks(data)[0], 250)
     with open(path, "wb") as f:
         f.write(data)
     p = rt.mf_print(["--format", "csv", r.profile], check=False)
-    expect("bad size class 500" in p.stderr and p.stderr.count("\n") == 1,
-           f"mf_print on a class word of 500: {p.stderr!r}")
-
-
-def rt_size_class(size):
-    e = size.bit_length() - 1
-    return 1 + 4 * e + ((size >> (e - 2) if e >= 2 else size << (2 - e)) & 3)
+    expect("bad size class 250" in p.stderr and p.stderr.count("\n") == 1,
+           f"mf_print on a class of 250: {p.stderr!r}")
