@@ -927,11 +927,11 @@ static bool mf_rebase(struct mf_profile *p, uint32_t process, uint32_t flags, ui
     return true;
 }
 
-/* frames: the entry's, decoded (copied if the stack is new); with ids_only, NULL and id its
- * timeline id instead. A sized entry's class goes to the stack's counts by class; the stack
- * itself is all its classes' (its flags without MF_ENTRY_SIZED). */
-static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf_stack_entry *e,
-                         const uint64_t *frames, uint64_t id)
+/* The raw stack of an entry of process: frames its frames, decoded (copied if the stack is
+ * new); with ids_only, NULL and id its timeline id instead. The stack is all its classes'
+ * entries (its flags without MF_ENTRY_SIZED). */
+static uint32_t mf_stack_of(struct mf_profile *p, uint32_t process, const struct mf_stack_entry *e,
+                            const uint64_t *frames, uint64_t id)
 {
     uint64_t moved[MF_DEPTH_MAX];
     uint32_t image = process;
@@ -967,6 +967,14 @@ static void mf_add_stack(struct mf_profile *p, uint32_t process, const struct mf
             memcpy(s->frames, frames, e->depth * sizeof *frames);
         }
     }
+    return idx;
+}
+
+/* An entry of process added to its raw stack idx (mf_stack_of). A sized entry's class goes
+ * to the stack's counts by class. */
+static void mf_add_counts(struct mf_profile *p, uint32_t process, uint32_t idx,
+                          const struct mf_stack_entry *e)
+{
     struct mf_raw_stack *s = &p->stacks[idx];
     if (process != s->source && process != s->last) { /* another image's counts too */
         struct mf_read_state *r = &p->reading;
@@ -1193,10 +1201,15 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
     uint64_t frames[MF_DEPTH_MAX];
     const struct mf_frame_node *nodes[MF_MAX_SEGMENTS];
     uint64_t *chain[MF_MAX_SEGMENTS] = {NULL};
+    /* Per node: the raw stack (+ 1) of the last entry that ended there. The next entry of
+     * the same node and flags (another size class of the stack: 45 % of a build's entries)
+     * is that stack, its frames neither decoded nor hashed again. */
+    uint32_t *stack_at[MF_MAX_SEGMENTS] = {NULL};
     for (uint32_t k = 0; k < h->nsegments; k++) {
         nodes[k] = mf_segment_nodes(mf_segment(buf, h, k));
         if (p->ids_only)
             chain[k] = mf_xcalloc(mf_segment(buf, h, k)->node_capacity + 1u, sizeof *chain[k]);
+        stack_at[k] = mf_xcalloc(mf_segment(buf, h, k)->node_capacity + 1u, sizeof *stack_at[k]);
     }
     for (uint32_t k = 0; k < h->nsegments; k++) {
         const struct mf_segment_header *seg = mf_segment(buf, h, k);
@@ -1206,8 +1219,15 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
                 continue;
             /* Its depth: its node's (mf_check_thread checked the chain). */
             c.depth = c.node ? nodes[MF_NODE_REF_SEG(c.node)][MF_NODE_REF_IDX(c.node)].depth : 0;
+            uint32_t *at = c.node ? &stack_at[MF_NODE_REF_SEG(c.node)][MF_NODE_REF_IDX(c.node)]
+                                  : NULL;
+            uint32_t stack = UINT32_MAX;
+            if (at && *at && p->stacks[*at - 1].flags == (c.flags & ~MF_ENTRY_SIZED))
+                stack = *at - 1;
             uint64_t id = 0;
-            if (p->ids_only)
+            if (stack != UINT32_MAX)
+                ; /* known */
+            else if (p->ids_only)
                 id = mf_tl_id(c.node ? mf_node_chain(nodes, chain, c.node) : MF_TL_ID_SEED,
                               h->stamp, c.flags & ~MF_ENTRY_SIZED, c.depth);
             else
@@ -1217,15 +1237,22 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
             pr->weighted |= c.calls != c.samples;
             mf_calibrate(&cal, c.samples, &c.calls, &c.calls_sq, &c.bytes, &c.bytes_var);
             p->stacks_calls += c.calls;
-            mf_add_stack(p, process, &c, p->ids_only ? NULL : frames, id);
+            if (stack == UINT32_MAX) {
+                stack = mf_stack_of(p, process, &c, p->ids_only ? NULL : frames, id);
+                if (at)
+                    *at = stack + 1;
+            }
+            mf_add_counts(p, process, stack, &c);
         }
         /* Its entries are read (its nodes may be later entries' too); segments never
          * overlap (mf_check_thread) */
         mf_release_pages(buf, size, h->segment_offset[k] + MF_SEGMENT_ENTRIES_OFFSET,
                          (uint64_t)seg->capacity * sizeof(struct mf_entry));
     }
-    for (uint32_t k = 0; k < h->nsegments; k++)
+    for (uint32_t k = 0; k < h->nsegments; k++) {
         free(chain[k]);
+        free(stack_at[k]);
+    }
     p->nthreads += threads;
     p->nfiles_read++;
     free(buf);

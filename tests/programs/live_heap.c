@@ -16,7 +16,7 @@
  *                    (never seen by the profiler) freed through free, and a page from mmap
  *                    given to free with a chunk header glibc takes for an mmapped chunk
  *                    (glibc unmaps it); site_edge_kept 10 x 32 bytes alive at exit.
- *   live_heap threads 4 threads, each 20,000 x (site_churn: malloc 40, free at once) and
+ *   live_heap threads 4 threads, ending together, each 20,000 x (site_churn: malloc 40, free at once) and
  *                    site_handoff: 1,000 x 24 bytes that the main thread frees after they
  *                    exit; site_thread_kept: 5 x 56 bytes per thread, alive at exit. */
 #include <pthread.h>
@@ -120,6 +120,9 @@ SITE void *site_thread_kept(void)
 
 static void *handed[4][1000];
 void *volatile thread_kept[4][5];
+/* The workers end together: one that ended before the last started would hand it its
+ * table, and the test counts a table a thread. */
+static pthread_barrier_t all_done;
 
 static void *worker(void *arg)
 {
@@ -128,12 +131,14 @@ static void *worker(void *arg)
     site_handoff(handed[k]);
     for (int i = 0; i < 5; i++)
         thread_kept[k][i] = site_thread_kept();
+    pthread_barrier_wait(&all_done);
     return NULL;
 }
 
 static int threads(void)
 {
     pthread_t t[4];
+    pthread_barrier_init(&all_done, NULL, 4);
     for (long k = 0; k < 4; k++)
         if (pthread_create(&t[k], NULL, worker, (void *)k) != 0)
             return 1;
