@@ -16,9 +16,10 @@
  *                    (never seen by the profiler) freed through free, and a page from mmap
  *                    given to free with a chunk header glibc takes for an mmapped chunk
  *                    (glibc unmaps it); site_edge_kept 10 x 32 bytes alive at exit.
- *   live_heap threads 4 threads, ending together, each 20,000 x (site_churn: malloc 40, free at once) and
- *                    site_handoff: 1,000 x 24 bytes that the main thread frees after they
- *                    exit; site_thread_kept: 5 x 56 bytes per thread, alive at exit. */
+ *   live_heap threads 4 threads, ending together, each 20,000 x (site_churn: malloc 40,
+ *                    free at once) and site_handoff: 1,000 x 24 bytes that the main thread
+ *                    frees after they exit; site_thread_kept: 5 x 56 bytes per thread,
+ *                    alive at exit. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
