@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#define MF_FORMAT_VERSION 7u
+#define MF_FORMAT_VERSION 8u
 
 #define MF_THREAD_MAGIC "MFREQTHR" /* 8 bytes, no NUL */
 #define MF_PROCESS_MAGIC "MFREQPRC"
@@ -134,8 +134,8 @@ struct mf_size_class {
  * before (a compile's 17,000 stacks of mean depth 40 took 2.3 new nodes each). */
 #define MF_NODES_PER_ENTRY 4u
 /* The largest thread file the writer can make: the header's two pages, then 32 segments of
- * at most 64 + 262,144 * (32 + 4 * 16) bytes rounded up to a page (25,169,920 bytes each), in
- * all 805,445,632 bytes (768 MiB). A reader may refuse anything bigger unread. */
+ * at most 64 + 262,144 * (32 + 4 * 12) bytes rounded up to a page (20,975,616 bytes each), in
+ * all 671,227,904 bytes (640 MiB). A reader may refuse anything bigger unread. */
 #define MF_SEG_BYTES(entries)                                                              \
     (((MF_SEGMENT_ENTRIES_OFFSET +                                                         \
        (uint64_t)(entries) *                                                               \
@@ -196,7 +196,8 @@ struct mf_thread_header {
  * their outer frames share those nodes: a new stack costs only its new frames (a tree of
  * (caller, return address) as heaptrack's), so a file holds about 2-3 nodes a stack, not
  * every stack's every frame. A node's parent was written before it (its reference is
- * smaller), so a chain ends in at most `depth` steps. */
+ * smaller), so a chain ends; its length is the stack's depth, at most the thread's
+ * max_depth. */
 #define MF_SEGMENT_ENTRIES_OFFSET 64u /* where a segment's entries start */
 
 struct mf_segment_header {
@@ -213,11 +214,16 @@ struct mf_segment_header {
 #define MF_NODE_REF_SEG(r) (((r) - 1u) >> 24)
 #define MF_NODE_REF_IDX(r) (((r) - 1u) & 0xffffffu)
 
+/* 12 bytes, 4-aligned: the return address in halves (mf_node_pc). */
 struct mf_frame_node {
-    uint64_t pc;     /* the frame's return address (the innermost frame's: its call site) */
-    uint32_t parent; /* MF_NODE_REF of the caller's node, smaller than this node's; 0 = none */
-    uint32_t depth;  /* frames from the outermost recorded one: 1 + the parent's depth */
+    uint32_t pc_lo, pc_hi; /* the frame's return address (the innermost frame's: its call site) */
+    uint32_t parent;       /* MF_NODE_REF of the caller's node, smaller than this node's; 0 = none */
 };
+
+static inline uint64_t mf_node_pc(const struct mf_frame_node *n)
+{
+    return (uint64_t)n->pc_hi << 32 | n->pc_lo;
+}
 
 #define MF_ENTRY_TRUNCATED 1u /* the stack was deeper than max_depth */
 /* The stack's samples were taken for their size (MALLOC_FREQ_LARGE), weight 1 each, outside
@@ -247,7 +253,7 @@ struct mf_frame_node {
 #define MF_ENTRY_STACK_FLAGS(flags) \
     ((flags) & ~(MF_ENTRY_SIZED | MF_ENTRY_WIDE | (0xffu << MF_ENTRY_CLASS_SHIFT)))
 
-/* An entry slot. The stack's depth is its node's (0 without a node). */
+/* An entry slot. The stack's depth is its chain's length (0 without a node). */
 struct mf_entry {
     uint64_t hash;  /* the writer's key hash; 0 = not there yet: stored last, with release */
     uint32_t node;  /* MF_NODE_REF of its innermost frame; 0 for a stack of no frames */

@@ -15,7 +15,7 @@
 _Static_assert(MF_THREAD_HEADER_BYTES == 2 * MF_PAGE &&
                    sizeof(struct mf_thread_header) <= MF_THREAD_HEADER_BYTES &&
                    sizeof(struct mf_entry) == 32 && sizeof(struct mf_entry_var) == 32 &&
-                   sizeof(struct mf_frame_node) == 16 && MF_THREAD_FILE_MAX == 805445632u,
+                   sizeof(struct mf_frame_node) == 12 && MF_THREAD_FILE_MAX == 671227904u,
                "MF_THREAD_FILE_MAX in mf_format.h says what these make");
 
 static char *mf_thread_name(char *buf, size_t size, const struct mf_thread_header *h)
@@ -206,7 +206,7 @@ static struct mf_entry *mf_entry_at(const struct mf_table *tab, uint32_t ref)
 
 /* A path hash: the frames of a stack from the outermost in, one step a return address. A
  * stack is told apart from others by its path hash (64 bits), flags and size class,
- * and a node by its path hash, depth and return address, as async-profiler's call trace
+ * and a node by its path hash, return address and caller, as async-profiler's call trace
  * storage tells traces apart by a 64-bit hash: a stack met before is then found by one
  * probe however many of its frames differ from the last stack's, where following its nodes
  * from the outermost costs a probe a frame, each a cache miss in a large program
@@ -239,7 +239,7 @@ static uint64_t mf_entry_hash(uint64_t path, uint32_t key_flags)
  * page fault when it is built, 14-20 us in this VM, and a compile's exact stretch built 6 MiB
  * of them. A key is told apart by its top 38 bits where it is looked up (its home slot is
  * its top bits, so a key met there agrees with it in those too), and then by the node's
- * return address and depth or the entry's whole 64-bit hash. */
+ * return address and caller or the entry's whole 64-bit hash. */
 static uint64_t mf_index_tag(uint64_t key)
 {
     return key >> MF_INDEX_REF_BITS;
@@ -387,11 +387,11 @@ static uint32_t mf_node_ref_of(uint32_t ref)
     return MF_NODE_REF(ref >> MF_INDEX_NODE_BITS, ref & ((1u << MF_INDEX_NODE_BITS) - 1));
 }
 
-/* The node at depth whose path hash is path and return address pc, or 0; with a caller
- * other than MF_ANY_PARENT, the one whose caller is that node. */
+/* The node whose path hash is path and return address pc, or 0; with a caller other than
+ * MF_ANY_PARENT, the one whose caller is that node. */
 #define MF_ANY_PARENT UINT32_MAX
 static uint32_t mf_node_find(const struct mf_table *tab, uint64_t path, uint64_t pc,
-                             uint32_t depth, uint32_t parent)
+                             uint32_t parent)
 {
     const struct mf_index *ix = &tab->nodes;
     if (!ix->slot)
@@ -403,7 +403,7 @@ static uint32_t mf_node_find(const struct mf_table *tab, uint64_t path, uint64_t
             continue;
         ref = mf_node_ref_of(ref);
         const struct mf_frame_node *n = mf_node_at(tab, ref);
-        if (n->pc == pc && n->depth == depth && (parent == MF_ANY_PARENT || n->parent == parent))
+        if (mf_node_pc(n) == pc && (parent == MF_ANY_PARENT || n->parent == parent))
             return ref;
     }
     return 0;
@@ -493,23 +493,23 @@ static uint64_t mf_path_hash(struct mf_table *tab, const uintptr_t *pcs, uint32_
 /* How many of the path cache's first depth frames have nodes (a prefix: a node's caller
  * has one), looked up from the innermost out: a new stack's new frames are its innermost
  * few, none when only its size class is new. *leaf: the innermost node (0 for none).
- * The index tells a node by 38 bits of its path hash, its return address and its depth, so
- * two paths through the same addresses at the same depth (a recursion's turns) can agree in
- * all of those: html_100k_stacks' 100,000 paths, 17 turns deep, recorded one call on
- * another's stack in about one run in 13, its exact counts wrong. So a node counts only if
+ * The index tells a node by 38 bits of its path hash and its return address, so two paths
+ * through the same addresses (a recursion's turns) can agree in both: html_100k_stacks'
+ * 100,000 paths, 17 turns deep, recorded one call on another's stack in about one run in 13
+ * (when the depth was compared too), its exact counts wrong. So a node counts only if
  * its caller is the node the index gives for the path one frame shorter: both agreeing by
  * chance is as likely as a 76-bit match. One probe more for a stack with new frames. */
 static uint32_t mf_path_nodes(const struct mf_table *tab, uint32_t depth, uint32_t *leaf)
 {
     /* node: what the index gives for frame j (any caller); caller: for frame j - 1. */
     uint32_t node = depth ? mf_node_find(tab, tab->path_hash[depth - 1], tab->path_pc[depth - 1],
-                                         depth, MF_ANY_PARENT) : 0;
+                                         MF_ANY_PARENT) : 0;
     for (uint32_t j = depth; j > 0; j--) {
         uint32_t caller = j > 1 ? mf_node_find(tab, tab->path_hash[j - 2], tab->path_pc[j - 2],
-                                               j - 1, MF_ANY_PARENT) : 0;
+                                               MF_ANY_PARENT) : 0;
         if (node && (j == 1 || caller)) { /* without its caller's node, a frame has none */
             if (mf_node_at(tab, node)->parent != caller) /* another path's: this path's own */
-                node = mf_node_find(tab, tab->path_hash[j - 1], tab->path_pc[j - 1], j, caller);
+                node = mf_node_find(tab, tab->path_hash[j - 1], tab->path_pc[j - 1], caller);
             if (node) {
                 *leaf = node;
                 return j;
@@ -665,7 +665,8 @@ struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uin
         if (!mf_index_room(&tab->nodes))
             return NULL;
         uint64_t i = seg->nodes_used;
-        mf_segment_nodes(seg)[i] = (struct mf_frame_node){tab->path_pc[j], parent, j + 1};
+        mf_segment_nodes(seg)[i] = (struct mf_frame_node){(uint32_t)tab->path_pc[j],
+                                                          (uint32_t)(tab->path_pc[j] >> 32), parent};
         __atomic_store_n(&seg->nodes_used, i + 1, __ATOMIC_RELEASE);
         parent = MF_NODE_REF(k, i);
         mf_index_put(&tab->nodes, tab->path_hash[j], mf_index_node_ref(k, i));

@@ -396,18 +396,15 @@ uint32_t mf_entry_decode(const struct mf_segment_header *seg, uint64_t i, struct
 
 bool mf_entry_frames(const uint8_t *buf, size_t size, struct mf_stack_entry *e, uint64_t *out)
 {
-    uint32_t ref = e->node;
-    const struct mf_frame_node *n = ref ? mf_node_of(buf, size, ref) : NULL;
-    e->depth = n ? n->depth : 0;
-    if ((ref && !n) || e->depth > MF_DEPTH_MAX)
-        return false;
-    for (uint32_t i = 0; i < e->depth; i++) {
-        n = mf_node_of(buf, size, ref);
-        if (!n || n->depth != e->depth - i || (n->parent && n->parent >= ref))
+    uint32_t ref = e->node, d = 0;
+    for (; ref && d < MF_DEPTH_MAX; d++) {
+        const struct mf_frame_node *n = mf_node_of(buf, size, ref);
+        if (!n || (n->parent && n->parent >= ref))
             return false;
-        out[i] = n->pc;
+        out[d] = mf_node_pc(n);
         ref = n->parent;
     }
+    e->depth = d;
     return ref == 0;
 }
 
@@ -420,7 +417,7 @@ static void mf_checked_frames(const struct mf_frame_node *const *nodes,
     uint32_t ref = e->node;
     for (uint32_t i = 0; i < e->depth; i++) {
         const struct mf_frame_node *n = &nodes[MF_NODE_REF_SEG(ref)][MF_NODE_REF_IDX(ref)];
-        out[i] = n->pc;
+        out[i] = mf_node_pc(n);
         ref = n->parent;
     }
 }
@@ -453,11 +450,13 @@ static uint64_t mf_thread_counters(uint8_t *buf, const struct mf_thread_header *
 }
 
 /* NULL if everything the reader will touch lies inside the file and makes sense: segments
- * never overlap, and every entry's node chain is whole, each node checked once. So the work
- * and memory a file costs are bounded by its size: an entry's 32 bytes decode to at most
- * max_depth <= 512 frames (4 KiB), 128 bytes of frames a byte of the file; a legitimate
- * file comes near that only where deep stacks share a long trunk. */
-static const char *mf_check_thread(const uint8_t *buf, size_t size)
+ * never overlap, and every entry's node chain is whole and at most max_depth long, each node
+ * checked once. So the work and memory a file costs are bounded by its size: an entry's 32
+ * bytes decode to at most max_depth <= 512 frames (4 KiB), 128 bytes of frames a byte of the
+ * file; a legitimate file comes near that only where deep stacks share a long trunk.
+ * depth[k][i]: the depth of segment k's node i where an entry's chain passes it, else 0
+ * (arrays the caller frees, whatever the answer). */
+static const char *mf_check_thread(const uint8_t *buf, size_t size, uint16_t **depth)
 {
     const struct mf_thread_header *h = (const struct mf_thread_header *)buf;
     if (size < sizeof *h)
@@ -475,9 +474,8 @@ static const char *mf_check_thread(const uint8_t *buf, size_t size)
                       MF_DEPTH_MAX);
     if (h->threads > UINT32_MAX)
         return mf_why("bad thread count %llu", (unsigned long long)h->threads);
-    /* The nodes checked so far, by segment: each chain is followed until a node checked
-     * before, so a file's check costs its entries and nodes once each. */
-    uint64_t *checked[MF_MAX_SEGMENTS] = {0};
+    /* The nodes checked so far (depth not 0), by segment: each chain is followed until a node
+     * checked before, so a file's check costs its entries and nodes once each. */
     const char *why = NULL;
     for (uint32_t k = 0; k < h->nsegments && !why; k++) {
         uint64_t off = h->segment_offset[k], len = h->segment_size[k];
@@ -511,7 +509,7 @@ static const char *mf_check_thread(const uint8_t *buf, size_t size)
             why = mf_why("segment %u: its entries do not fit in it", k);
             break;
         }
-        checked[k] = mf_xcalloc(ncap / 64 + 1, sizeof *checked[k]);
+        depth[k] = mf_xcalloc(ncap + 1, sizeof *depth[k]);
     }
     for (uint32_t k = 0; k < h->nsegments && !why; k++) {
         const struct mf_segment_header *seg = mf_segment(buf, h, k);
@@ -524,49 +522,36 @@ static const char *mf_check_thread(const uint8_t *buf, size_t size)
                                  (unsigned long long)i);
                 break;
             }
-            const struct mf_frame_node *node = e.node ? mf_node_of(buf, size, e.node) : NULL;
-            if (e.node && !node) {
-                why = mf_why("segment %u entry %llu: bad node %u of its stack", k,
-                             (unsigned long long)i, e.node);
-                break;
-            }
-            e.depth = node ? node->depth : 0;
-            if (e.depth > h->max_depth) {
-                why = mf_why("segment %u entry %llu: depth %u > max_depth %u", k,
-                             (unsigned long long)i, e.depth, h->max_depth);
-                break;
-            }
             if ((e.flags & MF_ENTRY_SIZED) && e.size_class >= MF_SIZE_CLASSES) {
                 why = mf_why("segment %u entry %llu: bad size class %u", k,
                              (unsigned long long)i, e.size_class);
                 break;
             }
-            /* Its chain: depth nodes, each of one frame less, each's caller made before it. */
-            uint32_t ref = e.node, d = e.depth;
-            for (;;) {
-                if (ref == 0) {
-                    if (d)
-                        why = mf_why("segment %u entry %llu: its stack ends %u frames short", k,
-                                     (unsigned long long)i, d);
-                    break;
-                }
-                const struct mf_frame_node *n = mf_node_of(buf, size, ref);
-                uint32_t nk = MF_NODE_REF_SEG(ref), ni = MF_NODE_REF_IDX(ref);
-                if (!n || n->depth != d || (n->parent && n->parent >= ref)) {
+            /* Its chain, up to a node checked before: each node inside the file, its caller
+             * made before it, at most max_depth of them. */
+            uint32_t path[MF_DEPTH_MAX], n = 0, ref = e.node, base = 0;
+            while (ref && !why) {
+                const struct mf_frame_node *node = mf_node_of(buf, size, ref);
+                uint16_t *d = node ? &depth[MF_NODE_REF_SEG(ref)][MF_NODE_REF_IDX(ref)] : NULL;
+                if (!node || (node->parent && node->parent >= ref))
                     why = mf_why("segment %u entry %llu: bad node %u of its stack", k,
                                  (unsigned long long)i, ref);
-                    break;
-                }
-                if (checked[nk][ni / 64] >> (ni % 64) & 1)
-                    break;
-                checked[nk][ni / 64] |= 1ull << (ni % 64);
-                ref = n->parent;
-                d--;
+                else if (*d)
+                    base = *d;
+                else if (n == h->max_depth)
+                    why = mf_why("segment %u entry %llu: its stack is deeper than max_depth %u",
+                                 k, (unsigned long long)i, h->max_depth);
+                else
+                    path[n++] = ref;
+                ref = !why && !base ? node->parent : 0;
             }
+            if (!why && base + n > h->max_depth)
+                why = mf_why("segment %u entry %llu: its stack is deeper than max_depth %u", k,
+                             (unsigned long long)i, h->max_depth);
+            for (uint32_t x = 0; x < n && !why; x++) /* path[x] is n - x frames above base */
+                depth[MF_NODE_REF_SEG(path[x])][MF_NODE_REF_IDX(path[x])] = (uint16_t)(base + n - x);
         }
     }
-    for (uint32_t k = 0; k < MF_MAX_SEGMENTS; k++)
-        free(checked[k]);
     return why;
 }
 
@@ -802,7 +787,7 @@ static uint64_t mf_node_chain(const struct mf_frame_node *const *nodes, uint64_t
     }
     while (n--) {
         ref = path[n];
-        h = mf_tl_id_step(h, nodes[MF_NODE_REF_SEG(ref)][MF_NODE_REF_IDX(ref)].pc);
+        h = mf_tl_id_step(h, mf_node_pc(&nodes[MF_NODE_REF_SEG(ref)][MF_NODE_REF_IDX(ref)]));
         chain[MF_NODE_REF_SEG(ref)][MF_NODE_REF_IDX(ref)] = h;
     }
     return h;
@@ -1108,6 +1093,12 @@ static void mf_calibrate(struct mf_calibration *k, uint64_t samples, uint64_t *c
         *bytes_var *= 1 - share;
 }
 
+static void mf_free_depths(uint16_t **depth)
+{
+    for (uint32_t k = 0; k < MF_MAX_SEGMENTS; k++)
+        free(depth[k]);
+}
+
 static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, const char *name)
 {
     uint8_t *buf;
@@ -1117,8 +1108,10 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
     if (mf_load(p, dirfd, dir, name, MF_THREAD_FILE_MAX, &later, sizeof later, &buf, &size))
         return;
     uint64_t moved = size >= sizeof later ? mf_thread_counters(buf, &later) : 0;
-    if ((why = mf_check_thread(buf, size))) {
+    uint16_t *depth[MF_MAX_SEGMENTS] = {NULL}; /* each node's, from the check */
+    if ((why = mf_check_thread(buf, size, depth))) {
         mf_skip(p, dir, name, why);
+        mf_free_depths(depth);
         free(buf);
         return;
     }
@@ -1133,6 +1126,7 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
     struct mf_file_sums fs;
     if ((why = mf_check_counts(p, known ? known : &none, buf, moved, &fs))) {
         mf_skip(p, dir, name, why);
+        mf_free_depths(depth);
         free(buf);
         return;
     }
@@ -1142,6 +1136,7 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
         snprintf(msg, sizeof msg, "the same thread table as %s (its counts are read once)",
                  mf_esc(first));
         mf_skip(p, dir, name, msg);
+        mf_free_depths(depth);
         free(buf);
         return;
     }
@@ -1217,8 +1212,8 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
         for (uint64_t i = 0, used; i < seg->capacity && (used = mf_entry_decode(seg, i, &c)); i += used) {
             if (c.calls == 0)
                 continue;
-            /* Its depth: its node's (mf_check_thread checked the chain). */
-            c.depth = c.node ? nodes[MF_NODE_REF_SEG(c.node)][MF_NODE_REF_IDX(c.node)].depth : 0;
+            /* Its depth: its chain's (mf_check_thread followed it). */
+            c.depth = c.node ? depth[MF_NODE_REF_SEG(c.node)][MF_NODE_REF_IDX(c.node)] : 0;
             uint32_t *at = c.node ? &stack_at[MF_NODE_REF_SEG(c.node)][MF_NODE_REF_IDX(c.node)]
                                   : NULL;
             uint32_t stack = UINT32_MAX;
@@ -1253,6 +1248,7 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
         free(chain[k]);
         free(stack_at[k]);
     }
+    mf_free_depths(depth);
     p->nthreads += threads;
     p->nfiles_read++;
     free(buf);

@@ -109,9 +109,9 @@ int main(void)
         FIELD(mf_entry_var, reserved, "Q"),
     };
     static const struct field frame_node[] = {
-        FIELD(mf_frame_node, pc, "Q"),
+        FIELD(mf_frame_node, pc_lo, "I"),
+        FIELD(mf_frame_node, pc_hi, "I"),
         FIELD(mf_frame_node, parent, "I"),
-        FIELD(mf_frame_node, depth, "I"),
     };
     static const struct field rule_cache[] = {
         FIELD(mf_rc_header, magic, "8s"),

@@ -439,7 +439,9 @@ def thread_segments(data):
             for k in range(n)]
 
 
-NODE = struct.Struct(F.frame_node.format)
+# F.frame_node: its return address's two halves read as one, then its caller's reference.
+NODE = struct.Struct("<QI")
+assert (NODE.size, F.frame_node.pc_hi, F.frame_node.parent) == (F.frame_node.size, 4, 8)
 
 
 def node_ref(k, i):
@@ -485,15 +487,13 @@ def thread_file_stacks(data):
             d["flags"] = flags & ~(F.ENTRY_WIDE | ENTRY_CLASS_BITS)
             d["size_class"] = ((flags & ENTRY_CLASS_BITS) >> F.ENTRY_CLASS_SHIFT
                                if flags & F.ENTRY_SIZED else None)
-            stack, ref, depth = [], d["node"], None
+            stack, ref = [], d["node"]
             while ref:
-                pc, ref, node_depth = NODE.unpack_from(data, node_offset(data, ref))
-                if depth is None:
-                    depth = node_depth
+                pc, parent = NODE.unpack_from(data, node_offset(data, ref))
+                if parent >= ref:
+                    raise TestFailure(f"node {ref}'s caller {parent} was not made before it")
                 stack.append(pc)
-            if len(stack) != (depth or 0):
-                raise TestFailure(f"an entry whose node has depth {depth} has {len(stack)} "
-                                  f"frames")
+                ref = parent
             d["stack"] = stack
             d["depth"] = len(stack)
             d["at"] = at
@@ -528,9 +528,9 @@ def stack_segment(k, cap, ncap, stacks):
     nodes, index, entries = [], {}, []
     for frames, samples, calls in stacks:
         parent = 0
-        for depth, pc in enumerate(reversed(frames), 1):
+        for pc in reversed(frames):
             if (parent, pc) not in index:
-                nodes.append((pc, parent, depth))
+                nodes.append((pc, parent))
                 index[(parent, pc)] = node_ref(k, len(nodes) - 1)
             parent = index[(parent, pc)]
         entries.append((parent, samples, calls))

@@ -216,10 +216,10 @@ def node_at(data, i):
 
 @rt.test
 def test_validate_follows_node_chains_once_and_refuses_broken_ones():
-    """Stacks share their outer frames' nodes (format 6): 2,048 stacks of 512 frames over one
-    511-node trunk read whole (each of the 2,048 distinct, 512 frames deep). A chain that is
-    not whole is refused, in one line: a node whose caller comes after it (a loop), one of
-    the wrong depth, an entry whose node lies outside the file."""
+    """Stacks share their outer frames' nodes (format 6 on): 2,048 stacks of 512 frames over
+    one 511-node trunk read whole (each of the 2,048 distinct, 512 frames deep). A chain that
+    is not whole is refused, in one line: a node whose caller comes after it (a loop), a
+    chain longer than the header's max_depth, an entry whose node lies outside the file."""
     r, files = four_threads()
     good = copy_profile(r.profile, "trunk")
     path = moved(files[2], good)
@@ -235,7 +235,7 @@ def test_validate_follows_node_chains_once_and_refuses_broken_ones():
                  "512-frame stacks and their calls")
 
     # node 5 (depth 6) calls node 7: its caller after it, a loop through 6 and 7
-    # node 5 of depth 9: its caller is of depth 5
+    # the header's max_depth one frame short of the chains' 512
     # the first entry's node in segment 3, which the file does not have
     (off0, _), = rt.thread_segments(data)
     first_entry = off0 + SEG_ENTRIES
@@ -243,8 +243,8 @@ def test_validate_follows_node_chains_once_and_refuses_broken_ones():
         "loop": (lambda d: struct.pack_into("<I", d, node_at(d, 5) + F.frame_node.parent,
                                                   rt.node_ref(0, 7)),
                  "segment 0 entry 0: bad node"),
-        "depth": (lambda d: struct.pack_into("<I", d, node_at(d, 5) + F.frame_node.depth, 9),
-                  "segment 0 entry 0: bad node"),
+        "depth": (lambda d: struct.pack_into("<I", d, T_MAX_DEPTH, MF_DEPTH_MAX - 1),
+                  "segment 0 entry 0: its stack is deeper than max_depth 511"),
         "outside": (lambda d: struct.pack_into("<I", d, first_entry + F.entry.node,
                                                rt.node_ref(3, 0)),
                     "segment 0 entry 0: bad node"),
