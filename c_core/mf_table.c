@@ -629,10 +629,10 @@ static struct mf_segment_header *mf_segment_room(struct mf_table *tab, uint32_t 
     }
 }
 
-/* A new entry of key key_flags (MF_ENTRY_WIDE added if wide) for node, in seg (which has
- * room for it), in the index under hash h. */
-static struct mf_entry *mf_entry_add(struct mf_segment_header *seg,
-                                     uint64_t h, uint32_t node, uint32_t key_flags, bool wide)
+/* A new entry of hash h, key key_flags (MF_ENTRY_WIDE added if wide) and node, published
+ * in seg's next slots (seg has room for them); the caller puts it in the index. */
+static struct mf_entry *mf_entry_add(struct mf_segment_header *seg, uint64_t h, uint32_t node,
+                                     uint32_t key_flags, bool wide)
 {
     uint64_t i = seg->entries_used;
     struct mf_entry *e = &mf_segment_entries(seg)[i];

@@ -1220,12 +1220,10 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
             if (at && *at && p->stacks[*at - 1].flags == (c.flags & ~MF_ENTRY_SIZED))
                 stack = *at - 1;
             uint64_t id = 0;
-            if (stack != UINT32_MAX)
-                ; /* known */
-            else if (p->ids_only)
+            if (stack == UINT32_MAX && p->ids_only)
                 id = mf_tl_id(c.node ? mf_node_chain(nodes, chain, c.node) : MF_TL_ID_SEED,
                               h->stamp, c.flags & ~MF_ENTRY_SIZED, c.depth);
-            else
+            else if (stack == UINT32_MAX)
                 mf_checked_frames(nodes, &c, frames);
             pr->weight_var += mf_calls_var(c.calls, c.calls_sq); /* as recorded */
             pr->weight_excess += c.calls - c.samples;
