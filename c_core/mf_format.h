@@ -341,10 +341,8 @@ struct mf_process_header {
     uint32_t ramp_samples;
     uint32_t ramp_step;
 };
-/* The header as format 6 first wrote it, before rules_learned, rules_loaded, ramp_samples
- * and ramp_step (added without a new version): a reader takes a header of this size, or
- * one ending after rules_loaded, the fields it lacks as 0. */
-#define MF_PROCESS_HEADER_MIN 352u
+/* A reader takes a header_size of at least sizeof(struct mf_process_header), a multiple of
+ * 8: fields a later writer appends without a new version are skipped. */
 
 /* Appended to the process file, one write() each. */
 struct mf_module_record {

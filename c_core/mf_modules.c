@@ -15,8 +15,6 @@
 #include "mf_internal.h"
 
 #define MF_MODULES_MAX 2048
-_Static_assert(MF_PROCESS_HEADER_MIN == offsetof(struct mf_process_header, rules_learned),
-               "the header format 6 first wrote");
 
 struct mf_range {
     uintptr_t lo, hi;

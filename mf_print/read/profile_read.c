@@ -260,11 +260,11 @@ static void mf_read_process(struct mf_profile *p, int dirfd, const char *dir, co
     if (mf_load(p, dirfd, dir, name, MF_PROCESS_FILE_MAX, NULL, 0, &buf, &size))
         return;
     struct mf_process_header h;
-    if (size < MF_PROCESS_HEADER_MIN) {
+    if (size < sizeof h) {
         mf_skip(p, dir, name, "truncated header");
         goto out;
     }
-    memcpy(&h, buf, size < sizeof h ? size : sizeof h); /* past size: zeroed below */
+    memcpy(&h, buf, sizeof h);
     if (memcmp(h.magic, MF_PROCESS_MAGIC, 8) != 0) {
         mf_skip(p, dir, name, "not a process file (bad magic)");
         goto out;
@@ -274,12 +274,10 @@ static void mf_read_process(struct mf_profile *p, int dirfd, const char *dir, co
                                      MF_FORMAT_VERSION));
         goto out;
     }
-    if (h.header_size < MF_PROCESS_HEADER_MIN || h.header_size > size || h.header_size % 8) {
+    if (h.header_size < sizeof h || h.header_size > size || h.header_size % 8) {
         mf_skip(p, dir, name, mf_why("bad header size %u", h.header_size));
         goto out;
     }
-    if (h.header_size < sizeof h) /* an older header: what follows it is no field of it */
-        memset((char *)&h + h.header_size, 0, sizeof h - h.header_size);
     struct mf_process *pr = mf_process_get(p, h.stamp, h.pid, dir);
     if (pr->has_file) {
         mf_skip(p, dir, name, "a second file for the same process image (directory given twice?)");

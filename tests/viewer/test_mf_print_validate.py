@@ -128,31 +128,30 @@ def skip_line(profile, path, why):
     return f"{prefix()}skipping {os.path.basename(profile)}/{os.path.basename(path)}: {why}"
 
 
-# ---- 0. older headers -----------------------------------------------------------------------
+# ---- 0. header sizes -----------------------------------------------------------------------
 
 @rt.test
-def test_validate_reads_the_process_header_format_6_first_wrote():
-    """A process file as format 6 first wrote it: a 352-byte header, without rules_learned
-    and rules_loaded (added later without a new version). It is read as it was, modules and
-    all (before: "bad header size 352", and every frame of the image unsymbolized; two lines
-    for each of an old build's 314 directories). A header shorter still is refused."""
+def test_validate_process_header_sizes():
+    """Format 8's process header is whole from the start (format 6 got rules_learned,
+    rules_loaded and the ramp's two fields without a new version, and was read short): one
+    of 8 bytes less is refused in one line, the image's frames then unsymbolized; one of 8
+    bytes more (a later writer's field) is read as before, its report the same."""
     r, _ = four_threads()
     want = run_print(["--dir", r.profile, "--format", "csv"])
     h = rt.F.process_header
-    old = copy_profile(r.profile, "format6")
-    (proc,) = [os.path.join(old, f) for f in os.listdir(old) if f.startswith("process.")]
-    data = read(proc)
-    struct.pack_into("<I", data, h.header_size, h.rules_learned)
-    write(proc, data[:h.rules_learned] + data[h.size:])
-    got = run_print(["--dir", old, "--format", "csv"])
-    rt.expect_eq((got.returncode, got.stderr), (0, b""), "format 6's first header: status, stderr")
-    rt.expect_eq(got.stdout, want.stdout, "the report of format 6's first header")
-    rt.expect(b"site_worker_3" in got.stdout, "symbolized frames")
-    struct.pack_into("<I", data, h.header_size, h.rules_learned - 8)
-    write(proc, data[:h.rules_learned - 8] + data[h.size:])
-    got = run_print(["--dir", old, "--format", "csv"])
-    rt.expect(skip_line(old, proc, "bad header size %d" % (h.rules_learned - 8)).encode()
-              in got.stderr, f"a 344-byte header: {got.stderr!r}")
+    for delta in (-8, 8):
+        bad = copy_profile(r.profile, "header%+d" % delta)
+        (proc,) = [os.path.join(bad, f) for f in os.listdir(bad) if f.startswith("process.")]
+        data = read(proc)
+        struct.pack_into("<I", data, h.header_size, h.size + delta)
+        write(proc, data[:h.size + min(delta, 0)] + bytes(max(delta, 0)) + data[h.size:])
+        got = run_print(["--dir", bad, "--format", "csv"])
+        if delta < 0:
+            rt.expect(skip_line(bad, proc, "bad header size %d" % (h.size + delta)).encode()
+                      in got.stderr, f"a header of {h.size + delta} bytes: {got.stderr!r}")
+        else:
+            rt.expect_eq((got.returncode, got.stderr, got.stdout), (0, b"", want.stdout),
+                         f"a header of {h.size + delta} bytes: status, stderr, report")
 
 
 # ---- 1. depth ------------------------------------------------------------------------------
