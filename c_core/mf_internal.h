@@ -287,6 +287,9 @@ struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uin
 /* A narrow entry's stack (of size class cls) from now on: a new wide entry of the same key,
  * which the table finds instead (mf_format.h, MF_ENTRY_WIDE); NULL if the table is full. */
 struct mf_entry *mf_table_widen(struct mf_table *tab, struct mf_entry *narrow, uint32_t cls);
+/* Where entry e of tab lies: its segment *k and slot *i; false if it is not tab's. */
+bool mf_table_entry_at(const struct mf_table *tab, const struct mf_entry *e, uint32_t *k,
+                       uint64_t *i);
 /* The same, found only. same: pcs' outermost `same` frames are known to be those of tab's
  * last path. Without the stack's entry, *new_frames: its innermost frames the table has no
  * node for (pcs[0 .. *new_frames)), 0 if it has them all. */

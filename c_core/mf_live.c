@@ -152,18 +152,15 @@ void mf_live_note(struct mf_thread *t, struct mf_table *tab, const struct mf_ent
     while (v > 1 && v > seen && !__atomic_compare_exchange_n(&h->interval_max, &seen, v, true,
                                                              __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         ;
-    for (uint32_t k = 0; k < tab->nseg; k++) {
-        struct mf_segment_header *seg = tab->seg[k];
-        const struct mf_entry *first = mf_segment_entries(seg);
-        if (e >= first && e < first + seg->capacity) {
-            s->live_stack = MF_LIVE_REF(tab->hdr->seq, k, (uint64_t)(e - first));
-            s->live_weight = s->weight;
-            s->live_size = s->size;
-            s->live_call = mf_live_thread_calls(t);
-            s->live_ns = mf_mono_ns();
-            s->live_pending = true;
-            return;
-        }
+    uint32_t k;
+    uint64_t i;
+    if (mf_table_entry_at(tab, e, &k, &i)) {
+        s->live_stack = MF_LIVE_REF(tab->hdr->seq, k, i);
+        s->live_weight = s->weight;
+        s->live_size = s->size;
+        s->live_call = mf_live_thread_calls(t);
+        s->live_ns = mf_mono_ns();
+        s->live_pending = true;
     }
 }
 

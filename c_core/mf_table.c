@@ -63,6 +63,15 @@ static void mf_segment_publish(struct mf_table *tab, void *m, uint64_t off, uint
     __atomic_store_n(&h->nsegments, (uint64_t)k + 1, __ATOMIC_RELEASE);
 }
 
+/* The last segment's reserved entry slots and nodes that none has taken yet. */
+static void mf_segment_spare(const struct mf_table *tab, uint64_t *entries, uint64_t *nodes)
+{
+    const struct mf_segment_header *seg = tab->seg[tab->nseg - 1];
+    *entries = tab->reserved_entries > seg->entries_used ? tab->reserved_entries - seg->entries_used
+                                                         : 0;
+    *nodes = tab->reserved_nodes > seg->nodes_used ? tab->reserved_nodes - seg->nodes_used : 0;
+}
+
 /* The last segment's disk blocks reserved past what its entries and nodes use given back
  * (fd: its file); what it takes from here on is reserved anew (mf_segment_reserve). A
  * compile's file held 232 KiB of such room, up to 64 KiB in each area of each of its
@@ -72,16 +81,17 @@ static void mf_segment_release(struct mf_table *tab, int fd)
     const struct mf_segment_header *seg = tab->seg[tab->nseg - 1];
     uint64_t entries_at = tab->hdr->segment_offset[tab->nseg - 1] + MF_SEGMENT_ENTRIES_OFFSET;
     uint64_t nodes_at = entries_at + (uint64_t)seg->capacity * sizeof(struct mf_entry);
-    uint64_t e = seg->entries_used, n = seg->nodes_used;
-    if (tab->reserved_entries > e) {
-        mf_file_release(fd, entries_at + e * sizeof(struct mf_entry),
-                        (tab->reserved_entries - e) * sizeof(struct mf_entry));
-        tab->reserved_entries = e;
+    uint64_t e, n;
+    mf_segment_spare(tab, &e, &n);
+    if (e) {
+        mf_file_release(fd, entries_at + seg->entries_used * sizeof(struct mf_entry),
+                        e * sizeof(struct mf_entry));
+        tab->reserved_entries = seg->entries_used;
     }
-    if (tab->reserved_nodes > n) {
-        mf_file_release(fd, nodes_at + n * sizeof(struct mf_frame_node),
-                        (tab->reserved_nodes - n) * sizeof(struct mf_frame_node));
-        tab->reserved_nodes = n;
+    if (n) {
+        mf_file_release(fd, nodes_at + seg->nodes_used * sizeof(struct mf_frame_node),
+                        n * sizeof(struct mf_frame_node));
+        tab->reserved_nodes = seg->nodes_used;
     }
 }
 
@@ -89,13 +99,9 @@ void mf_table_trim(struct mf_table *tab)
 {
     if (!tab->hdr || !tab->nseg)
         return;
-    const struct mf_segment_header *seg = tab->seg[tab->nseg - 1];
-    uint64_t room = 0;
-    if (tab->reserved_entries > seg->entries_used)
-        room += (tab->reserved_entries - seg->entries_used) * sizeof(struct mf_entry);
-    if (tab->reserved_nodes > seg->nodes_used)
-        room += (tab->reserved_nodes - seg->nodes_used) * sizeof(struct mf_frame_node);
-    if (room < MF_TRIM_FROM)
+    uint64_t e, n;
+    mf_segment_spare(tab, &e, &n);
+    if (e * sizeof(struct mf_entry) + n * sizeof(struct mf_frame_node) < MF_TRIM_FROM)
         return;
     int err = errno;
     char name[MF_NAME_MAX];
@@ -533,8 +539,8 @@ static struct mf_entry *mf_table_lookup(struct mf_table *tab, const uintptr_t *p
     struct mf_entry *e = mf_last_entry(tab, *path, depth, flags, cls);
     if (e)
         return e;
-    e = mf_entry_find(tab, mf_entry_hash(*path, mf_key_flags(flags, sample_cls)),
-                      mf_key_flags(flags, sample_cls));
+    uint32_t key_flags = mf_key_flags(flags, sample_cls);
+    e = mf_entry_find(tab, mf_entry_hash(*path, key_flags), key_flags);
     if (e)
         mf_remember(tab, e, *path, depth, flags, cls);
     return e;
@@ -681,20 +687,31 @@ struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uin
     return e;
 }
 
+bool mf_table_entry_at(const struct mf_table *tab, const struct mf_entry *e, uint32_t *k,
+                       uint64_t *i)
+{
+    for (*k = 0; *k < tab->nseg; ++*k) {
+        const struct mf_entry *first = mf_segment_entries(tab->seg[*k]);
+        if (e >= first && e < first + tab->seg[*k]->capacity) {
+            *i = (uint64_t)(e - first);
+            return true;
+        }
+    }
+    return false;
+}
+
 struct mf_entry *mf_table_widen(struct mf_table *tab, struct mf_entry *narrow, uint32_t cls)
 {
-    uint32_t from = 0;
-    for (uint32_t k = 0; k < tab->nseg && !from; k++) {
-        struct mf_entry *first = mf_segment_entries(tab->seg[k]);
-        if (narrow >= first && narrow < first + tab->seg[k]->capacity)
-            from = mf_entry_ref(k, (uint64_t)(narrow - first));
-    }
-    struct mf_segment_header *seg = from ? mf_segment_room(tab, 2, 0) : NULL;
+    uint32_t k;
+    uint64_t at;
+    struct mf_segment_header *seg =
+        mf_table_entry_at(tab, narrow, &k, &at) ? mf_segment_room(tab, 2, 0) : NULL;
     if (!seg)
         return NULL;
     uint64_t i = seg->entries_used;
     struct mf_entry *e = mf_entry_add(seg, narrow->hash, narrow->node, narrow->flags, true);
-    mf_index_move(&tab->entries, narrow->hash, from, mf_entry_ref(tab->nseg - 1, i));
+    mf_index_move(&tab->entries, narrow->hash, mf_entry_ref(k, at),
+                  mf_entry_ref(tab->nseg - 1, i));
     uint32_t last = mf_last_class(cls, narrow->flags);
     if (tab->last_by_class[last].e == narrow)
         tab->last_by_class[last].e = e;

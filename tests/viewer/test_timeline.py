@@ -368,6 +368,15 @@ def timeline_stack_counts(path):
     return counts, points
 
 
+def expect_stacks_add_up(counts, want):
+    """Per stack id, the timeline's growth summed over its points (counts) is the final
+    profile's count (want), exactly."""
+    wrong = {k: (counts.get(k), want.get(k)) for k in set(counts) | set(want)
+             if counts.get(k) != want.get(k)}
+    expect_eq(len(wrong), 0, f"stacks whose summed growth is not their count: "
+                             f"{list(wrong.items())[:5]}")
+
+
 def short_processes_run(shorts, trace=None):
     """`sh -c` under LD_PRELOAD alone (default mode), recorded by mf_print --record with the
     test clock 20 times as fast (a snapshot every 5 ms): the shell runs throughout while
@@ -424,10 +433,7 @@ def test_timeline_short_processes_add_up_to_the_profile():
     want = profile_stack_counts(out)
     expect(len(want) > 30 * 5, f"only {len(want)} stacks in the profile")
     expect_eq(counts.get(0, [0, 0]), want.get(0, [0, 0]), "[not profiled]'s calls and bytes")
-    wrong = {k: (counts.get(k), want.get(k)) for k in set(counts) | set(want)
-             if counts.get(k) != want.get(k)}
-    expect_eq(len(wrong), 0, f"stacks whose summed growth is not their count: "
-                             f"{list(wrong.items())[:5]}")
+    expect_stacks_add_up(counts, want)
 
 
 @rt.test
@@ -471,10 +477,7 @@ def test_timeline_recorder_reads_a_process_started_after_its_listing():
     expect_eq(sum(p["calls"] for p in points), rt.exact_total_calls(*dirs),
               "the points' calls against the thread headers'")
     want = profile_stack_counts(out)
-    wrong = {k: (counts.get(k), want.get(k)) for k in set(counts) | set(want)
-             if counts.get(k) != want.get(k)}
-    expect_eq(len(wrong), 0, f"stacks whose summed growth is not their count: "
-                             f"{list(wrong.items())[:5]}")
+    expect_stacks_add_up(counts, want)
 
 
 @rt.test
