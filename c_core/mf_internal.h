@@ -66,6 +66,7 @@ struct mf_memo_frame {
 struct mf_memo_read {
     uintptr_t addr, val;
 };
+#define MF_MEMO_READS (2 * MF_WALK_MAX + 2) /* a walk reads at most two words a frame, and two */
 /* Each kind of record in one array, so that a short walk touches two pages, not six: a
  * short process pays ~2.5 us for each page it touches (docs/performance.md). A frame-pointer
  * memo lists its frames leaf first. A rule walk's lists frames and words root first: the
@@ -80,7 +81,7 @@ struct mf_walk_memo {
     uintptr_t entry, lo, hi, epoch; /* epoch: the rules' (0 for fp) */
     uintptr_t zero_at; /* fp: the frame whose null return address ended the walk, or 0 */
     struct mf_memo_frame frame[MF_WALK_MAX];
-    struct mf_memo_read read[2 * MF_WALK_MAX + 2]; /* rules: each word read, and where */
+    struct mf_memo_read read[MF_MEMO_READS]; /* rules: each word read, and where */
 };
 struct mf_slot {
     struct mf_table own;    /* the table made for this slot (hdr NULL if it could not be) */
@@ -109,7 +110,9 @@ struct mf_slot {
     uintptr_t ret;       /* its return address: where the profiler's frames end */
     uint64_t weight, size;
     bool large;          /* the sample is a call at or above MALLOC_FREQ_LARGE */
-    uint32_t npcs, nown; /* the stack captured, and the profiler's frames at its start */
+    /* The stack captured: pcs[first .. npcs), the profiler's own frames before it; a rule
+     * walk's ends where pcs ends (its memo keeps its outer frames in place there). */
+    uint32_t first, npcs;
     bool new_stack;
     uint64_t gen;        /* the slot's table was first set up in this process generation */
     void *stack_top;     /* the slow path's own stack ends here (this struct starts here) */
@@ -128,7 +131,8 @@ struct mf_slot {
     uint32_t walk_same;
     uint64_t walk_seq;
     struct mf_walk_memo memo; /* the last walk's */
-    struct mf_walk_memo walk; /* the rule walk in hand: its frames and words, leaf first */
+    /* The rule walk in hand: its frames and words, leaf first from the arrays' ends down. */
+    struct mf_walk_memo walk;
 };
 
 /* Settings, read once from the environment at start-up (mf_options.c). */
@@ -380,11 +384,11 @@ uint32_t mf_rule_cache_module(uintptr_t pc, uint64_t epoch);
 uint64_t mf_rule_cache_find(uint32_t module, uintptr_t pc);
 void mf_rule_cache_learned(uint32_t module); /* a rule of it read from the CFI */
 void mf_rule_cache_save(void); /* at exit: each module's rules, if it learned any */
-/* Fills s->pcs with up to max return addresses, on the slot's stack, and returns the count;
- * the first *own of them are the profiler's frames, then comes the front end's slow path
+/* Puts up to max return addresses in s->pcs, on the slot's stack, and returns where they
+ * end; they start at *first, after the profiler's frames, at the front end's slow path
  * (s->ret). */
 static inline __attribute__((always_inline)) uint32_t mf_unwind(struct mf_slot *s, uint32_t max,
-                                                                uint32_t *own)
+                                                                uint32_t *first)
 {
     int (*bt)(void **, int) = mf_unw_backtrace ? mf_unw_backtrace : mf_unwind_fp;
     s->walk_repeated = false; /* the walkers with a memo set it */
@@ -392,19 +396,19 @@ static inline __attribute__((always_inline)) uint32_t mf_unwind(struct mf_slot *
     s->walk_seq++;
     if (mf_rules && !mf_unwind_frozen && mf_opt.unwinder == MF_UNWIND_LIBUNWIND) {
         int c = mf_backtrace_on_stack(s->stack_top, mf_unwind_rules, (void **)s->pcs, (int)max);
-        if (c >= 0) {
-            *own = 0; /* the walk starts at s->ret */
-            return (uint32_t)c;
+        if (c >= 0) { /* the walk starts at s->ret; its stack ends where pcs ends */
+            *first = MF_WALK_MAX - (uint32_t)c;
+            return MF_WALK_MAX;
         }
         bt = mf_unwind_fallback(s);
     }
     if (bt != mf_unwind_fp) /* the frame-pointer walk keeps its memo itself */
         s->memo.kind = MF_MEMO_NONE;
     uint32_t n = (uint32_t)mf_backtrace_on_stack(s->stack_top, bt, (void **)s->pcs, (int)max);
-    *own = 0;
+    *first = 0;
     for (uint32_t i = 0; i < n && i < MF_OWN_FRAMES_MAX; i++) {
         if (s->pcs[i] == s->ret) {
-            *own = i;
+            *first = i;
             break;
         }
     }

@@ -81,10 +81,10 @@ static void mf_sample_on_stack(void *arg)
 {
     struct mf_thread *t = arg;
     struct mf_slot *s = t->slot;
-    uint32_t max = mf_opt.max_depth, own = s->nown, n = s->npcs;
+    uint32_t max = mf_opt.max_depth, first = s->first, n = s->npcs;
     uint32_t flags = (s->large ? MF_ENTRY_LARGE : 0) | MF_ENTRY_SIZED;
-    uintptr_t *pcs = s->pcs + own;
-    n -= own;
+    uintptr_t *pcs = s->pcs + first;
+    n -= first;
     if (n > max) {
         n = max;
         flags |= MF_ENTRY_TRUNCATED;
@@ -178,7 +178,7 @@ static inline __attribute__((always_inline)) void mf_record_large(struct mf_thre
     s->large = true;
     bool adaptive = !mf_opt.sample_interval;
     uint64_t t0 = adaptive ? mf_mono_ns() : 0;
-    s->npcs = mf_unwind(s, mf_opt.max_depth + MF_OWN_FRAMES_MAX + 1, &s->nown);
+    s->npcs = mf_unwind(s, mf_opt.max_depth + MF_OWN_FRAMES_MAX + 1, &s->first);
     mf_call_on_stack(s->stack_top, mf_sample_on_stack, t);
     if (adaptive && s->sample_end_ns)
         s->sample_end_ns += mf_mono_ns() - t0;
@@ -299,7 +299,7 @@ static inline __attribute__((always_inline)) void mf_take_sample(struct mf_threa
     uint32_t phase = t->exact ? s->exact_seq++ % MF_EXACT_TIMED : 0;
     bool timed = adaptive && phase == 0;
     uint64_t t0 = timed ? mf_mono_ns() : 0;
-    s->npcs = mf_unwind(s, mf_opt.max_depth + MF_OWN_FRAMES_MAX + 1, &s->nown);
+    s->npcs = mf_unwind(s, mf_opt.max_depth + MF_OWN_FRAMES_MAX + 1, &s->first);
     mf_call_on_stack(s->stack_top, mf_sample_on_stack, t); /* the table */
     if (timed)
         mf_adapt(t, t0, mf_mono_ns(), s->new_stack);

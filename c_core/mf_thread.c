@@ -154,8 +154,8 @@ struct mf_slot *mf_slot_acquire(void)
         mf_prefault((char *)s - 3 * MF_PAGE_BYTES,
                     3 * MF_PAGE_BYTES + offsetof(struct mf_slot, memo.frame) + 1);
         mf_prefault(&s->memo.read[0], 1);
-        mf_prefault(&s->walk.frame[0], 1);
-        mf_prefault(&s->walk.read[0], 1);
+        mf_prefault(&s->walk.frame[MF_WALK_MAX - 1], sizeof s->walk.frame[0]);
+        mf_prefault(&s->walk.read[MF_MEMO_READS - 1], sizeof s->walk.read[0]);
     }
     return s;
 }
