@@ -288,8 +288,9 @@ void mf_table_privatize(struct mf_table *tab); /* a fork child's copy: written, 
  * MF_ENTRY_SIZED in flags, its samples' size class cls; made wide if new and wide. */
 struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                                  uint32_t flags, uint32_t cls, bool wide);
-/* A narrow entry's stack (of size class cls) from now on: a new wide entry of the same key,
- * which the table finds instead (mf_format.h, MF_ENTRY_WIDE); NULL if the table is full. */
+/* A narrow entry's stack (of size class cls; the stack the table looked up last) from now
+ * on: a new wide entry of the same key, which the table finds instead (mf_format.h,
+ * MF_ENTRY_WIDE); NULL if the table is full. */
 struct mf_entry *mf_table_widen(struct mf_table *tab, struct mf_entry *narrow, uint32_t cls);
 /* Where entry e of tab lies: its segment *k and slot *i; false if it is not tab's. */
 bool mf_table_entry_at(const struct mf_table *tab, const struct mf_entry *e, uint32_t *k,

@@ -126,23 +126,29 @@ static void mf_sample_on_stack(void *arg)
             tab = mf_table_lock(s->table);
         }
         e = mf_table_upsert(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT, cls,
-                            s->weight != 1);
+                            s->weight != 1 || s->size > UINT32_MAX);
         errno = err;
     }
-    bool new_stack = e && e->calls == 0; /* a sample adds a weight of at least 1 */
     uint64_t w = s->weight;
-    if (e && w != 1 && !(e->flags & MF_ENTRY_WIDE)) /* the exact stretch's entry, sampled */
+    struct mf_entry_var *v = e && (e->flags & MF_ENTRY_WIDE) ? (struct mf_entry_var *)(e + 1) : NULL;
+    bool new_stack = e && (v ? v->calls : e->calls) == 0; /* a sample adds a weight of at least 1 */
+    /* The exact stretch's entry, sampled, or one whose 32-bit counts this call would overflow */
+    if (e && !v && (w != 1 || e->calls == UINT32_MAX || s->size > UINT32_MAX - e->bytes)) {
         e = mf_table_widen(tab, e, cls);
+        v = e ? (struct mf_entry_var *)(e + 1) : NULL;
+    }
     if (e) {
-        if (e->flags & MF_ENTRY_WIDE) { /* samples before calls (mf_format.h) */
-            struct mf_entry_var *v = (struct mf_entry_var *)(e + 1);
+        if (v) { /* samples before calls (mf_format.h) */
             v->samples++;
             v->calls_sq += w * w;
             if (w > 1)
                 v->bytes_var += (double)w * (double)(w - 1) * (double)s->size * (double)s->size;
+            v->calls += w;
+            v->bytes += w * s->size;
+        } else {
+            e->calls++;
+            e->bytes += (uint32_t)s->size;
         }
-        e->calls += w;
-        e->bytes += w * s->size;
         mf_size_add(tab->hdr, w, s->size, cls);
         if ((++s->samples & 63) == 1) /* the clock costs as much as the rest of an exact sample */
             tab->hdr->last_ns = mf_now_ns();

@@ -14,8 +14,9 @@
 #define MF_HEADER_BYTES MF_THREAD_HEADER_BYTES /* the table geometry is the format's */
 _Static_assert(MF_THREAD_HEADER_BYTES == 2 * MF_PAGE &&
                    sizeof(struct mf_thread_header) <= MF_THREAD_HEADER_BYTES &&
-                   sizeof(struct mf_entry) == 32 && sizeof(struct mf_entry_var) == 32 &&
-                   sizeof(struct mf_frame_node) == 12 && MF_THREAD_FILE_MAX == 671227904u,
+                   sizeof(struct mf_entry) == 20 &&
+                   sizeof(struct mf_entry_var) == MF_ENTRY_VAR_SLOTS * sizeof(struct mf_entry) &&
+                   sizeof(struct mf_frame_node) == 12 && MF_THREAD_FILE_MAX == 570564608u,
                "MF_THREAD_FILE_MAX in mf_format.h says what these make");
 
 static char *mf_thread_name(char *buf, size_t size, const struct mf_thread_header *h)
@@ -230,10 +231,12 @@ static uint32_t mf_key_flags(uint32_t flags, uint32_t cls)
     return flags & MF_ENTRY_SIZED ? flags | cls << MF_ENTRY_CLASS_SHIFT : flags;
 }
 
-/* An entry's key: its stack's path hash and key flags. */
+/* An entry's key: its stack's path hash and key flags; its low 32 bits, which the entry
+ * keeps (mf_entry.key), are never 0. */
 static uint64_t mf_entry_hash(uint64_t path, uint32_t key_flags)
 {
-    return mf_key_hash(path, key_flags);
+    uint64_t h = mf_key_hash(path, key_flags);
+    return (uint32_t)h ? h : h | 1;
 }
 
 /* ---- the private indexes -------------------------------------------------------------
@@ -245,7 +248,8 @@ static uint64_t mf_entry_hash(uint64_t path, uint32_t key_flags)
  * page fault when it is built, 14-20 us in this VM, and a compile's exact stretch built 6 MiB
  * of them. A key is told apart by its top 38 bits where it is looked up (its home slot is
  * its top bits, so a key met there agrees with it in those too), and then by the node's
- * return address and caller or the entry's whole 64-bit hash. */
+ * return address and caller or the low 32 bits of the entry's hash, which it keeps: the
+ * two make the whole 64 bits. */
 static uint64_t mf_index_tag(uint64_t key)
 {
     return key >> MF_INDEX_REF_BITS;
@@ -426,7 +430,7 @@ static struct mf_entry *mf_entry_find(const struct mf_table *tab, uint64_t h, ui
         if (!ref)
             continue;
         struct mf_entry *e = mf_entry_at(tab, ref);
-        if (e->hash == h && (e->flags & ~MF_ENTRY_WIDE) == key_flags)
+        if (e->key == (uint32_t)h && (e->flags & ~MF_ENTRY_WIDE) == key_flags)
             return e;
     }
     return NULL;
@@ -635,6 +639,12 @@ static struct mf_segment_header *mf_segment_room(struct mf_table *tab, uint32_t 
     }
 }
 
+/* The slots an entry takes. */
+static uint32_t mf_entry_slots(bool wide)
+{
+    return wide ? 1 + MF_ENTRY_VAR_SLOTS : 1;
+}
+
 /* A new entry of hash h, key key_flags (MF_ENTRY_WIDE added if wide) and node, published
  * in seg's next slots (seg has room for them); the caller puts it in the index. */
 static struct mf_entry *mf_entry_add(struct mf_segment_header *seg, uint64_t h, uint32_t node,
@@ -644,8 +654,8 @@ static struct mf_entry *mf_entry_add(struct mf_segment_header *seg, uint64_t h, 
     struct mf_entry *e = &mf_segment_entries(seg)[i];
     e->node = node;
     e->flags = key_flags | (wide ? MF_ENTRY_WIDE : 0);
-    __atomic_store_n(&e->hash, h, __ATOMIC_RELEASE);
-    __atomic_store_n(&seg->entries_used, i + (wide ? 2 : 1), __ATOMIC_RELEASE);
+    __atomic_store_n(&e->key, (uint32_t)h, __ATOMIC_RELEASE);
+    __atomic_store_n(&seg->entries_used, i + mf_entry_slots(wide), __ATOMIC_RELEASE);
     return e;
 }
 
@@ -662,7 +672,7 @@ struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uin
     if (e || depth > MF_STACK_PATH_MAX)
         return e;
     uint32_t parent, found = mf_path_nodes(tab, depth, &parent);
-    struct mf_segment_header *seg = mf_segment_room(tab, wide ? 2 : 1, depth - found);
+    struct mf_segment_header *seg = mf_segment_room(tab, mf_entry_slots(wide), depth - found);
     if (!seg)
         return NULL;
     uint32_t k = tab->nseg - 1;
@@ -702,16 +712,21 @@ bool mf_table_entry_at(const struct mf_table *tab, const struct mf_entry *e, uin
 
 struct mf_entry *mf_table_widen(struct mf_table *tab, struct mf_entry *narrow, uint32_t cls)
 {
+    /* Its whole key: the entry keeps its low half, the path cache its stack's path (the
+     * one just looked up). */
+    uint64_t path = tab->path_len ? tab->path_hash[tab->path_len - 1] : MF_PATH_SEED;
+    uint64_t h = mf_entry_hash(path, narrow->flags & ~MF_ENTRY_WIDE);
     uint32_t k;
     uint64_t at;
     struct mf_segment_header *seg =
-        mf_table_entry_at(tab, narrow, &k, &at) ? mf_segment_room(tab, 2, 0) : NULL;
+        (uint32_t)h == narrow->key && mf_table_entry_at(tab, narrow, &k, &at)
+            ? mf_segment_room(tab, mf_entry_slots(true), 0)
+            : NULL;
     if (!seg)
         return NULL;
     uint64_t i = seg->entries_used;
-    struct mf_entry *e = mf_entry_add(seg, narrow->hash, narrow->node, narrow->flags, true);
-    mf_index_move(&tab->entries, narrow->hash, mf_entry_ref(k, at),
-                  mf_entry_ref(tab->nseg - 1, i));
+    struct mf_entry *e = mf_entry_add(seg, h, narrow->node, narrow->flags, true);
+    mf_index_move(&tab->entries, h, mf_entry_ref(k, at), mf_entry_ref(tab->nseg - 1, i));
     uint32_t last = mf_last_class(cls, narrow->flags);
     if (tab->last_by_class[last].e == narrow)
         tab->last_by_class[last].e = e;

@@ -2,7 +2,7 @@
  * file that is truncated or rewritten under us can never fault, and is validated completely
  * before anything in it is used: a bad file is named on stderr and skipped, the rest of the
  * profile is still printed. Live files (the process still runs) are fine: entries are
- * published hash-last, so a slot with hash == 0 is simply not there yet. */
+ * published key-last, so a slot with key == 0 is simply not there yet. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -375,7 +375,7 @@ uint32_t mf_entry_decode(const struct mf_segment_header *seg, uint64_t i, struct
 {
     const struct mf_entry *slot = mf_segment_entries(seg) + i;
     bool wide = slot->flags & MF_ENTRY_WIDE;
-    if (!slot->hash || (wide && i + 1 >= seg->capacity))
+    if (!slot->key || (wide && i + MF_ENTRY_VAR_SLOTS >= seg->capacity))
         return 0;
     *e = (struct mf_stack_entry){
         .node = slot->node,
@@ -384,12 +384,15 @@ uint32_t mf_entry_decode(const struct mf_segment_header *seg, uint64_t i, struct
         .samples = slot->calls, .calls = slot->calls, .bytes = slot->bytes,
         .calls_sq = slot->calls};
     if (wide) {
-        const struct mf_entry_var *v = (const struct mf_entry_var *)(const void *)(slot + 1);
-        e->samples = v->samples;
-        e->calls_sq = v->calls_sq;
-        e->bytes_var = v->bytes_var;
+        struct mf_entry_var v;
+        memcpy(&v, slot + 1, sizeof v);
+        e->calls = v.calls;
+        e->bytes = v.bytes;
+        e->samples = v.samples;
+        e->calls_sq = v.calls_sq;
+        e->bytes_var = v.bytes_var;
     }
-    return wide ? 2 : 1;
+    return wide ? 1 + MF_ENTRY_VAR_SLOTS : 1;
 }
 
 bool mf_entry_frames(const uint8_t *buf, size_t size, struct mf_stack_entry *e, uint64_t *out)
@@ -449,8 +452,8 @@ static uint64_t mf_thread_counters(uint8_t *buf, const struct mf_thread_header *
 
 /* NULL if everything the reader will touch lies inside the file and makes sense: segments
  * never overlap, and every entry's node chain is whole and at most max_depth long, each node
- * checked once. So the work and memory a file costs are bounded by its size: an entry's 32
- * bytes decode to at most max_depth <= 512 frames (4 KiB), 128 bytes of frames a byte of the
+ * checked once. So the work and memory a file costs are bounded by its size: an entry's 20
+ * bytes decode to at most max_depth <= 512 frames (4 KiB), 205 bytes of frames a byte of the
  * file; a legitimate file comes near that only where deep stacks share a long trunk.
  * depth[k][i]: the depth of segment k's node i where an entry's chain passes it, else 0
  * (arrays the caller frees, whatever the answer). */
@@ -515,8 +518,8 @@ static const char *mf_check_thread(const uint8_t *buf, size_t size, uint16_t **d
         for (uint64_t i = 0, used; i < seg->capacity && !why; i += used) {
             const struct mf_entry *slot = mf_segment_entries(seg) + i;
             if (!(used = mf_entry_decode(seg, i, &e))) {
-                if (slot->hash)
-                    why = mf_why("segment %u entry %llu: a wide entry in the last slot", k,
+                if (slot->key)
+                    why = mf_why("segment %u entry %llu: a wide entry past the last slots", k,
                                  (unsigned long long)i);
                 break;
             }

@@ -271,6 +271,32 @@ def test_calls_of_4_gib_and_more_counted_exactly():
 
 
 @rt.test
+def test_a_stacks_bytes_past_4_gib_go_on_in_a_wide_entry():
+    """A narrow entry counts in 32 bits (c_core/mf_format.h, format 9): the call its bytes
+    could not hold makes the stack's wide entry, which takes it and the later ones, and a
+    stack whose first call is 4 GiB or more starts wide. site_huge's ten calls, of 1 GiB
+    (made) and of 256 TiB (refused, still counted), recorded for their size in the default
+    mode and every call at N=1: mf_print gives them exactly, 10 calls of 10 times the size;
+    in the file, 1 GiB calls are a narrow entry of 3 calls (3 GiB; a fourth would pass
+    2^32 - 1) and a wide one of 7, 256 TiB calls one wide entry of 10."""
+    prog = rt.c_program("large_site")
+    for mib, split in ((1 << 10, [(False, 3), (True, 7)]), (1 << 28, [(True, 10)])):
+        for sample in (None, "1"):
+            r = rt.run_ok([prog, "1", str(mib)], sample=sample,
+                          extra_env={"MALLOC_FREQ_SEED": "3"})
+            expect_eq(r.stdout, "large_site done\n", "program output")
+            what = f"{mib} MiB calls, sample {sample}"
+            expect_eq(rt.site_totals(rt.csv_rows(r.profile), "site_huge"),
+                      (10, 10 * (mib << 20), 10), f"site_huge, {what}")
+            (path,) = rt.thread_files(r.profile)
+            with open(path, "rb") as f:
+                huge = [e for e in rt.thread_file_stacks(f.read()) if e["bytes"] >= mib << 20]
+            expect_eq([(e["wide"], e["calls"]) for e in huge], split, f"entries, {what}")
+            expect_eq([e["bytes"] for e in huge], [n * (mib << 20) for _, n in split],
+                      f"entries' bytes, {what}")
+
+
+@rt.test
 def test_large_threshold_setting():
     """MALLOC_FREQ_LARGE=1000 records every call of 1,000 bytes and more exactly (weight 1)
     and the process file says so; at 1 in 100,000 the histogram's classes of those sizes are

@@ -96,17 +96,18 @@ int main(void)
         FIELD(mf_segment_header, reserved, "Q"),
     };
     static const struct field entry[] = {
-        FIELD(mf_entry, hash, "Q"),
+        FIELD(mf_entry, key, "I"),
         FIELD(mf_entry, node, "I"),
         FIELD(mf_entry, flags, "I"),
-        FIELD(mf_entry, calls, "Q"),
-        FIELD(mf_entry, bytes, "Q"),
+        FIELD(mf_entry, calls, "I"),
+        FIELD(mf_entry, bytes, "I"),
     };
     static const struct field entry_var[] = {
+        FIELD(mf_entry_var, calls, "Q"),
+        FIELD(mf_entry_var, bytes, "Q"),
         FIELD(mf_entry_var, samples, "Q"),
         FIELD(mf_entry_var, calls_sq, "Q"),
         FIELD(mf_entry_var, bytes_var, "d"),
-        FIELD(mf_entry_var, reserved, "Q"),
     };
     static const struct field frame_node[] = {
         FIELD(mf_frame_node, pc_lo, "I"),
@@ -251,6 +252,7 @@ int main(void)
     K(MF_SEG_GROWTH_STEPS);
     K(MF_SEG_ENTRIES_MAX);
     K(MF_NODES_PER_ENTRY);
+    K(MF_ENTRY_VAR_SLOTS);
     K(MF_SEG_BYTES_MAX);
     K(MF_THREAD_FILE_MAX);
     K(MF_THREAD_FINISHED);

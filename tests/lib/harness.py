@@ -458,13 +458,13 @@ def node_offset(data, ref):
 
 
 def thread_file_stacks(data):
-    """Every published stack of a thread file's bytes, in file order, as a dict: "hash",
+    """Every published stack of a thread file's bytes, in file order, as a dict: "key",
     "node", "calls", "bytes"; "samples", "calls_sq", "bytes_var" (a narrow entry's: its
     calls, its calls, 0); "flags" without MF_ENTRY_WIDE and the class bits; "wide";
     "size_class" (None without MF_ENTRY_SIZED); "stack" (its return addresses, innermost
     first: its chain of nodes) and "depth"; "at" (the entry's file offset) and "var_at" (its
-    second slot's, or None). The one place the tests decode how a thread file stores its
-    stacks (format 7)."""
+    struct mf_entry_var's, the next two slots, or None). The one place the tests decode how a
+    thread file stores its stacks (format 9)."""
     out = []
     for off, _ in thread_segments(data):
         cap = struct.unpack_from("<I", data, off + F.segment_header.capacity)[0]
@@ -473,12 +473,12 @@ def thread_file_stacks(data):
         while i < cap:
             at = start + i * ENTRY.size
             d = dict(zip(F.entry.fields, ENTRY.unpack_from(data, at)))
-            if not d["hash"]:
+            if not d["key"]:
                 break  # entries are published in slot order
             flags = d["flags"]
             d["wide"] = bool(flags & F.ENTRY_WIDE)
-            if d["wide"] and i + 1 >= cap:
-                raise TestFailure(f"a wide entry in the last slot of a segment at {off}")
+            if d["wide"] and i + F.ENTRY_VAR_SLOTS >= cap:
+                raise TestFailure(f"a wide entry past the last slots of a segment at {off}")
             d["var_at"] = at + ENTRY.size if d["wide"] else None
             if d["wide"]:
                 d.update(zip(F.entry_var.fields, ENTRY_VAR.unpack_from(data, d["var_at"])))
@@ -498,18 +498,19 @@ def thread_file_stacks(data):
             d["depth"] = len(stack)
             d["at"] = at
             out.append(d)
-            i += 2 if d["wide"] else 1
+            i += 1 + F.ENTRY_VAR_SLOTS if d["wide"] else 1
     return out
 
 
 def set_entry_counts(data, e, samples, calls, nbytes):
     """Writes an entry's samples, calls and bytes (e: thread_file_stacks's dict) into a
-    thread file's bytearray; a narrow entry's samples are its calls."""
+    thread file's bytearray; a narrow entry's samples are its calls, its counts 32-bit."""
     if e["wide"]:
-        struct.pack_into("<Q", data, e["var_at"] + F.entry_var.samples, samples)
+        struct.pack_into("<QQQ", data, e["var_at"] + F.entry_var.calls, calls, nbytes, samples)
     elif samples != calls:
         raise TestFailure(f"a narrow entry cannot hold {samples} samples of {calls} calls")
-    struct.pack_into("<QQ", data, e["at"] + F.entry.calls, calls, nbytes)
+    else:
+        struct.pack_into("<II", data, e["at"] + F.entry.calls, calls, nbytes)
 
 
 def set_entry_class(data, e, size_class):
@@ -521,10 +522,10 @@ def set_entry_class(data, e, size_class):
 
 
 def stack_segment(k, cap, ncap, stacks):
-    """Segment k as the writer lays one out (format 7), of cap entry slots and ncap nodes,
+    """Segment k as the writer lays one out (format 9), of cap entry slots and ncap nodes,
     holding entries [(frames innermost first, samples, calls)] and their nodes, shared where
     their outer frames are; the nodes are made outermost first, so each caller precedes its
-    callees. An entry whose samples are its calls is narrow (a slot), any other wide (two)."""
+    callees. An entry whose samples are its calls is narrow (a slot), any other wide (three)."""
     nodes, index, entries = [], {}, []
     for frames, samples, calls in stacks:
         parent = 0
@@ -534,7 +535,7 @@ def stack_segment(k, cap, ncap, stacks):
                 index[(parent, pc)] = node_ref(k, len(nodes) - 1)
             parent = index[(parent, pc)]
         entries.append((parent, samples, calls))
-    slots = sum(1 if samples == calls else 2 for _, samples, calls in entries)
+    slots = sum(1 if samples == calls else 1 + F.ENTRY_VAR_SLOTS for _, samples, calls in entries)
     if slots > cap or len(nodes) > ncap:
         raise TestFailure(f"{slots} entry slots, {len(nodes)} nodes in a segment of "
                           f"{cap}, {ncap}")
@@ -543,11 +544,12 @@ def stack_segment(k, cap, ncap, stacks):
     at = F.SEGMENT_ENTRIES_OFFSET
     for i, (node, samples, calls) in enumerate(entries):
         wide = samples != calls
-        ENTRY.pack_into(seg, at, 0x1234567 + i, node, F.ENTRY_WIDE if wide else 0, calls,
-                        calls * 40)
         if wide:
-            ENTRY_VAR.pack_into(seg, at + ENTRY.size, samples, calls, 0.0, 0)
-        at += ENTRY.size * (2 if wide else 1)
+            ENTRY.pack_into(seg, at, 0x1234567 + i, node, F.ENTRY_WIDE, 0, 0)
+            ENTRY_VAR.pack_into(seg, at + ENTRY.size, calls, calls * 40, samples, calls, 0.0)
+        else:
+            ENTRY.pack_into(seg, at, 0x1234567 + i, node, 0, calls, calls * 40)
+        at += ENTRY.size * (1 + F.ENTRY_VAR_SLOTS if wide else 1)
     for i, n in enumerate(nodes):
         NODE.pack_into(seg, F.SEGMENT_ENTRIES_OFFSET + cap * ENTRY.size + i * NODE.size, *n)
     seg.extend(b"\0" * ((-len(seg)) % 4096))
@@ -578,9 +580,9 @@ def file_entries_full(profile):
 
 
 def file_entries(profile):
-    """(calls, samples, calls_sq, (hash, depth, flags)) of every stack entry in the profile's
+    """(calls, samples, calls_sq, (key, depth, flags)) of every stack entry in the profile's
     thread files."""
-    return [(d["calls"], d["samples"], d["calls_sq"], (d["hash"], d["depth"], d["flags"]))
+    return [(d["calls"], d["samples"], d["calls_sq"], (d["key"], d["depth"], d["flags"]))
             for d in file_entries_full(profile)]
 
 
