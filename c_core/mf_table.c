@@ -44,7 +44,7 @@ static bool mf_grow_failed(const struct mf_thread_header *h)
 
 static uint64_t mf_segment_bytes(uint32_t k, uint32_t *cap)
 {
-    *cap = MF_SEG_ENTRIES_FIRST << (k < MF_SEG_GROWTH_STEPS ? k : MF_SEG_GROWTH_STEPS);
+    *cap = MF_SEG_ENTRIES_FIRST << (2 * k < MF_SEG_GROWTH_STEPS ? 2 * k : MF_SEG_GROWTH_STEPS);
     return MF_SEG_BYTES(*cap);
 }
 

@@ -723,9 +723,9 @@ def test_exact_stretch_is_counted_in_calls():
 
 @test
 def test_many_stacks_exact():
-    # 8,192 stacks in one thread: its table grows through eight segments (64 entries, then
-    # twice as many each; format 6 fills them), and every stack, looked up again after
-    # thousands of newer ones, keeps its exact count.
+    # 8,192 stacks in one thread: its table grows through five segments (64 entries, then
+    # four times as many each), and every stack, looked up again after thousands of newer
+    # ones, keeps its exact count.
     r = run_ok([c_program("many_stacks")])
     expect_eq(r.stdout, "many_stacks done\n", "program output")
     counts = {}
@@ -741,7 +741,7 @@ def test_many_stacks_exact():
     expect(not wrong, f"{len(wrong)} paths with a wrong count, e.g. {sorted(wrong.items())[:3]}")
     (path,) = thread_files(r.profile)
     segments = read_struct(path, F.thread_header, "nsegments")
-    expect_eq(segments, 8, "segments in the thread's table")
+    expect_eq(segments, 5, "segments in the thread's table")
     with open(path, "rb") as f:  # unmerged: a stack's narrow and wide entries are two
         keys = [(tuple(d["stack"]), d["flags"], d["size_class"], d["wide"])
                 for d in thread_file_stacks(f.read())]
@@ -759,7 +759,7 @@ def test_many_stacks_exact():
         used += F.SEGMENT_ENTRIES_OFFSET + e * F.entry.size + n * F.frame_node.size
     spare = os.stat(path).st_blocks * 512 - used
     expect(spare <= segments * 2 * 4096 + (32 << 10),
-           f"{spare:,} bytes of disk blocks past the {used:,} its 8 segments use")
+           f"{spare:,} bytes of disk blocks past the {used:,} its {segments} segments use")
 
 
 @test
