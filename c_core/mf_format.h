@@ -285,6 +285,12 @@ struct mf_entry_var {
 } __attribute__((packed, aligned(4)));
 #define MF_ENTRY_VAR_SLOTS 2u /* sizeof(struct mf_entry_var) / sizeof(struct mf_entry) */
 
+/* The slots an entry takes. */
+static inline uint32_t mf_entry_slots(int wide)
+{
+    return wide ? 1 + MF_ENTRY_VAR_SLOTS : 1;
+}
+
 /* A segment's entries and nodes: the writer's mapping, or a reader's copy of the file. */
 static inline struct mf_entry *mf_segment_entries(const struct mf_segment_header *seg)
 {

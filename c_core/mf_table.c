@@ -639,12 +639,6 @@ static struct mf_segment_header *mf_segment_room(struct mf_table *tab, uint32_t 
     }
 }
 
-/* The slots an entry takes. */
-static uint32_t mf_entry_slots(bool wide)
-{
-    return wide ? 1 + MF_ENTRY_VAR_SLOTS : 1;
-}
-
 /* A new entry of hash h, key key_flags (MF_ENTRY_WIDE added if wide) and node, published
  * in seg's next slots (seg has room for them); the caller puts it in the index. */
 static struct mf_entry *mf_entry_add(struct mf_segment_header *seg, uint64_t h, uint32_t node,

@@ -392,7 +392,7 @@ uint32_t mf_entry_decode(const struct mf_segment_header *seg, uint64_t i, struct
         e->calls_sq = v.calls_sq;
         e->bytes_var = v.bytes_var;
     }
-    return wide ? 1 + MF_ENTRY_VAR_SLOTS : 1;
+    return mf_entry_slots(wide);
 }
 
 bool mf_entry_frames(const uint8_t *buf, size_t size, struct mf_stack_entry *e, uint64_t *out)
