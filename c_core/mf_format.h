@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#define MF_FORMAT_VERSION 9u
+#define MF_FORMAT_VERSION 10u
 
 #define MF_THREAD_MAGIC "MFREQTHR" /* 8 bytes, no NUL */
 #define MF_PROCESS_MAGIC "MFREQPRC"
@@ -102,6 +102,12 @@ struct mf_size_class {
 };
 
 #define MF_MAX_SEGMENTS 32
+/* A frame node's bits for its caller (struct mf_frame_node); the 6 above them say where the
+ * high half of its return address is: one of the thread header's MF_PC_HI_MAX pc_hi, or,
+ * MF_NODE_WIDE, the node's second slot. */
+#define MF_NODE_HI_SHIFT 26
+#define MF_NODE_WIDE ((1u << (32 - MF_NODE_HI_SHIFT)) - 1u)
+#define MF_PC_HI_MAX MF_NODE_WIDE
 
 /* What a reader may rely on when it checks counts against each other:
  * - a sample is one call, so a table's samples never exceed the calls its header counts by
@@ -133,12 +139,12 @@ struct mf_size_class {
 #define MF_SEG_ENTRIES_FIRST 64u
 #define MF_SEG_GROWTH_STEPS 12u
 #define MF_SEG_ENTRIES_MAX (MF_SEG_ENTRIES_FIRST << MF_SEG_GROWTH_STEPS)
-/* Node room per entry slot: a new stack shares all but its last few frames with a stack met
+/* Node slots per entry slot: a new stack shares all but its last few frames with a stack met
  * before (a compile's 17,000 stacks of mean depth 40 took 2.3 new nodes each). */
 #define MF_NODES_PER_ENTRY 4u
 /* The largest thread file the writer can make: the header's two pages, then 32 segments of
- * at most 64 + 262,144 * (20 + 4 * 12) bytes rounded up to a page (17,829,888 bytes each), in
- * all 570,564,608 bytes (544 MiB). A reader may refuse anything bigger unread. */
+ * at most 64 + 262,144 * (20 + 4 * 8) bytes rounded up to a page (13,635,584 bytes each), in
+ * all 436,346,880 bytes (416 MiB). A reader may refuse anything bigger unread. */
 #define MF_SEG_BYTES(entries)                                                              \
     (((MF_SEGMENT_ENTRIES_OFFSET +                                                         \
        (uint64_t)(entries) *                                                               \
@@ -185,10 +191,15 @@ struct mf_thread_header {
     /* The size histogram: the thread's samples (stacks' and unprofiled ones) by size class,
      * and its calls made before start-up (weight 1). Written under the table's lock. */
     struct mf_size_class sizes[MF_SIZE_CLASSES];
+    /* The high halves of the nodes' return addresses (a node keeps its low half and which of
+     * these its high half is: MF_NODE_HI), each written before npc_hi is raised past it
+     * (release), and that before a node uses it. */
+    uint32_t npc_hi;
+    uint32_t pc_hi[MF_PC_HI_MAX];
 };
 
 /* A segment: struct mf_segment_header, then `capacity` entry slots, then `node_capacity`
- * nodes. The writer appends both, a stack's entry and its new nodes always to the last
+ * node slots. The writer appends both, a stack's entry and its new nodes always to the last
  * segment: segments are chained, never moved, and an entry or node refers only to nodes of
  * its own segment or earlier ones. An entry takes one slot, or three when it is wide
  * (MF_ENTRY_WIDE); entries are published in slot order, so a reader stops at a segment's
@@ -205,27 +216,46 @@ struct mf_thread_header {
 
 struct mf_segment_header {
     uint32_t capacity;      /* entry slots */
-    uint32_t node_capacity; /* nodes */
-    uint64_t nodes_used;    /* handed out so far (written by the owner thread) */
+    uint32_t node_capacity; /* node slots */
+    uint64_t nodes_used;    /* node slots handed out so far (written by the owner thread) */
     uint64_t entries_used;  /* entry slots handed out */
     uint64_t reserved;
 };
 
-/* A node reference: 0 = none (the caller of a depth-1 node), else segment k's node i as
- * (k << 24 | i) + 1. */
-#define MF_NODE_REF(k, i) (((uint32_t)(k) << 24 | (uint32_t)(i)) + 1u)
-#define MF_NODE_REF_SEG(r) (((r) - 1u) >> 24)
-#define MF_NODE_REF_IDX(r) (((r) - 1u) & 0xffffffu)
+/* A node reference: 0 = none (the caller of a depth-1 node), else the node in segment k's
+ * node slot i as (k << 20 | i) + 1 (a segment holds at most MF_SEG_ENTRIES_MAX *
+ * MF_NODES_PER_ENTRY = 2^20 node slots, a file 32 segments: 26 bits). */
+#define MF_NODE_REF(k, i) (((uint32_t)(k) << 20 | (uint32_t)(i)) + 1u)
+#define MF_NODE_REF_SEG(r) (((r) - 1u) >> 20)
+#define MF_NODE_REF_IDX(r) (((r) - 1u) & 0xfffffu)
 
-/* 12 bytes, 4-aligned: the return address in halves (mf_node_pc). */
+/* A node: the frame's return address (the innermost frame's: its call site) and its caller.
+ * `up` holds the caller's node in its low 26 bits (MF_NODE_REF, smaller than this node's;
+ * 0 = none) and in its top 6 where the address's high half is: the thread header's pc_hi of
+ * that number, or with MF_NODE_WIDE the next slot's pc_lo (a *wide* node takes two slots).
+ * A process's code lies in a few 4 GiB regions (the executable's, the libraries'), so nodes
+ * are 8 bytes, where 12 with the address whole made 60 % of a build's thread files; a file
+ * whose code spans more regions than the header holds (JIT code) has wide nodes, never a
+ * limit. */
 struct mf_frame_node {
-    uint32_t pc_lo, pc_hi; /* the frame's return address (the innermost frame's: its call site) */
-    uint32_t parent;       /* MF_NODE_REF of the caller's node, smaller than this node's; 0 = none */
+    uint32_t pc_lo;
+    uint32_t up;
 };
+#define MF_NODE_PARENT(n) ((n)->up & ((1u << MF_NODE_HI_SHIFT) - 1))
+#define MF_NODE_HI(n) ((n)->up >> MF_NODE_HI_SHIFT)
 
-static inline uint64_t mf_node_pc(const struct mf_frame_node *n)
+/* The slots node n takes: 2 if wide. */
+static inline uint32_t mf_node_slots(const struct mf_frame_node *n)
 {
-    return (uint64_t)n->pc_hi << 32 | n->pc_lo;
+    return MF_NODE_HI(n) == MF_NODE_WIDE ? 2u : 1u;
+}
+
+/* Node n's return address, of a file whose header is h (a reader checks first that its
+ * high half is there: MF_NODE_HI(n) < h->npc_hi, or a wide node's second slot). */
+static inline uint64_t mf_node_pc(const struct mf_thread_header *h, const struct mf_frame_node *n)
+{
+    uint32_t hi = MF_NODE_HI(n);
+    return (uint64_t)(hi == MF_NODE_WIDE ? n[1].pc_lo : h->pc_hi[hi]) << 32 | n->pc_lo;
 }
 
 #define MF_ENTRY_TRUNCATED 1u /* the stack was deeper than max_depth */

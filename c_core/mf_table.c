@@ -16,7 +16,9 @@ _Static_assert(MF_THREAD_HEADER_BYTES == 2 * MF_PAGE &&
                    sizeof(struct mf_thread_header) <= MF_THREAD_HEADER_BYTES &&
                    sizeof(struct mf_entry) == 20 &&
                    sizeof(struct mf_entry_var) == MF_ENTRY_VAR_SLOTS * sizeof(struct mf_entry) &&
-                   sizeof(struct mf_frame_node) == 12 && MF_THREAD_FILE_MAX == 570564608u,
+                   sizeof(struct mf_frame_node) == 8 && MF_THREAD_FILE_MAX == 436346880u &&
+                   MF_NODE_REF(MF_MAX_SEGMENTS - 1,
+                               MF_SEG_ENTRIES_MAX * MF_NODES_PER_ENTRY - 1) < 1u << MF_NODE_HI_SHIFT,
                "MF_THREAD_FILE_MAX in mf_format.h says what these make");
 
 static char *mf_thread_name(char *buf, size_t size, const struct mf_thread_header *h)
@@ -379,23 +381,8 @@ static uint32_t mf_index_ref(uint64_t slot, uint64_t tag)
     return slot >> MF_INDEX_REF_BITS == tag ? mf_index_slot_ref(slot) : 0;
 }
 
-/* A node's reference in the node index: segment << 20 | node, + 1 (a segment holds at most
- * 2^20 nodes: MF_NODE_REF's 24 bits of node would not fit MF_INDEX_REF_BITS). */
-#define MF_INDEX_NODE_BITS 20
-_Static_assert((uint64_t)MF_SEG_ENTRIES_MAX * MF_NODES_PER_ENTRY <= 1u << MF_INDEX_NODE_BITS &&
-                   (uint64_t)MF_MAX_SEGMENTS << MF_INDEX_NODE_BITS < 1u << MF_INDEX_REF_BITS,
-               "a node's index reference fits its slot");
-
-static uint32_t mf_index_node_ref(uint32_t k, uint64_t i)
-{
-    return (k << MF_INDEX_NODE_BITS | (uint32_t)i) + 1;
-}
-
-static uint32_t mf_node_ref_of(uint32_t ref)
-{
-    ref--;
-    return MF_NODE_REF(ref >> MF_INDEX_NODE_BITS, ref & ((1u << MF_INDEX_NODE_BITS) - 1));
-}
+/* A node's reference in the node index is its MF_NODE_REF. */
+_Static_assert(MF_NODE_HI_SHIFT <= MF_INDEX_REF_BITS, "a node's reference fits an index slot");
 
 /* The node whose path hash is path and return address pc, or 0; with a caller other than
  * MF_ANY_PARENT, the one whose caller is that node. */
@@ -411,9 +398,8 @@ static uint32_t mf_node_find(const struct mf_table *tab, uint64_t path, uint64_t
         uint32_t ref = mf_index_ref(ix->slot[j], tag);
         if (!ref)
             continue;
-        ref = mf_node_ref_of(ref);
         const struct mf_frame_node *n = mf_node_at(tab, ref);
-        if (mf_node_pc(n) == pc && (parent == MF_ANY_PARENT || n->parent == parent))
+        if (mf_node_pc(tab->hdr, n) == pc && (parent == MF_ANY_PARENT || MF_NODE_PARENT(n) == parent))
             return ref;
     }
     return 0;
@@ -518,7 +504,7 @@ static uint32_t mf_path_nodes(const struct mf_table *tab, uint32_t depth, uint32
         uint32_t caller = j > 1 ? mf_node_find(tab, tab->path_hash[j - 2], tab->path_pc[j - 2],
                                                MF_ANY_PARENT) : 0;
         if (node && (j == 1 || caller)) { /* without its caller's node, a frame has none */
-            if (mf_node_at(tab, node)->parent != caller) /* another path's: this path's own */
+            if (MF_NODE_PARENT(mf_node_at(tab, node)) != caller) /* another path's: this path's own */
                 node = mf_node_find(tab, tab->path_hash[j - 1], tab->path_pc[j - 1], caller);
             if (node) {
                 *leaf = node;
@@ -653,6 +639,24 @@ static struct mf_entry *mf_entry_add(struct mf_segment_header *seg, uint64_t h, 
     return e;
 }
 
+/* Where a node keeps the high half `high` of its return address: which of the thread
+ * header's pc_hi it is, added if new, or MF_NODE_WIDE (the node's second slot) once the
+ * header holds MF_PC_HI_MAX others. A process's code lies in a handful of 4 GiB regions (the
+ * executable's, the libraries'), so the search is short and nodes are wide only where code
+ * spans more (JIT code). */
+static uint32_t mf_pc_hi(struct mf_thread_header *h, uint64_t high)
+{
+    uint32_t n = h->npc_hi;
+    for (uint32_t i = 0; i < n; i++)
+        if (h->pc_hi[i] == high)
+            return i;
+    if (n == MF_PC_HI_MAX)
+        return MF_NODE_WIDE;
+    h->pc_hi[n] = (uint32_t)high;
+    __atomic_store_n(&h->npc_hi, n + 1, __ATOMIC_RELEASE);
+    return n;
+}
+
 static uint32_t mf_entry_ref(uint32_t k, uint64_t i)
 {
     return (uint32_t)((k << MF_REF_ENTRY_BITS | i) + 1);
@@ -665,8 +669,13 @@ struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uin
     struct mf_entry *e = mf_table_lookup(tab, pcs, depth, flags, cls, 0, &path);
     if (e || depth > MF_STACK_PATH_MAX)
         return e;
-    uint32_t parent, found = mf_path_nodes(tab, depth, &parent);
-    struct mf_segment_header *seg = mf_segment_room(tab, mf_entry_slots(wide), depth - found);
+    uint32_t parent, found = mf_path_nodes(tab, depth, &parent), slots = 0;
+    uint8_t hi[MF_STACK_PATH_MAX]; /* where each new node's high half goes */
+    for (uint32_t j = found; j < depth; j++) {
+        hi[j] = (uint8_t)mf_pc_hi(tab->hdr, tab->path_pc[j] >> 32);
+        slots += hi[j] == MF_NODE_WIDE ? 2 : 1;
+    }
+    struct mf_segment_header *seg = mf_segment_room(tab, mf_entry_slots(wide), slots);
     if (!seg)
         return NULL;
     uint32_t k = tab->nseg - 1;
@@ -675,11 +684,14 @@ struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uin
         if (!mf_index_room(&tab->nodes))
             return NULL;
         uint64_t i = seg->nodes_used;
-        mf_segment_nodes(seg)[i] = (struct mf_frame_node){(uint32_t)tab->path_pc[j],
-                                                          (uint32_t)(tab->path_pc[j] >> 32), parent};
-        __atomic_store_n(&seg->nodes_used, i + 1, __ATOMIC_RELEASE);
+        struct mf_frame_node *n = &mf_segment_nodes(seg)[i];
+        n[0] = (struct mf_frame_node){(uint32_t)tab->path_pc[j],
+                                      (uint32_t)hi[j] << MF_NODE_HI_SHIFT | parent};
+        if (hi[j] == MF_NODE_WIDE)
+            n[1] = (struct mf_frame_node){(uint32_t)(tab->path_pc[j] >> 32), 0};
+        __atomic_store_n(&seg->nodes_used, i + mf_node_slots(n), __ATOMIC_RELEASE);
         parent = MF_NODE_REF(k, i);
-        mf_index_put(&tab->nodes, tab->path_hash[j], mf_index_node_ref(k, i));
+        mf_index_put(&tab->nodes, tab->path_hash[j], parent);
     }
     if (!mf_index_room(&tab->entries))
         return NULL;

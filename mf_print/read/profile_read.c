@@ -368,7 +368,12 @@ static const struct mf_frame_node *mf_node_of(const uint8_t *buf, size_t size, u
                    ((uint64_t)i + 1) * sizeof(struct mf_frame_node);
     if (i >= seg->node_capacity || end > len)
         return NULL;
-    return &mf_segment_nodes(seg)[i];
+    const struct mf_frame_node *n = &mf_segment_nodes(seg)[i];
+    /* its return address's high half is there: in the header (read after the nodes, so it
+     * holds every high half a node copied uses), or in a wide node's second slot */
+    if (MF_NODE_HI(n) == MF_NODE_WIDE)
+        return (uint64_t)i + 1 < seg->node_capacity && end + sizeof *n <= len ? n : NULL;
+    return MF_NODE_HI(n) < h->npc_hi ? n : NULL;
 }
 
 uint32_t mf_entry_decode(const struct mf_segment_header *seg, uint64_t i, struct mf_stack_entry *e)
@@ -397,13 +402,14 @@ uint32_t mf_entry_decode(const struct mf_segment_header *seg, uint64_t i, struct
 
 bool mf_entry_frames(const uint8_t *buf, size_t size, struct mf_stack_entry *e, uint64_t *out)
 {
+    const struct mf_thread_header *h = (const struct mf_thread_header *)buf;
     uint32_t ref = e->node, d = 0;
     for (; ref && d < MF_DEPTH_MAX; d++) {
         const struct mf_frame_node *n = mf_node_of(buf, size, ref);
-        if (!n || (n->parent && n->parent >= ref))
+        if (!n || (MF_NODE_PARENT(n) && MF_NODE_PARENT(n) >= ref))
             return false;
-        out[d] = mf_node_pc(n);
-        ref = n->parent;
+        out[d] = mf_node_pc(h, n);
+        ref = MF_NODE_PARENT(n);
     }
     e->depth = d;
     return ref == 0;
@@ -412,14 +418,15 @@ bool mf_entry_frames(const uint8_t *buf, size_t size, struct mf_stack_entry *e, 
 /* An entry's frames, as mf_entry_frames, from a file mf_check_thread passed (every entry's
  * chain is whole): a node a frame, without the checks, which were a fifth of reading a
  * build's run directory. nodes: each segment's. */
-static void mf_checked_frames(const struct mf_frame_node *const *nodes,
+static void mf_checked_frames(const struct mf_thread_header *h,
+                              const struct mf_frame_node *const *nodes,
                               const struct mf_stack_entry *e, uint64_t *out)
 {
     uint32_t ref = e->node;
     for (uint32_t i = 0; i < e->depth; i++) {
         const struct mf_frame_node *n = &nodes[MF_NODE_REF_SEG(ref)][MF_NODE_REF_IDX(ref)];
-        out[i] = mf_node_pc(n);
-        ref = n->parent;
+        out[i] = mf_node_pc(h, n);
+        ref = MF_NODE_PARENT(n);
     }
 }
 
@@ -534,7 +541,7 @@ static const char *mf_check_thread(const uint8_t *buf, size_t size, uint16_t **d
             while (ref && !why) {
                 const struct mf_frame_node *node = mf_node_of(buf, size, ref);
                 uint16_t *d = node ? &depth[MF_NODE_REF_SEG(ref)][MF_NODE_REF_IDX(ref)] : NULL;
-                if (!node || (node->parent && node->parent >= ref))
+                if (!node || (MF_NODE_PARENT(node) && MF_NODE_PARENT(node) >= ref))
                     why = mf_why("segment %u entry %llu: bad node %u of its stack", k,
                                  (unsigned long long)i, ref);
                 else if (*d)
@@ -544,7 +551,7 @@ static const char *mf_check_thread(const uint8_t *buf, size_t size, uint16_t **d
                                  k, (unsigned long long)i, h->max_depth);
                 else
                     path[n++] = ref;
-                ref = !why && !base ? node->parent : 0;
+                ref = !why && !base ? MF_NODE_PARENT(node) : 0;
             }
             if (!why && base + n > h->max_depth)
                 why = mf_why("segment %u entry %llu: its stack is deeper than max_depth %u", k,
@@ -773,12 +780,13 @@ static bool mf_stack_id_eq(const void *ctx, uint32_t idx)
  * from its callers', each node's computed once a file: chain[k][i], 0 until then (a value
  * that is 0 is merely computed again). A stack's callers are its neighbours' too, so this
  * is a step a node, where hashing each stack's frames was a step a frame of every stack. */
-static uint64_t mf_node_chain(const struct mf_frame_node *const *nodes, uint64_t *const *chain,
+static uint64_t mf_node_chain(const struct mf_thread_header *th,
+                              const struct mf_frame_node *const *nodes, uint64_t *const *chain,
                               uint32_t ref)
 {
     uint32_t path[MF_DEPTH_MAX], n = 0; /* a chain has at most max_depth nodes (checked) */
     uint64_t h = MF_TL_ID_SEED;
-    for (; ref; ref = nodes[MF_NODE_REF_SEG(ref)][MF_NODE_REF_IDX(ref)].parent) {
+    for (; ref; ref = MF_NODE_PARENT(&nodes[MF_NODE_REF_SEG(ref)][MF_NODE_REF_IDX(ref)])) {
         uint64_t known = chain[MF_NODE_REF_SEG(ref)][MF_NODE_REF_IDX(ref)];
         if (known) {
             h = known;
@@ -788,7 +796,7 @@ static uint64_t mf_node_chain(const struct mf_frame_node *const *nodes, uint64_t
     }
     while (n--) {
         ref = path[n];
-        h = mf_tl_id_step(h, mf_node_pc(&nodes[MF_NODE_REF_SEG(ref)][MF_NODE_REF_IDX(ref)]));
+        h = mf_tl_id_step(h, mf_node_pc(th, &nodes[MF_NODE_REF_SEG(ref)][MF_NODE_REF_IDX(ref)]));
         chain[MF_NODE_REF_SEG(ref)][MF_NODE_REF_IDX(ref)] = h;
     }
     return h;
@@ -1222,10 +1230,10 @@ static void mf_read_thread(struct mf_profile *p, int dirfd, const char *dir, con
                 stack = *at - 1;
             uint64_t id = 0;
             if (stack == UINT32_MAX && p->ids_only)
-                id = mf_tl_id(c.node ? mf_node_chain(nodes, chain, c.node) : MF_TL_ID_SEED,
+                id = mf_tl_id(c.node ? mf_node_chain(h, nodes, chain, c.node) : MF_TL_ID_SEED,
                               h->stamp, c.flags & ~MF_ENTRY_SIZED, c.depth);
             else if (stack == UINT32_MAX)
-                mf_checked_frames(nodes, &c, frames);
+                mf_checked_frames(h, nodes, &c, frames);
             pr->weight_var += mf_calls_var(c.calls, c.calls_sq); /* as recorded */
             pr->weight_excess += c.calls - c.samples;
             pr->weighted |= c.calls != c.samples;

@@ -763,6 +763,36 @@ def test_many_stacks_exact():
 
 
 @test
+def test_code_in_more_regions_than_a_header_holds_is_kept_whole():
+    # A node keeps its return address's low half and which of the thread header's high
+    # halves is its own (format 10); code_regions calls malloc from code in 70 regions of
+    # 4 GiB, as a JIT's code may lie, more than the header's MF_PC_HI_MAX: the rest are
+    # wide nodes, their high halves beside them. Region r's copy made r + 1 calls of r + 1
+    # bytes, in the default mode too (every call falls in the exact stretch).
+    for sample in ("1", None):
+        r = run_ok([c_program("code_regions"), "sites.txt"], sample=sample)
+        with open(os.path.join(r.outdir, "sites.txt")) as f:
+            sites = [int(line, 16) for line in f]
+        expect_eq(len(sites), 70, "code regions")
+        want = {pc: (k + 1, (k + 1) ** 2) for k, pc in enumerate(sites)}
+        got = {}
+        for row in csv_rows(r.profile):
+            # a frame of no module is its address in brackets
+            pc = int(row.stack[0][1:-1], 16) if row.stack[0].startswith("[0x") else None
+            if pc in want:
+                got[pc] = (got.get(pc, (0, 0))[0] + row.calls, got.get(pc, (0, 0))[1] + row.bytes)
+        expect_eq(got, want, f"calls and bytes per code region (sample {sample})")
+        (path,) = thread_files(r.profile)
+        with open(path, "rb") as f:
+            data = f.read()
+        expect_eq(read_struct(path, F.thread_header, "npc_hi", "<I"), F.PC_HI_MAX,
+                  "high halves in the thread header")
+        stored = {pc for d in thread_file_stacks(data) for pc in d["stack"]}
+        expect_eq(sorted(pc for pc in stored if pc in want), sorted(sites),
+                  "the regions' return addresses as the file stores them")
+
+
+@test
 def test_new_stacks_in_start_up_modules_ask_no_one():
     # A new stack whose new frames all lie in modules the process started with (the program,
     # libc) needs no look at the loader: nothing can have replaced those. Before, each of

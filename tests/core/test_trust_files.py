@@ -687,22 +687,6 @@ def test_pending_cancel_not_acted_on_in_malloc():
         rt.expect_sites(rt.csv_rows(r.profile), {"site_cancel_pending": (10, 400)})
 
 
-def module_records(process_file):
-    """The module records of a process file: [(path, record)], in the order written."""
-    with open(process_file, "rb") as f:
-        data = f.read()
-    at, out = rt.F.process_header.size, []
-    while at + rt.F.module_record.size <= len(data):
-        rec = dict(zip(rt.F.module_record.fields,
-                       struct.unpack_from(rt.F.module_record.format, data, at)))
-        rt.expect_eq(rec["magic"], rt.F.MODULE_MAGIC, f"module record magic at {at}")
-        start = at + rt.F.module_record.size
-        out.append((data[start:start + rec["path_len"]].decode(), rec))
-        at += rec["record_size"]
-    rt.expect_eq(at, len(data), "the process file's end (after its last module record)")
-    return out
-
-
 @rt.test
 def test_long_program_path_in_the_module_records():
     """The main program's path is read once and kept apart from the other module records
@@ -722,7 +706,7 @@ def test_long_program_path_in_the_module_records():
         [pf] = rt.process_files(r.profile)
         exe = rt.read_struct(pf, rt.F.process_header, "exe", "<256s")
         rt.expect_eq(exe.rstrip(b"\0").decode(), path[:255], f"{length}: the header's exe")
-        records = module_records(pf)
+        records = rt.module_records(pf)
         paths = [p for p, _ in records]
         rt.expect_eq(paths[0], path, f"{length}: the first module record's path")
         rt.expect(rt.LIB in paths and any(os.path.basename(p).startswith("libc.so") for p in paths),

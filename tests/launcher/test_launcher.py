@@ -278,10 +278,10 @@ def test_launcher_terminal_interrupt_stops_a_shell_loop():
 
 @rt.test
 def test_launcher_summary_on_a_full_file_system():
-    # A run directory on a 1 MiB tmpfs filled but for 8 KiB, then 24 KiB: room for run.txt
-    # and the first process's process file (a page each), then for its thread table (16 KiB:
-    # the header's 8 and a first segment of 64 entry slots and 256 nodes, 8) too, never for
-    # fork_children's three children. The library says on stderr what it
+    # A run directory on a 1 MiB tmpfs filled but for 8 KiB, then 20 KiB: room for run.txt
+    # and the first process's process file (a page each), then for its thread table (12 KiB:
+    # the header's 8 and a first segment of 64 entry slots and 256 node slots, 4) too, never
+    # for fork_children's three children. The library says on stderr what it
     # could not make and runs on; the summary must not add up what was written and call it
     # the program's exact count ("calls 0 (exact) ... every call was recorded" it said of a
     # program that made 1,000 calls), but say whose data is missing and why.
@@ -295,7 +295,7 @@ def test_launcher_summary_on_a_full_file_system():
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", mnt],
                    check=True, capture_output=True)
     try:
-        for keep in (8, 24):
+        for keep in (8, 20):
             for name in os.listdir(mnt):
                 path = os.path.join(mnt, name)
                 shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
@@ -336,11 +336,11 @@ def test_launcher_summary_on_a_full_file_system():
 
 @rt.test
 def test_launcher_summary_under_a_file_size_limit():
-    # RLIMIT_FSIZE of 12 KiB, below a thread table's 16 KiB: every process makes its process
+    # RLIMIT_FSIZE of 8 KiB, below a thread table's 12 KiB: every process makes its process
     # file and no table (EFBIG, not SIGXFSZ), the launcher none of its own either.
     prog = rt.c_program("fork_children")
     cwd = rt.fresh_dir()
-    limit = 12 << 10
+    limit = 8 << 10
     p = subprocess.Popen([LAUNCHER, "--", prog, "fork"], cwd=cwd, env=clean_env(),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE,

@@ -81,6 +81,8 @@ int main(void)
         FIELD(mf_thread_header, threads, "Q"),
         FIELD(mf_thread_header, unprofiled_bytes_var, "d"),
         FIELD(mf_thread_header, sizes, NULL),
+        FIELD(mf_thread_header, npc_hi, "I"),
+        FIELD(mf_thread_header, pc_hi, NULL),
     };
     static const struct field size_class[] = {
         FIELD(mf_size_class, calls, "Q"),
@@ -111,8 +113,7 @@ int main(void)
     };
     static const struct field frame_node[] = {
         FIELD(mf_frame_node, pc_lo, "I"),
-        FIELD(mf_frame_node, pc_hi, "I"),
-        FIELD(mf_frame_node, parent, "I"),
+        FIELD(mf_frame_node, up, "I"),
     };
     static const struct field rule_cache[] = {
         FIELD(mf_rc_header, magic, "8s"),
@@ -252,6 +253,9 @@ int main(void)
     K(MF_SEG_GROWTH_STEPS);
     K(MF_SEG_ENTRIES_MAX);
     K(MF_NODES_PER_ENTRY);
+    K(MF_NODE_HI_SHIFT);
+    K(MF_PC_HI_MAX);
+    K(MF_NODE_WIDE);
     K(MF_ENTRY_VAR_SLOTS);
     K(MF_SEG_BYTES_MAX);
     K(MF_THREAD_FILE_MAX);

@@ -439,22 +439,91 @@ def thread_segments(data):
             for k in range(n)]
 
 
-# F.frame_node: its return address's two halves read as one, then its caller's reference.
-NODE = struct.Struct("<QI")
-assert (NODE.size, F.frame_node.pc_hi, F.frame_node.parent) == (F.frame_node.size, 4, 8)
+# F.frame_node: its return address's low half, then its caller's reference with, in the top
+# bits, which of the thread header's pc_hi is its high half (F.NODE_WIDE: the next slot's
+# first word, a wide node).
+NODE = struct.Struct("<II")
+assert (NODE.size, F.frame_node.up) == (F.frame_node.size, 4)
+NODE_PARENT_MASK = (1 << F.NODE_HI_SHIFT) - 1
 
 
 def node_ref(k, i):
-    """MF_NODE_REF: segment k's node i."""
-    return (k << 24 | i) + 1
+    """MF_NODE_REF: the node in segment k's node slot i."""
+    return (k << 20 | i) + 1
 
 
 def node_offset(data, ref):
-    """The file offset of the node ref refers to (format 6: a segment's nodes follow its
-    entries)."""
-    off, _ = thread_segments(data)[(ref - 1) >> 24]
+    """The file offset of the node ref refers to (a segment's nodes follow its entries)."""
+    off, _ = thread_segments(data)[(ref - 1) >> 20]
     cap = struct.unpack_from("<I", data, off + F.segment_header.capacity)[0]
-    return off + F.SEGMENT_ENTRIES_OFFSET + cap * ENTRY.size + ((ref - 1) & 0xFFFFFF) * NODE.size
+    return off + F.SEGMENT_ENTRIES_OFFSET + cap * ENTRY.size + ((ref - 1) & 0xFFFFF) * NODE.size
+
+
+def pc_his(data):
+    """The thread header's high halves of return addresses (mf_thread_header.pc_hi), in order."""
+    n = struct.unpack_from("<I", data, F.thread_header.npc_hi)[0]
+    return list(struct.unpack_from(f"<{min(n, F.PC_HI_MAX)}I", data, F.thread_header.pc_hi))
+
+
+def set_pc_his(data, his):
+    """Writes the high halves his into a thread file's bytearray's header."""
+    struct.pack_into(f"<I{len(his)}I", data, F.thread_header.npc_hi, len(his), *his)
+
+
+def node_pc(data, his, ref):
+    """The return address and caller of node ref of a thread file's bytes whose header's high
+    halves are his (pc_his)."""
+    at = node_offset(data, ref)
+    lo, up = NODE.unpack_from(data, at)
+    hi = up >> F.NODE_HI_SHIFT
+    high = NODE.unpack_from(data, at + NODE.size)[0] if hi == F.NODE_WIDE else his[hi]
+    return high << 32 | lo, up & NODE_PARENT_MASK
+
+
+def module_records(process_file):
+    """The module records of a process file: [(path, record)], in the order written."""
+    with open(process_file, "rb") as f:
+        data = f.read()
+    at, out = F.process_header.size, []
+    while at + F.module_record.size <= len(data):
+        rec = dict(zip(F.module_record.fields,
+                       struct.unpack_from(F.module_record.format, data, at)))
+        expect_eq(rec["magic"], F.MODULE_MAGIC, f"module record magic at {at}")
+        start = at + F.module_record.size
+        out.append((data[start:start + rec["path_len"]].decode(), rec))
+        at += rec["record_size"]
+    expect_eq(at, len(data), "the process file's end (after its last module record)")
+    return out
+
+
+def stored_return_addresses(profile):
+    """The distinct return addresses of a one-image profile's stacks as its thread files
+    store them, each as (module path, offset from its load bias), or ("", address) outside
+    every module: a walk learns or loads a rule for each (the rule cache's keys)."""
+    (pf,) = process_files(profile)
+    mods = [(rec["lo"], rec["hi"], rec["bias"], path) for path, rec in module_records(pf)]
+    out = set()
+    for path in thread_files(profile):
+        with open(path, "rb") as f:
+            data = f.read()
+        for _, pc, _ in thread_file_nodes(data):
+            out.add(next(((m, pc - bias) for lo, hi, bias, m in mods if lo <= pc < hi), ("", pc)))
+    return out
+
+
+def thread_file_nodes(data):
+    """Every published node of a thread file's bytes, in file order: (ref, return address,
+    caller's ref)."""
+    his = pc_his(data)
+    for k, (off, _) in enumerate(thread_segments(data)):
+        used = struct.unpack_from("<Q", data, off + F.segment_header.nodes_used)[0]
+        i = 0
+        while i < used:
+            ref = node_ref(k, i)
+            pc, parent = node_pc(data, his, ref)
+            yield ref, pc, parent
+            up = NODE.unpack_from(data, node_offset(data, ref))[1]
+            i += 2 if up >> F.NODE_HI_SHIFT == F.NODE_WIDE else 1
 
 
 def thread_file_stacks(data):
@@ -464,8 +533,8 @@ def thread_file_stacks(data):
     "size_class" (None without MF_ENTRY_SIZED); "stack" (its return addresses, innermost
     first: its chain of nodes) and "depth"; "at" (the entry's file offset) and "var_at" (its
     struct mf_entry_var's, the next two slots, or None). The one place the tests decode how a
-    thread file stores its stacks (format 9)."""
-    out = []
+    thread file stores its stacks (format 10)."""
+    out, his = [], pc_his(data)
     for off, _ in thread_segments(data):
         cap = struct.unpack_from("<I", data, off + F.segment_header.capacity)[0]
         start = off + F.SEGMENT_ENTRIES_OFFSET
@@ -489,7 +558,7 @@ def thread_file_stacks(data):
                                if flags & F.ENTRY_SIZED else None)
             stack, ref = [], d["node"]
             while ref:
-                pc, parent = NODE.unpack_from(data, node_offset(data, ref))
+                pc, parent = node_pc(data, his, ref)
                 if parent >= ref:
                     raise TestFailure(f"node {ref}'s caller {parent} was not made before it")
                 stack.append(pc)
@@ -521,18 +590,26 @@ def set_entry_class(data, e, size_class):
                      flags & ~ENTRY_CLASS_BITS | (size_class << F.ENTRY_CLASS_SHIFT))
 
 
-def stack_segment(k, cap, ncap, stacks):
-    """Segment k as the writer lays one out (format 9), of cap entry slots and ncap nodes,
-    holding entries [(frames innermost first, samples, calls)] and their nodes, shared where
-    their outer frames are; the nodes are made outermost first, so each caller precedes its
-    callees. An entry whose samples are its calls is narrow (a slot), any other wide (three)."""
+def stack_segment(k, cap, ncap, stacks, his):
+    """Segment k as the writer lays one out (format 10), of cap entry slots and ncap node
+    slots, holding entries [(frames innermost first, samples, calls)] and their nodes, shared
+    where their outer frames are; the nodes are made outermost first, so each caller precedes
+    its callees. An entry whose samples are its calls is narrow (a slot), any other wide
+    (three). his: the file's high halves of return addresses (pc_his), to which new ones are
+    added up to F.PC_HI_MAX; a node whose high half is not among them is wide (two slots)."""
     nodes, index, entries = [], {}, []
     for frames, samples, calls in stacks:
         parent = 0
         for pc in reversed(frames):
             if (parent, pc) not in index:
-                nodes.append((pc, parent))
-                index[(parent, pc)] = node_ref(k, len(nodes) - 1)
+                high = pc >> 32
+                if high not in his and len(his) < F.PC_HI_MAX:
+                    his.append(high)
+                hi = his.index(high) if high in his else F.NODE_WIDE
+                index[(parent, pc)] = node_ref(k, len(nodes))
+                nodes.append((pc & 0xFFFFFFFF, hi << F.NODE_HI_SHIFT | parent))
+                if hi == F.NODE_WIDE:
+                    nodes.append((high, 0))
             parent = index[(parent, pc)]
         entries.append((parent, samples, calls))
     slots = sum(1 if samples == calls else 1 + F.ENTRY_VAR_SLOTS for _, samples, calls in entries)

@@ -91,7 +91,9 @@ def append_segment(data, cap, ncap, stacks):
     off = (len(data) + 4095) & ~4095
     data.extend(b"\0" * (off - len(data)))
     k = struct.unpack_from("<Q", data, T_NSEG)[0]
-    seg = rt.stack_segment(k, cap, ncap, stacks)
+    his = rt.pc_his(data)
+    seg = rt.stack_segment(k, cap, ncap, stacks, his)
+    rt.set_pc_his(data, his)
     struct.pack_into("<Q", data, T_SEG_OFF + 8 * k, off)
     struct.pack_into("<Q", data, T_SEG_SIZE + 8 * k, len(seg))
     struct.pack_into("<Q", data, T_NSEG, k + 1)
@@ -239,14 +241,19 @@ def test_validate_follows_node_chains_once_and_refuses_broken_ones():
     (off0, _), = rt.thread_segments(data)
     first_entry = off0 + SEG_ENTRIES
     breaks = {
-        "loop": (lambda d: struct.pack_into("<I", d, node_at(d, 5) + F.frame_node.parent,
-                                                  rt.node_ref(0, 7)),
+        "loop": (lambda d: struct.pack_into(
+                     "<I", d, node_at(d, 5) + F.frame_node.up,
+                     struct.unpack_from("<I", d, node_at(d, 5) + F.frame_node.up)[0]
+                     & ~rt.NODE_PARENT_MASK | rt.node_ref(0, 7)),
                  "segment 0 entry 0: bad node"),
         "depth": (lambda d: struct.pack_into("<I", d, T_MAX_DEPTH, MF_DEPTH_MAX - 1),
                   "segment 0 entry 0: its stack is deeper than max_depth 511"),
         "outside": (lambda d: struct.pack_into("<I", d, first_entry + F.entry.node,
                                                rt.node_ref(3, 0)),
                     "segment 0 entry 0: bad node"),
+        # the header's table of return addresses' high halves emptied: no node's is there
+        "high half": (lambda d: struct.pack_into("<I", d, F.thread_header.npc_hi, 0),
+                      "segment 0 entry 0: bad node"),
     }
     for kind, (damage, why) in breaks.items():
         bad = copy_profile(r.profile, kind)
@@ -326,8 +333,9 @@ def test_validate_hash_keys_cannot_be_chosen_to_collide():
         n = 65536
         addrs = ([splitmix_inverse(i << 32) for i in range(1, n + 1)] if kind == "colliding"
                  else [rng.getrandbits(64) | 1 for _ in range(n)])
-        # 4,096 one-call stacks of 16 frames each; the site's calls fit in the slack
-        append_segment(data, 16384, 65536,
+        # 4,096 one-call stacks of 16 frames each (wide nodes: their high halves are more
+        # than a header holds); the site's calls fit in the slack
+        append_segment(data, 32768, 2 * 65536,
                        [(addrs[16 * i:16 * i + 16], 1, 1) for i in range(n // 16)])
         write(path, data)
         out, best = fastest_csv(d)
@@ -377,7 +385,7 @@ def test_validate_stacks_cannot_be_chosen_to_share_a_hash():
             else:
                 v2 = rng.getrandbits(64) | 1
             frames += [v1, v2]
-        append_segment(data, 32768, 2 * n, [(frames[2 * i:2 * i + 2], 1, 1) for i in range(n)])
+        append_segment(data, 32768, 3 * n, [(frames[2 * i:2 * i + 2], 1, 1) for i in range(n)])
         write(path, data)
         out, best = fastest_csv(d)
         rt.expect_eq((out.returncode, out.stderr), (0, b""), f"{kind}: status, stderr")
