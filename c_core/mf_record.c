@@ -99,10 +99,11 @@ static void mf_sample_on_stack(void *arg)
                             !tab->path_truncated && !(flags & MF_ENTRY_TRUNCATED)
                         ? s->walk_same
                         : 0;
-    uint32_t new_frames = 0;
+    struct mf_table_miss miss;
     struct mf_entry *e =
-        mf_table_find(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT, cls, same, &new_frames);
+        mf_table_find(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT, cls, same, &miss);
     if (!e) {
+        uint32_t new_frames = n - miss.found;
         /* A new stack. With frames never met before: are they in the modules we know? A
          * library loaded since, or one mapped where another was (then the epoch grows and
          * the stack is the new epoch's). A stack whose frames were all met (a size class
@@ -113,6 +114,7 @@ static void mf_sample_on_stack(void *arg)
          * the image started with need neither: nothing can have replaced those (a getpid
          * a new stack was 2 % of a compile's time in its exact stretch). */
         int err = errno;
+        bool wide = s->weight != 1 || s->size > UINT32_MAX;
         if (new_frames && !(mf_rules && mf_modules_permanent(pcs, new_frames))) {
             mf_table_unlock(tab);
             if (mf_check_pid()) {
@@ -123,10 +125,12 @@ static void mf_sample_on_stack(void *arg)
                     mf_modules_refresh();
             }
             epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE);
+            /* unlocked: another thread may have made it, or the epoch moved */
             tab = mf_table_lock(s->table);
+            e = mf_table_upsert(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT, cls, wide);
+        } else {
+            e = mf_table_insert(tab, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT, cls, wide, &miss);
         }
-        e = mf_table_upsert(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT, cls,
-                            s->weight != 1 || s->size > UINT32_MAX);
         errno = err;
     }
     uint64_t w = s->weight;

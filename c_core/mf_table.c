@@ -537,21 +537,22 @@ static struct mf_entry *mf_table_lookup(struct mf_table *tab, const uintptr_t *p
 }
 
 struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
-                               uint32_t flags, uint32_t cls, uint32_t same, uint32_t *new_frames)
+                               uint32_t flags, uint32_t cls, uint32_t same,
+                               struct mf_table_miss *miss)
 {
     /* The last stack again (a loop's calls, the walk's memo found every frame the same):
      * its entry of this class, no frame looked at. */
-    *new_frames = 0;
+    miss->valid = false;
+    miss->found = depth;
     struct mf_entry *e = NULL;
     if (same == depth && tab->path_len == depth && depth &&
         (e = mf_last_entry(tab, tab->path_hash[depth - 1], depth, flags,
                            mf_last_class(cls, flags))))
         return e;
-    uint64_t path;
-    e = mf_table_lookup(tab, pcs, depth, flags, cls, same, &path);
+    e = mf_table_lookup(tab, pcs, depth, flags, cls, same, &miss->path);
     if (!e && depth <= MF_STACK_PATH_MAX) { /* a new stack: which of its frames are new? */
-        uint32_t leaf;
-        *new_frames = depth - mf_path_nodes(tab, depth, &leaf);
+        miss->found = mf_path_nodes(tab, depth, &miss->leaf);
+        miss->valid = true;
     }
     return e;
 }
@@ -662,14 +663,13 @@ static uint32_t mf_entry_ref(uint32_t k, uint64_t i)
     return (uint32_t)((k << MF_REF_ENTRY_BITS | i) + 1);
 }
 
-struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
-                                 uint32_t flags, uint32_t cls, bool wide)
+/* The stack in the path cache (depth frames, path hash path), whose outer `found` frames
+ * have nodes, the innermost of them parent, made with its entry. */
+static struct mf_entry *mf_table_add(struct mf_table *tab, uint32_t depth, uint32_t flags,
+                                     uint32_t cls, bool wide, uint64_t path, uint32_t found,
+                                     uint32_t parent)
 {
-    uint64_t path;
-    struct mf_entry *e = mf_table_lookup(tab, pcs, depth, flags, cls, 0, &path);
-    if (e || depth > MF_STACK_PATH_MAX)
-        return e;
-    uint32_t parent, found = mf_path_nodes(tab, depth, &parent), slots = 0;
+    uint32_t slots = 0;
     uint8_t hi[MF_STACK_PATH_MAX]; /* where each new node's high half goes */
     for (uint32_t j = found; j < depth; j++) {
         hi[j] = (uint8_t)mf_pc_hi(tab->hdr, tab->path_pc[j] >> 32);
@@ -697,10 +697,29 @@ struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uin
         return NULL;
     uint32_t key_flags = mf_key_flags(flags, cls);
     uint64_t h = mf_entry_hash(path, key_flags), i = seg->entries_used;
-    e = mf_entry_add(seg, h, parent, key_flags, wide);
+    struct mf_entry *e = mf_entry_add(seg, h, parent, key_flags, wide);
     mf_index_put(&tab->entries, h, mf_entry_ref(k, i));
     mf_remember(tab, e, path, depth, flags, mf_last_class(cls, flags));
     return e;
+}
+
+struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
+                                 uint32_t flags, uint32_t cls, bool wide)
+{
+    uint64_t path;
+    struct mf_entry *e = mf_table_lookup(tab, pcs, depth, flags, cls, 0, &path);
+    if (e || depth > MF_STACK_PATH_MAX)
+        return e;
+    uint32_t parent, found = mf_path_nodes(tab, depth, &parent);
+    return mf_table_add(tab, depth, flags, cls, wide, path, found, parent);
+}
+
+struct mf_entry *mf_table_insert(struct mf_table *tab, uint32_t depth, uint32_t flags,
+                                 uint32_t cls, bool wide, const struct mf_table_miss *miss)
+{
+    return miss->valid ? mf_table_add(tab, depth, flags, cls, wide, miss->path, miss->found,
+                                      miss->leaf)
+                       : NULL;
 }
 
 bool mf_table_entry_at(const struct mf_table *tab, const struct mf_entry *e, uint32_t *k,
