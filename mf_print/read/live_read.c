@@ -51,6 +51,40 @@ static bool mf_read_whole(int dirfd, const char *name, uint64_t max, uint8_t **d
     return false;
 }
 
+/* The statistics table (stats_bytes at stats_offset) of live file name read once more, into
+ * an allocated copy, or NULL. A running program adds a free to a slot's `freed` before the
+ * counts it bounds (freed_samples, temporary, same_thread, the lifetimes), and a copy of the
+ * file reads a slot's `freed` before them: a free made while the copy was under way could
+ * show in those and not in `freed` (under load, one `--live` read of a busy program in
+ * dozens said so). `freed` is taken from this second copy, made after the first: at least
+ * what the first copy's other counts were made from. */
+static struct mf_live_stats *mf_stats_again(int dirfd, const char *name, uint64_t stats_offset,
+                                            uint64_t stats_bytes)
+{
+    const char *why;
+    int fd = mf_open_regular_at(dirfd, name, false, MF_LIVE_FILE_MAX, &why);
+    if (fd < 0)
+        return NULL;
+    struct mf_live_stats *again = mf_xmalloc(stats_bytes ? (size_t)stats_bytes : 1);
+    size_t got = 0;
+    while (got < stats_bytes) {
+        ssize_t n = pread(fd, (uint8_t *)again + got, (size_t)stats_bytes - got,
+                          (off_t)(stats_offset + got));
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR)
+                continue;
+            break;
+        }
+        got += (size_t)n;
+    }
+    close(fd);
+    if (got < stats_bytes) {
+        free(again);
+        return NULL;
+    }
+    return again;
+}
+
 /* A process's thread files, by seq, read when first needed. */
 struct mf_tfile {
     uint64_t seq;
@@ -283,6 +317,8 @@ static void mf_live_process(struct mf_live_ctx *c, struct mf_live_count *sums)
         close(c->dirfd);
         return;
     }
+    /* Before any thread file: every count read here is at most what the entries hold then. */
+    struct mf_live_stats *again = mf_stats_again(c->dirfd, name, h->stats_offset, stats_bytes);
     p->live_files++;
     if (h->interval_max > pr->live_interval && mf_weight_ok(pr, h->mode, h->interval_max))
         pr->live_interval = h->interval_max;
@@ -336,20 +372,23 @@ static void mf_live_process(struct mf_live_ctx *c, struct mf_live_count *sums)
     for (uint32_t j = 0; j < h->stats_capacity; j++) {
         if (!st[j].key)
             continue;
+        struct mf_live_stats x = st[j];
+        if (again && again[j].key == x.key && again[j].freed > x.freed)
+            x.freed = again[j].freed;
         struct mf_stack_entry e;
-        uint32_t si = mf_ref_stack(c, pr, st[j].key - 1, &e);
+        uint32_t si = mf_ref_stack(c, pr, x.key - 1, &e);
         if (si == UINT32_MAX)
             continue;
-        struct mf_budget *b = mf_budget_of(c, st[j].key - 1, &e);
-        if (st[j].freed_samples > b->samples || st[j].freed > b->calls ||
-            st[j].freed_samples > st[j].freed || st[j].temporary > st[j].freed ||
-            st[j].same_thread > st[j].freed || !mf_life_sum(&p->lifetimes[si], &st[j])) {
+        struct mf_budget *b = mf_budget_of(c, x.key - 1, &e);
+        if (x.freed_samples > b->samples || x.freed > b->calls || x.freed_samples > x.freed ||
+            x.temporary > x.freed || x.same_thread > x.freed || !mf_life_sum(&p->lifetimes[si], &x)) {
             bad_frees++;
             continue;
         }
-        b->samples -= st[j].freed_samples;
-        b->calls -= st[j].freed;
+        b->samples -= x.freed_samples;
+        b->calls -= x.freed;
     }
+    free(again);
     mf_budgets_reset(c);
     const struct {
         uint64_t n;
