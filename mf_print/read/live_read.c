@@ -22,6 +22,22 @@
 #include "profile_read.h"
 
 /* name in the process directory dirfd (paths may be longer than PATH_MAX: profile_read.c). */
+/* len bytes of fd at offset off into buf, to the first short read (EOF, an error): how many. */
+static size_t mf_pread_full(int fd, uint8_t *buf, size_t len, uint64_t off)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = pread(fd, buf + got, len - got, (off_t)(off + got));
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR)
+                continue;
+            break;
+        }
+        got += (size_t)n;
+    }
+    return got;
+}
+
 static bool mf_read_whole(int dirfd, const char *name, uint64_t max, uint8_t **data,
                           size_t *size, const char **why)
 {
@@ -35,19 +51,9 @@ static bool mf_read_whole(int dirfd, const char *name, uint64_t max, uint8_t **d
         return true;
     }
     uint8_t *buf = mf_xmalloc((size_t)end + 1);
-    size_t got = 0;
-    while (got < (size_t)end) {
-        ssize_t n = read(fd, buf + got, (size_t)end - got);
-        if (n <= 0) {
-            if (n < 0 && errno == EINTR)
-                continue;
-            break;
-        }
-        got += (size_t)n;
-    }
+    *size = mf_pread_full(fd, buf, (size_t)end, 0);
     close(fd);
     *data = buf;
-    *size = got;
     return false;
 }
 
@@ -66,17 +72,7 @@ static struct mf_live_stats *mf_stats_again(int dirfd, const char *name, uint64_
     if (fd < 0)
         return NULL;
     struct mf_live_stats *again = mf_xmalloc(stats_bytes ? (size_t)stats_bytes : 1);
-    size_t got = 0;
-    while (got < stats_bytes) {
-        ssize_t n = pread(fd, (uint8_t *)again + got, (size_t)stats_bytes - got,
-                          (off_t)(stats_offset + got));
-        if (n <= 0) {
-            if (n < 0 && errno == EINTR)
-                continue;
-            break;
-        }
-        got += (size_t)n;
-    }
+    size_t got = mf_pread_full(fd, (uint8_t *)again, (size_t)stats_bytes, stats_offset);
     close(fd);
     if (got < stats_bytes) {
         free(again);
