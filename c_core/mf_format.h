@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#define MF_FORMAT_VERSION 10u
+#define MF_FORMAT_VERSION 11u
 
 #define MF_THREAD_MAGIC "MFREQTHR" /* 8 bytes, no NUL */
 #define MF_PROCESS_MAGIC "MFREQPRC"
@@ -143,8 +143,8 @@ struct mf_size_class {
  * before (a compile's 17,000 stacks of mean depth 40 took 2.3 new nodes each). */
 #define MF_NODES_PER_ENTRY 4u
 /* The largest thread file the writer can make: the header's two pages, then 32 segments of
- * at most 64 + 262,144 * (20 + 4 * 8) bytes rounded up to a page (13,635,584 bytes each), in
- * all 436,346,880 bytes (416 MiB). A reader may refuse anything bigger unread. */
+ * at most 64 + 262,144 * (16 + 4 * 8) bytes rounded up to a page (12,587,008 bytes each), in
+ * all 402,792,448 bytes (384 MiB). A reader may refuse anything bigger unread. */
 #define MF_SEG_BYTES(entries)                                                              \
     (((MF_SEGMENT_ENTRIES_OFFSET +                                                         \
        (uint64_t)(entries) *                                                               \
@@ -268,40 +268,48 @@ static inline uint64_t mf_node_pc(const struct mf_thread_header *h, const struct
  * bits (MF_ENTRY_CLASS). An entry without the flag has no class (its samples' sizes are not
  * known per stack). */
 #define MF_ENTRY_SIZED 4u
-/* The entry's slot is followed by a struct mf_entry_var (two slots), its counts and its
+/* The entry's slot is followed by a struct mf_entry_var (three slots), its counts and its
  * samples' weights. An entry without it (narrow) holds samples of weight 1 only, its calls
  * and bytes in 32 bits each: its samples are its calls, its calls_sq its calls and its
  * bytes_var 0. The first sample of another weight at a narrow entry's stack, or one that
  * its counts could not hold, makes a wide entry with the same key, which takes that sample
  * and the later ones; the narrow one keeps what it had, and a reader adds the two. An exact
- * stretch or an exact run (MALLOC_FREQ_SAMPLE=1) writes narrow entries only. */
+ * stretch or an exact run (MALLOC_FREQ_SAMPLE=1) writes narrow entries only, but for a
+ * stack of a module epoch above 0, which only a wide entry holds. */
 #define MF_ENTRY_WIDE 8u
-/* Bits 4-11 of a sized entry's flags: mf_size_class of its samples' sizes. */
+/* An entry's flags, as mf_entry_flags gives them and the writer keys entries by: the bits
+ * above, then in bits 4-11 of a sized entry mf_size_class of its samples' sizes, and in the
+ * upper 20 the module epoch it was recorded in. The epoch grows when a library is found
+ * mapped where another one was: its stacks and the old one's are told apart, and each is
+ * symbolized with its own module (mf_module_record). */
 #define MF_ENTRY_CLASS_SHIFT 4
 #define MF_ENTRY_CLASS(flags) (((flags) >> MF_ENTRY_CLASS_SHIFT) & 0xffu)
-/* The upper 20 bits of an entry's flags: the module epoch it was recorded in. The epoch
- * grows when a library is found mapped where another one was: its stacks and the old
- * one's are told apart, and each is symbolized with its own module (mf_module_record). */
 #define MF_ENTRY_EPOCH_SHIFT 12
 /* The flags that tell stacks apart (a reader's stack: all its classes, narrow and wide). */
 #define MF_ENTRY_STACK_FLAGS(flags) \
     ((flags) & ~(MF_ENTRY_SIZED | MF_ENTRY_WIDE | (0xffu << MF_ENTRY_CLASS_SHIFT)))
 
-/* An entry slot: 20 bytes, 4-aligned. The stack's depth is its chain's length (0 without a
+/* An entry slot: 16 bytes, 4-aligned. The stack's depth is its chain's length (0 without a
  * node). 98 % of a build's entries are narrow, and 57 % hold a single call: a slot of 32
- * bytes (the whole 64-bit key, 64-bit counts) made 40 % of the build's run directory. */
+ * bytes (the whole 64-bit key, 64-bit counts) made 40 % of the build's run directory, and
+ * one of 20 (the key's low 32 bits, and the flags a word of their own) half its thread
+ * files' bytes. */
 struct mf_entry {
-    /* The low 32 bits of the writer's key hash, never 0 (its index holds the top bits);
-     * 0 = not there yet: stored last, with release. */
+    /* Bits 0-23: the low 24 bits of the writer's key hash, never all 0 (its index holds the
+     * top 38: the two check 62 of the 64); bits 24-31: the size class (MF_ENTRY_CLASS of its
+     * flags). 0 = not there yet: stored last, with release. */
     uint32_t key;
-    uint32_t node;  /* MF_NODE_REF of its innermost frame; 0 for a stack of no frames */
-    uint32_t flags; /* MF_ENTRY_*, the size class and the module epoch */
+    /* Bits 0-25: MF_NODE_REF of its innermost frame (0 for a stack of no frames); bits 26-29
+     * its flags' low four (MF_ENTRY_TRUNCATED .. MF_ENTRY_WIDE). */
+    uint32_t node;
     uint32_t calls; /* narrow: its calls (its samples, each of weight 1); wide: 0 */
     uint32_t bytes; /* narrow: its bytes; wide: 0 */
 };
+#define MF_ENTRY_KEY_BITS 24
+#define MF_ENTRY_NODE_BITS 26
 
-/* The two slots after a wide entry's (4-aligned: read its fields with memcpy). Written
- * only after the entry is published. */
+/* The three slots after a wide entry's (4-aligned: read its fields with memcpy). The epoch
+ * is written before the entry is published, the counts after. */
 struct mf_entry_var {
     uint64_t calls; /* estimated calls: the sum of the samples' weights (exact when == samples) */
     uint64_t bytes; /* estimated bytes: the sum of weight * size */
@@ -312,8 +320,36 @@ struct mf_entry_var {
     /* The estimated variance of `bytes`: the sum over samples of w(w-1) * size^2, as an IEEE
      * double (the product overflows 64 bits); 0 for exact counts. */
     double bytes_var;
+    uint32_t epoch; /* the module epoch of its stack (its flags' upper 20 bits) */
+    uint32_t reserved;
 } __attribute__((packed, aligned(4)));
-#define MF_ENTRY_VAR_SLOTS 2u /* sizeof(struct mf_entry_var) / sizeof(struct mf_entry) */
+#define MF_ENTRY_VAR_SLOTS 3u /* sizeof(struct mf_entry_var) / sizeof(struct mf_entry) */
+
+/* Entry e's innermost node (MF_NODE_REF). */
+static inline uint32_t mf_entry_node(const struct mf_entry *e)
+{
+    return e->node & ((1u << MF_ENTRY_NODE_BITS) - 1);
+}
+
+static inline int mf_entry_wide(const struct mf_entry *e)
+{
+    return (e->node >> MF_ENTRY_NODE_BITS & MF_ENTRY_WIDE) != 0;
+}
+
+/* Entry e's flags (MF_ENTRY_*, its class and epoch), of a slot whose key a reader found set
+ * (a wide entry's epoch is there then). */
+static inline uint32_t mf_entry_flags(const struct mf_entry *e)
+{
+    uint32_t f = (e->node >> MF_ENTRY_NODE_BITS) & 0xfu;
+    f |= (e->key >> MF_ENTRY_KEY_BITS) << MF_ENTRY_CLASS_SHIFT;
+    if (f & MF_ENTRY_WIDE) {
+        uint32_t epoch;
+        __builtin_memcpy(&epoch, (const char *)(e + 1) + __builtin_offsetof(struct mf_entry_var, epoch),
+                         sizeof epoch);
+        f |= epoch << MF_ENTRY_EPOCH_SHIFT;
+    }
+    return f;
+}
 
 /* The slots an entry takes. */
 static inline uint32_t mf_entry_slots(int wide)

@@ -134,7 +134,7 @@ static void mf_sample_on_stack(void *arg)
         errno = err;
     }
     uint64_t w = s->weight;
-    struct mf_entry_var *v = e && (e->flags & MF_ENTRY_WIDE) ? (struct mf_entry_var *)(e + 1) : NULL;
+    struct mf_entry_var *v = e && mf_entry_wide(e) ? (struct mf_entry_var *)(e + 1) : NULL;
     bool new_stack = e && (v ? v->calls : e->calls) == 0; /* a sample adds a weight of at least 1 */
     /* The exact stretch's entry, sampled, or one whose 32-bit counts this call would overflow */
     if (e && !v && (w != 1 || e->calls == UINT32_MAX || s->size > UINT32_MAX - e->bytes)) {

@@ -14,9 +14,9 @@
 #define MF_HEADER_BYTES MF_THREAD_HEADER_BYTES /* the table geometry is the format's */
 _Static_assert(MF_THREAD_HEADER_BYTES == 2 * MF_PAGE &&
                    sizeof(struct mf_thread_header) <= MF_THREAD_HEADER_BYTES &&
-                   sizeof(struct mf_entry) == 20 &&
+                   sizeof(struct mf_entry) == 16 &&
                    sizeof(struct mf_entry_var) == MF_ENTRY_VAR_SLOTS * sizeof(struct mf_entry) &&
-                   sizeof(struct mf_frame_node) == 8 && MF_THREAD_FILE_MAX == 436346880u &&
+                   sizeof(struct mf_frame_node) == 8 && MF_THREAD_FILE_MAX == 402792448u &&
                    MF_NODE_REF(MF_MAX_SEGMENTS - 1,
                                MF_SEG_ENTRIES_MAX * MF_NODES_PER_ENTRY - 1) < 1u << MF_NODE_HI_SHIFT,
                "MF_THREAD_FILE_MAX in mf_format.h says what these make");
@@ -233,12 +233,20 @@ static uint32_t mf_key_flags(uint32_t flags, uint32_t cls)
     return flags & MF_ENTRY_SIZED ? flags | cls << MF_ENTRY_CLASS_SHIFT : flags;
 }
 
-/* An entry's key: its stack's path hash and key flags; its low 32 bits, which the entry
- * keeps (mf_entry.key), are never 0. */
+/* An entry's key: its stack's path hash and key flags; its low MF_ENTRY_KEY_BITS, which the
+ * entry keeps (mf_entry.key), are never all 0. */
 static uint64_t mf_entry_hash(uint64_t path, uint32_t key_flags)
 {
     uint64_t h = mf_key_hash(path, key_flags);
-    return (uint32_t)h ? h : h | 1;
+    return h & ((1u << MF_ENTRY_KEY_BITS) - 1) ? h : h | 1;
+}
+
+/* The key word of an entry of hash h and key flags (mf_entry.key): the hash's low bits and
+ * the size class. */
+static uint32_t mf_entry_key_word(uint64_t h, uint32_t key_flags)
+{
+    return (uint32_t)(h & ((1u << MF_ENTRY_KEY_BITS) - 1)) |
+           MF_ENTRY_CLASS(key_flags) << MF_ENTRY_KEY_BITS;
 }
 
 /* ---- the private indexes -------------------------------------------------------------
@@ -250,8 +258,9 @@ static uint64_t mf_entry_hash(uint64_t path, uint32_t key_flags)
  * page fault when it is built, 14-20 us in this VM, and a compile's exact stretch built 6 MiB
  * of them. A key is told apart by its top 38 bits where it is looked up (its home slot is
  * its top bits, so a key met there agrees with it in those too), and then by the node's
- * return address and caller or the low 32 bits of the entry's hash, which it keeps: the
- * two make the whole 64 bits. */
+ * return address and caller, or by the low 24 bits of the entry's hash, which it keeps: 62
+ * of the 64 (a false match once in 2^62 comparisons), where the entry's 4 bytes more made a
+ * build's run directory 5 MB larger. */
 static uint64_t mf_index_tag(uint64_t key)
 {
     return key >> MF_INDEX_REF_BITS;
@@ -416,7 +425,8 @@ static struct mf_entry *mf_entry_find(const struct mf_table *tab, uint64_t h, ui
         if (!ref)
             continue;
         struct mf_entry *e = mf_entry_at(tab, ref);
-        if (e->key == (uint32_t)h && (e->flags & ~MF_ENTRY_WIDE) == key_flags)
+        if (e->key == mf_entry_key_word(h, key_flags) &&
+            (mf_entry_flags(e) & ~MF_ENTRY_WIDE) == key_flags)
             return e;
     }
     return NULL;
@@ -626,16 +636,20 @@ static struct mf_segment_header *mf_segment_room(struct mf_table *tab, uint32_t 
     }
 }
 
-/* A new entry of hash h, key key_flags (MF_ENTRY_WIDE added if wide) and node, published
- * in seg's next slots (seg has room for them); the caller puts it in the index. */
+/* A new entry of hash h, key key_flags (MF_ENTRY_WIDE added if wide, as it must be for an
+ * epoch above 0) and node, published in seg's next slots (seg has room for them); the
+ * caller puts it in the index. */
 static struct mf_entry *mf_entry_add(struct mf_segment_header *seg, uint64_t h, uint32_t node,
                                      uint32_t key_flags, bool wide)
 {
     uint64_t i = seg->entries_used;
     struct mf_entry *e = &mf_segment_entries(seg)[i];
-    e->node = node;
-    e->flags = key_flags | (wide ? MF_ENTRY_WIDE : 0);
-    __atomic_store_n(&e->key, (uint32_t)h, __ATOMIC_RELEASE);
+    e->node = node | ((key_flags & 0xfu) | (wide ? MF_ENTRY_WIDE : 0)) << MF_ENTRY_NODE_BITS;
+    if (wide) {
+        uint32_t epoch = key_flags >> MF_ENTRY_EPOCH_SHIFT;
+        memcpy((char *)(e + 1) + offsetof(struct mf_entry_var, epoch), &epoch, sizeof epoch);
+    }
+    __atomic_store_n(&e->key, mf_entry_key_word(h, key_flags), __ATOMIC_RELEASE);
     __atomic_store_n(&seg->entries_used, i + mf_entry_slots(wide), __ATOMIC_RELEASE);
     return e;
 }
@@ -670,6 +684,7 @@ static struct mf_entry *mf_table_add(struct mf_table *tab, uint32_t depth, uint3
                                      uint32_t parent)
 {
     uint32_t slots = 0;
+    wide = wide || flags >> MF_ENTRY_EPOCH_SHIFT; /* a narrow entry has no epoch */
     uint8_t hi[MF_STACK_PATH_MAX]; /* where each new node's high half goes */
     for (uint32_t j = found; j < depth; j++) {
         hi[j] = (uint8_t)mf_pc_hi(tab->hdr, tab->path_pc[j] >> 32);
@@ -740,19 +755,20 @@ struct mf_entry *mf_table_widen(struct mf_table *tab, struct mf_entry *narrow, u
     /* Its whole key: the entry keeps its low half, the path cache its stack's path (the
      * one just looked up). */
     uint64_t path = tab->path_len ? tab->path_hash[tab->path_len - 1] : MF_PATH_SEED;
-    uint64_t h = mf_entry_hash(path, narrow->flags & ~MF_ENTRY_WIDE);
+    uint32_t flags = mf_entry_flags(narrow) & ~MF_ENTRY_WIDE;
+    uint64_t h = mf_entry_hash(path, flags);
     uint32_t k;
     uint64_t at;
     struct mf_segment_header *seg =
-        (uint32_t)h == narrow->key && mf_table_entry_at(tab, narrow, &k, &at)
+        mf_entry_key_word(h, flags) == narrow->key && mf_table_entry_at(tab, narrow, &k, &at)
             ? mf_segment_room(tab, mf_entry_slots(true), 0)
             : NULL;
     if (!seg)
         return NULL;
     uint64_t i = seg->entries_used;
-    struct mf_entry *e = mf_entry_add(seg, h, narrow->node, narrow->flags, true);
+    struct mf_entry *e = mf_entry_add(seg, h, mf_entry_node(narrow), flags, true);
     mf_index_move(&tab->entries, h, mf_entry_ref(k, at), mf_entry_ref(tab->nseg - 1, i));
-    uint32_t last = mf_last_class(cls, narrow->flags);
+    uint32_t last = mf_last_class(cls, flags);
     if (tab->last_by_class[last].e == narrow)
         tab->last_by_class[last].e = e;
     return e;

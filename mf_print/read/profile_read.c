@@ -379,13 +379,14 @@ static const struct mf_frame_node *mf_node_of(const uint8_t *buf, size_t size, u
 uint32_t mf_entry_decode(const struct mf_segment_header *seg, uint64_t i, struct mf_stack_entry *e)
 {
     const struct mf_entry *slot = mf_segment_entries(seg) + i;
-    bool wide = slot->flags & MF_ENTRY_WIDE;
+    bool wide = mf_entry_wide(slot);
     if (!slot->key || (wide && i + MF_ENTRY_VAR_SLOTS >= seg->capacity))
         return 0;
+    uint32_t flags = mf_entry_flags(slot); /* a wide one's epoch: its slots are there */
     *e = (struct mf_stack_entry){
-        .node = slot->node,
-        .flags = MF_ENTRY_STACK_FLAGS(slot->flags) | (slot->flags & MF_ENTRY_SIZED),
-        .size_class = slot->flags & MF_ENTRY_SIZED ? MF_ENTRY_CLASS(slot->flags) : 0,
+        .node = mf_entry_node(slot),
+        .flags = MF_ENTRY_STACK_FLAGS(flags) | (flags & MF_ENTRY_SIZED),
+        .size_class = flags & MF_ENTRY_SIZED ? MF_ENTRY_CLASS(flags) : 0,
         .samples = slot->calls, .calls = slot->calls, .bytes = slot->bytes,
         .calls_sq = slot->calls};
     if (wide) {
@@ -459,8 +460,8 @@ static uint64_t mf_thread_counters(uint8_t *buf, const struct mf_thread_header *
 
 /* NULL if everything the reader will touch lies inside the file and makes sense: segments
  * never overlap, and every entry's node chain is whole and at most max_depth long, each node
- * checked once. So the work and memory a file costs are bounded by its size: an entry's 20
- * bytes decode to at most max_depth <= 512 frames (4 KiB), 205 bytes of frames a byte of the
+ * checked once. So the work and memory a file costs are bounded by its size: an entry's 16
+ * bytes decode to at most max_depth <= 512 frames (4 KiB), 256 bytes of frames a byte of the
  * file; a legitimate file comes near that only where deep stacks share a long trunk.
  * depth[k][i]: the depth of segment k's node i where an entry's chain passes it, else 0
  * (arrays the caller frees, whatever the answer). */

@@ -100,7 +100,6 @@ int main(void)
     static const struct field entry[] = {
         FIELD(mf_entry, key, "I"),
         FIELD(mf_entry, node, "I"),
-        FIELD(mf_entry, flags, "I"),
         FIELD(mf_entry, calls, "I"),
         FIELD(mf_entry, bytes, "I"),
     };
@@ -110,6 +109,8 @@ int main(void)
         FIELD(mf_entry_var, samples, "Q"),
         FIELD(mf_entry_var, calls_sq, "Q"),
         FIELD(mf_entry_var, bytes_var, "d"),
+        FIELD(mf_entry_var, epoch, "I"),
+        FIELD(mf_entry_var, reserved, "I"),
     };
     static const struct field frame_node[] = {
         FIELD(mf_frame_node, pc_lo, "I"),
@@ -269,6 +270,8 @@ int main(void)
     K(MF_ENTRY_WIDE);
     K(MF_ENTRY_CLASS_SHIFT);
     K(MF_ENTRY_EPOCH_SHIFT);
+    K(MF_ENTRY_KEY_BITS);
+    K(MF_ENTRY_NODE_BITS);
     K(MF_PROCESS_EXITED);
     K(MF_PROCESS_TLS_DIRECT);
     K(MF_PROCESS_PYTHONMALLOC);

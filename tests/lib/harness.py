@@ -532,8 +532,8 @@ def thread_file_stacks(data):
     calls, its calls, 0); "flags" without MF_ENTRY_WIDE and the class bits; "wide";
     "size_class" (None without MF_ENTRY_SIZED); "stack" (its return addresses, innermost
     first: its chain of nodes) and "depth"; "at" (the entry's file offset) and "var_at" (its
-    struct mf_entry_var's, the next two slots, or None). The one place the tests decode how a
-    thread file stores its stacks (format 10)."""
+    struct mf_entry_var's, the next three slots, or None). The one place the tests decode how
+    a thread file stores its stacks (format 11)."""
     out, his = [], pc_his(data)
     for off, _ in thread_segments(data):
         cap = struct.unpack_from("<I", data, off + F.segment_header.capacity)[0]
@@ -544,13 +544,19 @@ def thread_file_stacks(data):
             d = dict(zip(F.entry.fields, ENTRY.unpack_from(data, at)))
             if not d["key"]:
                 break  # entries are published in slot order
-            flags = d["flags"]
+            # the flags' low four beside the node, the class beside the key, a wide one's
+            # epoch in its extra slots
+            flags = (d["node"] >> F.ENTRY_NODE_BITS & 0xF |
+                     d["key"] >> F.ENTRY_KEY_BITS << F.ENTRY_CLASS_SHIFT)
+            d["node"] &= (1 << F.ENTRY_NODE_BITS) - 1
+            d["key"] &= (1 << F.ENTRY_KEY_BITS) - 1
             d["wide"] = bool(flags & F.ENTRY_WIDE)
             if d["wide"] and i + F.ENTRY_VAR_SLOTS >= cap:
                 raise TestFailure(f"a wide entry past the last slots of a segment at {off}")
             d["var_at"] = at + ENTRY.size if d["wide"] else None
             if d["wide"]:
                 d.update(zip(F.entry_var.fields, ENTRY_VAR.unpack_from(data, d["var_at"])))
+                flags |= d["epoch"] << F.ENTRY_EPOCH_SHIFT
             else:
                 d.update(samples=d["calls"], calls_sq=d["calls"], bytes_var=0.0)
             d["flags"] = flags & ~(F.ENTRY_WIDE | ENTRY_CLASS_BITS)
@@ -583,15 +589,15 @@ def set_entry_counts(data, e, samples, calls, nbytes):
 
 
 def set_entry_class(data, e, size_class):
-    """Writes a sized entry's size class (8 bits of its flags)."""
-    at = e["at"] + F.entry.flags
-    flags = struct.unpack_from("<I", data, at)[0]
+    """Writes a sized entry's size class (the top 8 bits of its key word)."""
+    at = e["at"] + F.entry.key
+    key = struct.unpack_from("<I", data, at)[0]
     struct.pack_into("<I", data, at,
-                     flags & ~ENTRY_CLASS_BITS | (size_class << F.ENTRY_CLASS_SHIFT))
+                     key & ((1 << F.ENTRY_KEY_BITS) - 1) | size_class << F.ENTRY_KEY_BITS)
 
 
 def stack_segment(k, cap, ncap, stacks, his):
-    """Segment k as the writer lays one out (format 10), of cap entry slots and ncap node
+    """Segment k as the writer lays one out (format 11), of cap entry slots and ncap node
     slots, holding entries [(frames innermost first, samples, calls)] and their nodes, shared
     where their outer frames are; the nodes are made outermost first, so each caller precedes
     its callees. An entry whose samples are its calls is narrow (a slot), any other wide
@@ -621,11 +627,12 @@ def stack_segment(k, cap, ncap, stacks, his):
     at = F.SEGMENT_ENTRIES_OFFSET
     for i, (node, samples, calls) in enumerate(entries):
         wide = samples != calls
+        key = (0x123457 + i) & ((1 << F.ENTRY_KEY_BITS) - 1) or 1
         if wide:
-            ENTRY.pack_into(seg, at, 0x1234567 + i, node, F.ENTRY_WIDE, 0, 0)
-            ENTRY_VAR.pack_into(seg, at + ENTRY.size, calls, calls * 40, samples, calls, 0.0)
+            ENTRY.pack_into(seg, at, key, node | F.ENTRY_WIDE << F.ENTRY_NODE_BITS, 0, 0)
+            ENTRY_VAR.pack_into(seg, at + ENTRY.size, calls, calls * 40, samples, calls, 0.0, 0, 0)
         else:
-            ENTRY.pack_into(seg, at, 0x1234567 + i, node, 0, calls, calls * 40)
+            ENTRY.pack_into(seg, at, key, node, calls, calls * 40)
         at += ENTRY.size * (1 + F.ENTRY_VAR_SLOTS if wide else 1)
     for i, n in enumerate(nodes):
         NODE.pack_into(seg, F.SEGMENT_ENTRIES_OFFSET + cap * ENTRY.size + i * NODE.size, *n)

@@ -356,7 +356,7 @@ pub fn thread_totals(profile: &Path) -> Vec<ThreadTotals> {
             let u64_at = |off: usize| u64::from_le_bytes(data[off..off + 8].try_into().unwrap());
             // Offsets of struct mf_thread_header's fields (8-byte aligned, no padding).
             assert_eq!(&data[0..8], b"MFREQTHR", "{} is not a thread file", path.display());
-            assert_eq!(u32_at(8), 10, "format version of {}", path.display()); // MF_FORMAT_VERSION
+            assert_eq!(u32_at(8), 11, "format version of {}", path.display()); // MF_FORMAT_VERSION
             let mut t = ThreadTotals {
                 seq: u64_at(32),
                 tid: u32_at(28),
