@@ -357,6 +357,8 @@ bool mf_record_start(struct mf_recorder *r, const char *dir)
     return mf_record_rewrite(r, 0);
 }
 
+static void mf_rec_dirs_free(struct mf_recorder *r);
+
 void mf_record_end(struct mf_recorder *r)
 {
     if (r->fd >= 0)
@@ -364,7 +366,7 @@ void mf_record_end(struct mf_recorder *r)
     mf_map_free(&r->prev);
     free(r->prev_counts);
     mf_map_free(&r->dir_map);
-    free(r->dirs);
+    mf_rec_dirs_free(r);
     free(r->points);
     free(r->recs);
     free(r->dir);
@@ -373,16 +375,17 @@ void mf_record_end(struct mf_recorder *r)
     r->fd = -1;
 }
 
-/* The map's values index prev_counts; its keys are the ids themselves. */
-static struct mf_tl_stack *mf_prev_of(struct mf_recorder *r, uint64_t id)
+/* The map's values index prev_counts; its keys are the ids themselves. dir: the stack's
+ * directory (index + 1), 0 for none. */
+static struct mf_tl_stack *mf_prev_of(struct mf_recorder *r, uint64_t id, uint32_t dir)
 {
     bool added;
     uint32_t k = mf_map_put(&r->prev, id, NULL, NULL, r->nprev, &added);
     if (added) {
         MF_GROW(r->prev_counts, r->nprev, r->prev_cap);
-        r->prev_counts[r->nprev++] = (struct mf_tl_stack){.id = id};
+        r->prev_counts[r->nprev++] = (struct mf_rec_prev){{.id = id}, dir};
     }
-    return &r->prev_counts[k];
+    return &r->prev_counts[k].c;
 }
 
 static int mf_rec_calls_cmp(const void *a, const void *b)
@@ -504,6 +507,10 @@ struct mf_rec_dir {
     uint64_t calls, bytes;
     struct mf_tl_stack unprofiled;
     uint64_t read_ns; /* the CPU time its reading took this snapshot */
+    /* Its images' stamps as last read; once it is read again after it was left out, those
+     * of then (`done`): their stacks' counts are all in the timeline already. */
+    uint64_t *stamps, *done;
+    uint32_t nstamps, stamps_cap, ndone;
 };
 
 struct mf_rec_dir_key {
@@ -541,6 +548,55 @@ static void mf_rec_base(struct mf_recorder *r, const struct mf_rec_dir *d, bool 
         r->base_unprofiled.bytes -= d->unprofiled.bytes;
         r->base_unprofiled.var -= d->unprofiled.var;
     }
+}
+
+static void mf_rec_dirs_free(struct mf_recorder *r)
+{
+    for (uint32_t i = 0; i < r->ndirs; i++) {
+        free(r->dirs[i].stamps);
+        free(r->dirs[i].done);
+    }
+    free(r->dirs);
+}
+
+/* A directory left out is read again (a new image in it, or found again): its share comes
+ * out of the base, and the images it held then are done (their stacks were let go from
+ * the previous snapshot's counts, and are all in the timeline). */
+static void mf_rec_back(struct mf_recorder *r, struct mf_rec_dir *d)
+{
+    mf_rec_base(r, d, false);
+    free(d->done);
+    d->done = d->stamps;
+    d->ndone = d->nstamps;
+    d->stamps = NULL;
+    d->nstamps = d->stamps_cap = 0;
+}
+
+static bool mf_rec_done(const struct mf_rec_dir *d, uint64_t stamp)
+{
+    for (uint32_t i = 0; i < d->ndone; i++)
+        if (d->done[i] == stamp)
+            return true;
+    return false;
+}
+
+/* The previous snapshot's counts of the stacks of directories left out let go: a build's
+ * run kept every compiler's, 1.25 million of them, and looked each stack up among them. */
+static void mf_prev_prune(struct mf_recorder *r)
+{
+    struct mf_map m = {0};
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < r->nprev; k++) {
+        const struct mf_rec_prev *e = &r->prev_counts[k];
+        if (e->dir && r->dirs[e->dir - 1].state == MF_REC_LEFT_OUT)
+            continue;
+        bool added;
+        mf_map_put(&m, e->c.id, NULL, NULL, n, &added);
+        r->prev_counts[n++] = *e;
+    }
+    mf_map_free(&r->prev);
+    r->prev = m;
+    r->nprev = n;
 }
 
 /* The pid of a directory named malloc_freq.<pid>, 0 for any other name. */
@@ -588,7 +644,7 @@ static bool mf_rec_left_out(const char *dir, const struct stat *st, uint32_t nfi
     d->met = true;
     if (d->nfiles != nfiles) {
         if (d->state == MF_REC_LEFT_OUT)
-            mf_rec_base(r, d, false);
+            mf_rec_back(r, d);
         d->state = MF_REC_READ; /* seen ended again from here on before it is left out */
         d->nfiles = nfiles;
     }
@@ -618,10 +674,11 @@ static void mf_rec_dirs_read(struct mf_recorder *r)
     for (uint32_t i = 0; i < r->ndirs; i++) {
         struct mf_rec_dir *d = &r->dirs[i];
         if (!d->met && d->state == MF_REC_LEFT_OUT) {
-            mf_rec_base(r, d, false);
+            mf_rec_back(r, d);
             d->state = MF_REC_READ;
         }
         if (d->read) {
+            d->nstamps = 0;
             d->images = 0;
             d->ended = true;
             d->others = false;
@@ -638,6 +695,8 @@ static void mf_rec_dir_image(struct mf_recorder *r, const struct mf_process *pr,
     if (!d || !d->read)
         return;
     d->images++;
+    MF_GROW(d->stamps, d->nstamps, d->stamps_cap);
+    d->stamps[d->nstamps++] = pr->stamp;
     d->ended &= ended;
     d->others |= pr->pid != d->pid;
     for (int f = 0; f < MF_FN_COUNT; f++) { /* as mf_profile_total_calls and _bytes */
@@ -664,6 +723,7 @@ static void mf_rec_dirs_settle(struct mf_recorder *r)
             else if (d->state == MF_REC_ENDED || (d->gone && !d->others)) {
                 d->state = MF_REC_LEFT_OUT;
                 mf_rec_base(r, d, true);
+                r->left_out_now = true;
             } else
                 d->state = MF_REC_ENDED;
             r->read_ns += d->read_ns;
@@ -705,12 +765,18 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
     uint32_t running = 0;
     bool ended = true; /* the left-out directories' images have all ended */
     uint64_t first_start = now;
+    /* Each image's directory (index + 1), or UINT32_MAX for an image done before (left out
+     * then, its directory read again since). */
+    uint32_t *proc_dir = mf_xcalloc((size_t)p.nprocs + 1, sizeof *proc_dir);
     for (uint32_t i = 0; i < p.nprocs; i++) {
         enum mf_life l = mf_life(&p, i);
         bool image_ended = p.procs[i].has_file && l != MF_LIFE_RUNNING && l != MF_LIFE_UNKNOWN;
         running += l == MF_LIFE_RUNNING;
         ended &= image_ended;
         mf_rec_dir_image(r, &p.procs[i], image_ended);
+        const struct mf_rec_dir *d = mf_rec_dir_find(r, p.procs[i].dir_dev, p.procs[i].dir_ino);
+        proc_dir[i] = !d ? 0 : mf_rec_done(d, p.procs[i].stamp) ? UINT32_MAX
+                                                                 : (uint32_t)(d - r->dirs) + 1;
         if (p.procs[i].has_file && p.procs[i].start_ns < first_start)
             first_start = p.procs[i].start_ns;
     }
@@ -739,16 +805,23 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
                                                           r->base_unprofiled.calls + p.unprofiled_calls,
                                                           r->base_unprofiled.bytes + p.unprofiled_bytes,
                                                           r->base_unprofiled.var + p.unprofiled_var};
-        struct mf_tl_stack *prev = mf_prev_of(r, cur.id);
+        uint32_t dir = s && s->process < p.nprocs ? proc_dir[s->process] : 0;
+        if (dir == UINT32_MAX)
+            continue;
+        struct mf_tl_stack *prev = mf_prev_of(r, cur.id, dir);
         struct mf_tl_stack d = {cur.id, mf_growth(cur.calls, prev->calls),
                                 mf_growth(cur.bytes, prev->bytes), mf_growth(cur.var, prev->var)};
         *prev = cur;
         if (d.calls || d.bytes)
             r->recs[r->nrecs + n++] = d;
     }
+    free(proc_dir);
     free(ids);
     mf_profile_free(&p);
+    r->left_out_now = false;
     mf_rec_dirs_settle(r);
+    if (r->left_out_now)
+        mf_prev_prune(r);
     mf_point_cap(r, &pt, n);
     MF_GROW(r->points, r->npoints, r->points_cap);
     r->points[r->npoints++] = pt;

@@ -41,6 +41,11 @@ uint64_t mf_stack_id(uint32_t version, uint64_t stamp, uint32_t flags, uint32_t 
  * Allocated. */
 uint64_t *mf_stack_ids(const struct mf_profile *p, uint32_t version);
 
+struct mf_rec_prev {
+    struct mf_tl_stack c; /* id, calls, bytes, var */
+    uint32_t dir;
+};
+
 /* The recorder: mf_record_start makes dir/timeline.mftl (replacing one there), then each
  * mf_record_tick snapshots the profile in dir and appends a point of its growth, merging
  * points as mf_format.h says; call it when mf_record_due says so, from any loop. The last
@@ -54,11 +59,13 @@ struct mf_recorder {
      * recording ends: a process started after that snapshot listed the run and ended before it
      * checked its images' lives (the shell's last command) is read by the next. */
     bool confirming;
-    /* The previous snapshot: per stack id, its counts. */
+    /* The previous snapshot: per stack id, its counts, and its directory (index + 1 in dirs;
+     * 0: none, [not profiled]). The stacks of a directory left out are let go. */
     struct mf_map prev;
     uint64_t *ids;
-    struct mf_tl_stack *prev_counts; /* id, calls, bytes, var of the stack with that index */
+    struct mf_rec_prev *prev_counts;
     uint32_t nprev, prev_cap;
+    bool left_out_now; /* a directory was left out by this snapshot */
     uint64_t calls, bytes; /* the exact totals at the previous snapshot */
     /* The points written, kept for merging. */
     struct mf_tl_pt *points;

@@ -481,6 +481,43 @@ def test_timeline_recorder_reads_a_process_started_after_its_listing():
 
 
 @rt.test
+def test_timeline_directory_read_again_counts_its_old_images_once():
+    """A directory left out is read again when files appear in it: exec_late's first image
+    (500 calls) execs a copy of it that sleeps 1 s before its 700 calls, so for a while the
+    directory holds only an image that has ended and is left out (a shell around it keeps
+    the recording going). The recorder lets go of a left-out directory's stacks; read again,
+    the old image's stacks must not count as new: the points add up to the profile, stack
+    for stack (1,000 calls at site_first when they were counted again)."""
+    prog = rt.c_program("exec_late")
+    copy = os.path.join(rt.fresh_dir(), "exec_late_copy")
+    shutil.copy(prog, copy)
+    out = rt.fresh_dir()
+    rec = subprocess.Popen([rt.MF_PRINT, "--record", out],
+                           env=dict(os.environ, MF_PRINT_TEST_CLOCK="20"),
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        r = subprocess.run(["sh", "-c", '"$1" first "$2"; true', "sh", prog, copy], cwd=out,
+                           env=rt.profiled_env(out, sample=None), capture_output=True, text=True,
+                           timeout=rt.TIMEOUT)
+        expect_eq((r.returncode, r.stderr), (0, ""), "the shell's status and stderr")
+        err = rec.communicate(timeout=rt.TIMEOUT)[1]
+    finally:
+        if rec.poll() is None:
+            rec.kill()
+            rec.wait()
+    expect_eq((rec.returncode, err), (0, ""), "mf_print --record's status and stderr")
+    counts, points = timeline_stack_counts(os.path.join(out, F.TL_FILE.decode()))
+    # the pause was seen: snapshots without a call between the two images' calls
+    busy = [i for i, p in enumerate(points) if p["calls"]]
+    gap = max((b - a for a, b in zip(busy, busy[1:])), default=0)
+    expect(gap >= 4, f"no pause of 3 points or more between calls (points with calls: {busy})")
+    dirs = rt.process_dirs(out)
+    expect_eq(sum(p["calls"] for p in points), rt.exact_total_calls(*dirs),
+              "the points' calls against the thread headers'")
+    expect_stacks_add_up(counts, profile_stack_counts(out))
+
+
+@rt.test
 def test_timeline_recorder_leaves_ended_directories_out():
     """A process directory whose images have all ended is read at most once more, then left
     out while the snapshots go on: under strace, each thread file of short_runs and of the

@@ -1,0 +1,43 @@
+/* An image that execs another which allocates only after a pause: `exec_late first COPY`
+ * makes 500 calls at site_first and execs COPY (a copy of exec_late under another name, so
+ * that the first image is seen exec'd) as `COPY second`, which sleeps 1 s before its 700
+ * calls at site_second. In between, the process's directory holds only the first image,
+ * ended: the timeline's recorder leaves it out, then reads it again when the second image's
+ * files appear (tests/viewer/test_timeline.py). */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile int sink;
+
+__attribute__((noinline)) void site_first(void)
+{
+    char *p = malloc(24);
+    sink += p != NULL;
+    free(p);
+}
+
+__attribute__((noinline)) void site_second(void)
+{
+    char *p = malloc(40);
+    sink += p != NULL;
+    free(p);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "first") == 0) {
+        for (int i = 0; i < 500; i++)
+            site_first();
+        char *args[] = {argv[2], (char *)"second", NULL};
+        execv(argv[2], args);
+        return 1;
+    }
+    struct timespec pause = {1, 0};
+    while (nanosleep(&pause, &pause) != 0)
+        ;
+    for (int i = 0; i < 700; i++)
+        site_second();
+    return 0;
+}
