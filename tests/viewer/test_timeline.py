@@ -377,6 +377,22 @@ def expect_stacks_add_up(counts, want):
                              f"{list(wrong.items())[:5]}")
 
 
+def run_recorded(rec, argv, out):
+    """argv (a shell) under LD_PRELOAD alone (default mode) in out, beside the recorder rec
+    (mf_print --record out, started): both must end well; the recorder ends by itself once
+    every process of the run has ended."""
+    try:
+        r = subprocess.run(argv, cwd=out, env=rt.profiled_env(out, sample=None),
+                           capture_output=True, text=True, timeout=rt.TIMEOUT)
+        expect_eq((r.returncode, r.stderr), (0, ""), "the shell's status and stderr")
+        err = rec.communicate(timeout=rt.TIMEOUT)[1]
+    finally:
+        if rec.poll() is None:
+            rec.kill()
+            rec.wait()
+    expect_eq((rec.returncode, err), (0, ""), "mf_print --record's status and stderr")
+
+
 def short_processes_run(shorts, trace=None):
     """`sh -c` under LD_PRELOAD alone (default mode), recorded by mf_print --record with the
     test clock 20 times as fast (a snapshot every 5 ms): the shell runs throughout while
@@ -396,17 +412,7 @@ def short_processes_run(shorts, trace=None):
         script = "\"$2\" \"$3\" & " + script + "; wait"
     argv = ["sh", "-c", script, "sh", short, rt.c_program("timeline_phases"),
             os.path.join(out, "borders.txt")]
-    try:
-        r = subprocess.run(argv, cwd=out, env=rt.profiled_env(out, sample=None),
-                           capture_output=True, text=True, timeout=rt.TIMEOUT)
-        expect_eq((r.returncode, r.stderr), (0, ""), "the shell loop's status and stderr")
-        # The recorder ends by itself once every process of the run has ended.
-        err = rec.communicate(timeout=rt.TIMEOUT)[1]
-    finally:
-        if rec.poll() is None:
-            rec.kill()
-            rec.wait()
-    expect_eq((rec.returncode, err), (0, ""), "mf_print --record's status and stderr")
+    run_recorded(rec, argv, out)
     progs = [os.path.basename(exe) for d in rt.process_dirs(out)
              for _, _, exe in rt.process_images(d)]
     expect_eq(progs.count("short_runs"), shorts, "short_runs' process images")
@@ -495,17 +501,7 @@ def test_timeline_directory_read_again_counts_its_old_images_once():
     rec = subprocess.Popen([rt.MF_PRINT, "--record", out],
                            env=dict(os.environ, MF_PRINT_TEST_CLOCK="20"),
                            stderr=subprocess.PIPE, text=True)
-    try:
-        r = subprocess.run(["sh", "-c", '"$1" first "$2"; true', "sh", prog, copy], cwd=out,
-                           env=rt.profiled_env(out, sample=None), capture_output=True, text=True,
-                           timeout=rt.TIMEOUT)
-        expect_eq((r.returncode, r.stderr), (0, ""), "the shell's status and stderr")
-        err = rec.communicate(timeout=rt.TIMEOUT)[1]
-    finally:
-        if rec.poll() is None:
-            rec.kill()
-            rec.wait()
-    expect_eq((rec.returncode, err), (0, ""), "mf_print --record's status and stderr")
+    run_recorded(rec, ["sh", "-c", '"$1" first "$2"; true', "sh", prog, copy], out)
     counts, points = timeline_stack_counts(os.path.join(out, F.TL_FILE.decode()))
     # the pause was seen: snapshots without a call between the two images' calls
     busy = [i for i, p in enumerate(points) if p["calls"]]
