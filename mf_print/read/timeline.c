@@ -735,6 +735,20 @@ static void mf_rec_dirs_settle(struct mf_recorder *r)
     }
 }
 
+/* Image i (its life l) was exec'd, and its process runs on in an image that has written
+ * nothing yet (one that allocates only after a while): the run has not ended. */
+static bool mf_runs_on(const struct mf_profile *p, uint32_t i, enum mf_life l)
+{
+    const struct mf_process *pr = &p->procs[i];
+    if (l != MF_LIFE_EXECED)
+        return false;
+    for (uint32_t j = 0; j < p->nprocs; j++)
+        if (j != i && p->procs[j].pid == pr->pid && p->procs[j].has_file &&
+            p->procs[j].start_ns > pr->start_ns)
+            return false; /* its later image, which answers for itself */
+    return kill((pid_t)pr->pid, 0) == 0;
+}
+
 bool mf_record_tick(struct mf_recorder *r, bool last)
 {
     if (r->fd < 0)
@@ -770,7 +784,8 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
     uint32_t *proc_dir = mf_xcalloc((size_t)p.nprocs + 1, sizeof *proc_dir);
     for (uint32_t i = 0; i < p.nprocs; i++) {
         enum mf_life l = mf_life(&p, i);
-        bool image_ended = p.procs[i].has_file && l != MF_LIFE_RUNNING && l != MF_LIFE_UNKNOWN;
+        bool image_ended = p.procs[i].has_file && l != MF_LIFE_RUNNING &&
+                           l != MF_LIFE_UNKNOWN && !mf_runs_on(&p, i, l);
         running += l == MF_LIFE_RUNNING;
         ended &= image_ended;
         mf_rec_dir_image(r, &p.procs[i], image_ended);

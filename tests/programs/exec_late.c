@@ -2,8 +2,7 @@
  * makes 500 calls at site_first and execs COPY (a copy of exec_late under another name, so
  * that the first image is seen exec'd) as `COPY second`, which sleeps 1 s before its 700
  * calls at site_second. In between, the process's directory holds only the first image,
- * ended: the timeline's recorder leaves it out, then reads it again when the second image's
- * files appear (tests/viewer/test_timeline.py). */
+ * exec'd: the run goes on (tests/viewer/test_timeline.py). */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
