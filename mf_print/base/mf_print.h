@@ -118,6 +118,9 @@ int mf_open_regular(const char *path, bool follow, uint64_t max_size, const char
 /* The same for path relative to the directory dirfd (or AT_FDCWD). */
 int mf_open_regular_at(int dirfd, const char *path, bool follow, uint64_t max_size,
                        const char **why);
+/* len bytes of fd at offset off into buf with pread, to the end or the first short read
+ * (EOF, an error): returns the bytes read. */
+size_t mf_pread_full(int fd, uint8_t *buf, size_t len, uint64_t off);
 /* Opens the directory path (O_DIRECTORY, following symbolic links as open does), however
  * long: one longer than PATH_MAX is opened a piece at a time. -1 with errno on failure. */
 int mf_open_dir(const char *path);

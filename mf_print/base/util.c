@@ -390,6 +390,20 @@ int mf_open_regular_at(int dirfd, const char *path, bool follow, uint64_t max_si
     return -1;
 }
 
+size_t mf_pread_full(int fd, uint8_t *buf, size_t len, uint64_t off)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = pread(fd, buf + got, len - got, (off_t)(off + got));
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    return got;
+}
+
 static void mf_replace_free(struct mf_replace *r)
 {
     if (r->old >= 0)

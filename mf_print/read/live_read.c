@@ -22,22 +22,6 @@
 #include "profile_read.h"
 
 /* name in the process directory dirfd (paths may be longer than PATH_MAX: profile_read.c). */
-/* len bytes of fd at offset off into buf, to the first short read (EOF, an error): how many. */
-static size_t mf_pread_full(int fd, uint8_t *buf, size_t len, uint64_t off)
-{
-    size_t got = 0;
-    while (got < len) {
-        ssize_t n = pread(fd, buf + got, len - got, (off_t)(off + got));
-        if (n <= 0) {
-            if (n < 0 && errno == EINTR)
-                continue;
-            break;
-        }
-        got += (size_t)n;
-    }
-    return got;
-}
-
 static bool mf_read_whole(int dirfd, const char *name, uint64_t max, uint8_t **data,
                           size_t *size, const char **why)
 {

@@ -30,16 +30,7 @@ _Static_assert(sizeof(struct mf_segment_header) <= MF_SEGMENT_ENTRIES_OFFSET, "s
  * returns the bytes read. */
 static size_t mf_pread_range(int fd, uint8_t *buf, size_t from, size_t to)
 {
-    size_t have = from;
-    while (have < to) {
-        ssize_t n = pread(fd, buf + have, to - have, (off_t)have);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN))
-            continue;
-        if (n <= 0)
-            break;
-        have += (size_t)n;
-    }
-    return have - from;
+    return mf_pread_full(fd, buf + from, to - from, from);
 }
 
 /* A file this large has its bulk read by two threads, each half with pread: the kernel's
