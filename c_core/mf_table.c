@@ -718,23 +718,20 @@ static struct mf_entry *mf_table_add(struct mf_table *tab, uint32_t depth, uint3
     return e;
 }
 
-struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
-                                 uint32_t flags, uint32_t cls, bool wide)
-{
-    uint64_t path;
-    struct mf_entry *e = mf_table_lookup(tab, pcs, depth, flags, cls, 0, &path);
-    if (e || depth > MF_STACK_PATH_MAX)
-        return e;
-    uint32_t parent, found = mf_path_nodes(tab, depth, &parent);
-    return mf_table_add(tab, depth, flags, cls, wide, path, found, parent);
-}
-
 struct mf_entry *mf_table_insert(struct mf_table *tab, uint32_t depth, uint32_t flags,
                                  uint32_t cls, bool wide, const struct mf_table_miss *miss)
 {
     return miss->valid ? mf_table_add(tab, depth, flags, cls, wide, miss->path, miss->found,
                                       miss->leaf)
                        : NULL;
+}
+
+struct mf_entry *mf_table_upsert(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
+                                 uint32_t flags, uint32_t cls, bool wide)
+{
+    struct mf_table_miss miss;
+    struct mf_entry *e = mf_table_find(tab, pcs, depth, flags, cls, 0, &miss);
+    return e ? e : mf_table_insert(tab, depth, flags, cls, wide, &miss);
 }
 
 bool mf_table_entry_at(const struct mf_table *tab, const struct mf_entry *e, uint32_t *k,
