@@ -500,15 +500,15 @@ struct mf_rec_dir {
     bool read;    /* read by this snapshot */
     bool gone;    /* the pid its name says was no process's when it was read */
     uint32_t pid; /* that pid (malloc_freq.<pid>), 0 if its name says none */
-    uint32_t images; /* its images this snapshot read */
     bool ended;   /* every one of them has ended (mf_life) */
     bool others;  /* some of them are of another pid (written beside their parent) */
     /* Its images' exact totals and [not profiled] as last read (frozen once left out). */
     uint64_t calls, bytes;
     struct mf_tl_stack unprofiled;
     uint64_t read_ns; /* the CPU time its reading took this snapshot */
-    /* Its images' stamps as last read; once it is read again after it was left out, those
-     * of then (`done`): their stacks' counts are all in the timeline already. */
+    /* Its images' stamps as last read (their count: its images); once it is read again
+     * after it was left out, those of then (`done`): their stacks' counts are all in the
+     * timeline already. */
     uint64_t *stamps, *done;
     uint32_t nstamps, stamps_cap, ndone;
 };
@@ -679,7 +679,6 @@ static void mf_rec_dirs_read(struct mf_recorder *r)
         }
         if (d->read) {
             d->nstamps = 0;
-            d->images = 0;
             d->ended = true;
             d->others = false;
             d->calls = d->bytes = 0;
@@ -694,7 +693,6 @@ static void mf_rec_dir_image(struct mf_recorder *r, const struct mf_process *pr,
     struct mf_rec_dir *d = mf_rec_dir_find(r, pr->dir_dev, pr->dir_ino);
     if (!d || !d->read)
         return;
-    d->images++;
     MF_GROW(d->stamps, d->nstamps, d->stamps_cap);
     d->stamps[d->nstamps++] = pr->stamp;
     d->ended &= ended;
@@ -718,7 +716,7 @@ static void mf_rec_dirs_settle(struct mf_recorder *r)
     for (uint32_t i = 0; i < r->ndirs; i++) {
         struct mf_rec_dir *d = &r->dirs[i];
         if (d->read) {
-            if (!d->images || !d->ended)
+            if (!d->nstamps || !d->ended)
                 d->state = MF_REC_READ;
             else if (d->state == MF_REC_ENDED || (d->gone && !d->others)) {
                 d->state = MF_REC_LEFT_OUT;
