@@ -36,6 +36,17 @@ static uint64_t mf_proc_start_ns(uint32_t pid, char *state)
     return btime * 1000000000ull + ticks * (1000000000ull / (unsigned long long)hz);
 }
 
+/* A later image of image i's pid has written its files. */
+static bool mf_later_image(const struct mf_profile *p, uint32_t i)
+{
+    const struct mf_process *pr = &p->procs[i];
+    for (uint32_t j = 0; j < p->nprocs; j++)
+        if (j != i && p->procs[j].pid == pr->pid && p->procs[j].has_file &&
+            p->procs[j].start_ns > pr->start_ns)
+            return true;
+    return false;
+}
+
 enum mf_life mf_life(const struct mf_profile *p, uint32_t i)
 {
     const struct mf_process *pr = &p->procs[i];
@@ -43,10 +54,8 @@ enum mf_life mf_life(const struct mf_profile *p, uint32_t i)
         return MF_LIFE_UNKNOWN;
     if (pr->flags & MF_PROCESS_EXITED)
         return MF_LIFE_EXITED;
-    for (uint32_t j = 0; j < p->nprocs; j++)
-        if (j != i && p->procs[j].pid == pr->pid && p->procs[j].has_file &&
-            p->procs[j].start_ns > pr->start_ns)
-            return MF_LIFE_EXECED; /* a later image of the same pid */
+    if (mf_later_image(p, i))
+        return MF_LIFE_EXECED;
     if (kill((pid_t)pr->pid, 0) != 0 && errno == ESRCH)
         return MF_LIFE_ENDED;
     char state = 0;
@@ -68,6 +77,13 @@ enum mf_life mf_life(const struct mf_profile *p, uint32_t i)
     if (deleted && deleted[10] == '\0')
         *deleted = '\0';
     return strcmp(exe, pr->exe) == 0 ? MF_LIFE_RUNNING : MF_LIFE_EXECED;
+}
+
+bool mf_runs_on(const struct mf_profile *p, uint32_t i, enum mf_life l)
+{
+    /* a later image written answers for itself */
+    return l == MF_LIFE_EXECED && !mf_later_image(p, i) &&
+           kill((pid_t)p->procs[i].pid, 0) == 0;
 }
 
 bool mf_all_ended(const struct mf_profile *p)

@@ -15,6 +15,9 @@ enum mf_life { MF_LIFE_EXITED, MF_LIFE_RUNNING, MF_LIFE_ENDED, MF_LIFE_EXECED, M
 /* How process image i of p ended, from its process file and, for one that recorded no exit,
  * from this machine's /proc. */
 enum mf_life mf_life(const struct mf_profile *p, uint32_t i);
+/* Image i of p was exec'd (its life l) and its process runs on in an image that has written
+ * nothing yet (one that allocates only after a while). */
+bool mf_runs_on(const struct mf_profile *p, uint32_t i, enum mf_life l);
 /* No process image of p runs (mf_life): a live view of p is what was left when they ended. */
 bool mf_all_ended(const struct mf_profile *p);
 /* "running", "exec'd" or "ended" (exited, killed, or not known). */

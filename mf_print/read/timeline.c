@@ -687,10 +687,9 @@ static void mf_rec_dirs_read(struct mf_recorder *r)
     }
 }
 
-/* Image pr of the snapshot, ended or not (mf_life), counted in its directory. */
-static void mf_rec_dir_image(struct mf_recorder *r, const struct mf_process *pr, bool ended)
+/* Image pr of the snapshot, ended or not (mf_life), counted in its directory d. */
+static void mf_rec_dir_image(struct mf_rec_dir *d, const struct mf_process *pr, bool ended)
 {
-    struct mf_rec_dir *d = mf_rec_dir_find(r, pr->dir_dev, pr->dir_ino);
     if (!d || !d->read)
         return;
     MF_GROW(d->stamps, d->nstamps, d->stamps_cap);
@@ -709,9 +708,10 @@ static void mf_rec_dir_image(struct mf_recorder *r, const struct mf_process *pr,
 /* After the snapshot's point: a directory read with every image ended at two snapshots in a
  * row (and not changed in between), or once after its process was gone, is left out from
  * the next one on. Sums the CPU time of the snapshot's readings (r->read_ns) and of those
- * no later snapshot repeats (r->once_ns). */
-static void mf_rec_dirs_settle(struct mf_recorder *r)
+ * no later snapshot repeats (r->once_ns). Returns whether it left a directory out. */
+static bool mf_rec_dirs_settle(struct mf_recorder *r)
 {
+    bool left_out = false;
     r->read_ns = r->once_ns = 0;
     for (uint32_t i = 0; i < r->ndirs; i++) {
         struct mf_rec_dir *d = &r->dirs[i];
@@ -721,7 +721,7 @@ static void mf_rec_dirs_settle(struct mf_recorder *r)
             else if (d->state == MF_REC_ENDED || (d->gone && !d->others)) {
                 d->state = MF_REC_LEFT_OUT;
                 mf_rec_base(r, d, true);
-                r->left_out_now = true;
+                left_out = true;
             } else
                 d->state = MF_REC_ENDED;
             r->read_ns += d->read_ns;
@@ -731,20 +731,7 @@ static void mf_rec_dirs_settle(struct mf_recorder *r)
         d->met = d->read = false;
         d->read_ns = 0;
     }
-}
-
-/* Image i (its life l) was exec'd, and its process runs on in an image that has written
- * nothing yet (one that allocates only after a while): the run has not ended. */
-static bool mf_runs_on(const struct mf_profile *p, uint32_t i, enum mf_life l)
-{
-    const struct mf_process *pr = &p->procs[i];
-    if (l != MF_LIFE_EXECED)
-        return false;
-    for (uint32_t j = 0; j < p->nprocs; j++)
-        if (j != i && p->procs[j].pid == pr->pid && p->procs[j].has_file &&
-            p->procs[j].start_ns > pr->start_ns)
-            return false; /* its later image, which answers for itself */
-    return kill((pid_t)pr->pid, 0) == 0;
+    return left_out;
 }
 
 bool mf_record_tick(struct mf_recorder *r, bool last)
@@ -786,8 +773,8 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
                            l != MF_LIFE_UNKNOWN && !mf_runs_on(&p, i, l);
         running += l == MF_LIFE_RUNNING;
         ended &= image_ended;
-        mf_rec_dir_image(r, &p.procs[i], image_ended);
-        const struct mf_rec_dir *d = mf_rec_dir_find(r, p.procs[i].dir_dev, p.procs[i].dir_ino);
+        struct mf_rec_dir *d = mf_rec_dir_find(r, p.procs[i].dir_dev, p.procs[i].dir_ino);
+        mf_rec_dir_image(d, &p.procs[i], image_ended);
         proc_dir[i] = !d ? 0 : mf_rec_done(d, p.procs[i].stamp) ? UINT32_MAX
                                                                  : (uint32_t)(d - r->dirs) + 1;
         if (p.procs[i].has_file && p.procs[i].start_ns < first_start)
@@ -831,9 +818,7 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
     free(proc_dir);
     free(ids);
     mf_profile_free(&p);
-    r->left_out_now = false;
-    mf_rec_dirs_settle(r);
-    if (r->left_out_now)
+    if (mf_rec_dirs_settle(r))
         mf_prev_prune(r);
     mf_point_cap(r, &pt, n);
     MF_GROW(r->points, r->npoints, r->points_cap);

@@ -65,7 +65,6 @@ struct mf_recorder {
     uint64_t *ids;
     struct mf_rec_prev *prev_counts;
     uint32_t nprev, prev_cap;
-    bool left_out_now; /* a directory was left out by this snapshot */
     uint64_t calls, bytes; /* the exact totals at the previous snapshot */
     /* The points written, kept for merging. */
     struct mf_tl_pt *points;
