@@ -8,7 +8,6 @@ Usage: bench/shared_frames.py RUN_DIR   (after make: it reads build/mf_format.py
 
 import glob
 import os
-import struct
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -18,22 +17,10 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 import harness  # noqa: E402
 from harness import F  # noqa: E402
 
-MODULE = struct.Struct("<" + F.module_record.format.lstrip("<"))
-
-
 def modules_of(process_file):
     """(stamp, [(lo, hi, path)] sorted by lo) of a process file."""
-    b = open(process_file, "rb").read()
-    header_size, stamp = struct.unpack_from("<I", b, 12)[0], struct.unpack_from("<Q", b, 16)[0]
-    mods, off = [], header_size
-    while off + MODULE.size <= len(b):
-        r = MODULE.unpack_from(b, off)
-        magic, size, _bias, lo, hi, _id_len, path_len = r[:7]
-        if magic != F.MODULE_MAGIC or size == 0:
-            break
-        mods.append((lo, hi, b[off + MODULE.size:off + MODULE.size + path_len]))
-        off += size
-    return stamp, sorted(mods)
+    return (harness.read_struct(process_file, F.process_header, "stamp"),
+            sorted((rec["lo"], rec["hi"], path) for path, rec in harness.module_records(process_file)))
 
 
 def main(run):
@@ -43,7 +30,7 @@ def main(run):
         mods = dict(modules_of(p) for p in glob.glob(os.path.join(d, "process.*.mfp")))
         for tf in glob.glob(os.path.join(d, "thread.*.mft")):
             b = open(tf, "rb").read()
-            stamp = struct.unpack_from("<Q", b, 16)[0]
+            stamp = harness.read_struct(tf, F.thread_header, "stamp")
             ms, local = mods.get(stamp, []), {}
             for ref, pc, parent in harness.thread_file_nodes(b):
                 where = next(((path, pc - lo) for lo, hi, path in ms if lo <= pc < hi),

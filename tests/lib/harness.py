@@ -471,13 +471,13 @@ def set_pc_his(data, his):
 
 
 def node_pc(data, his, ref):
-    """The return address and caller of node ref of a thread file's bytes whose header's high
-    halves are his (pc_his)."""
+    """The return address, caller and slots (2 if wide) of node ref of a thread file's bytes
+    whose header's high halves are his (pc_his)."""
     at = node_offset(data, ref)
     lo, up = NODE.unpack_from(data, at)
     hi = up >> F.NODE_HI_SHIFT
     high = NODE.unpack_from(data, at + NODE.size)[0] if hi == F.NODE_WIDE else his[hi]
-    return high << 32 | lo, up & NODE_PARENT_MASK
+    return high << 32 | lo, up & NODE_PARENT_MASK, 2 if hi == F.NODE_WIDE else 1
 
 
 def module_records(process_file):
@@ -520,10 +520,9 @@ def thread_file_nodes(data):
         i = 0
         while i < used:
             ref = node_ref(k, i)
-            pc, parent = node_pc(data, his, ref)
+            pc, parent, slots = node_pc(data, his, ref)
             yield ref, pc, parent
-            up = NODE.unpack_from(data, node_offset(data, ref))[1]
-            i += 2 if up >> F.NODE_HI_SHIFT == F.NODE_WIDE else 1
+            i += slots
 
 
 def thread_file_stacks(data):
@@ -564,7 +563,7 @@ def thread_file_stacks(data):
                                if flags & F.ENTRY_SIZED else None)
             stack, ref = [], d["node"]
             while ref:
-                pc, parent = node_pc(data, his, ref)
+                pc, parent, _ = node_pc(data, his, ref)
                 if parent >= ref:
                     raise TestFailure(f"node {ref}'s caller {parent} was not made before it")
                 stack.append(pc)
@@ -601,7 +600,7 @@ def stack_segment(k, cap, ncap, stacks, his):
     slots, holding entries [(frames innermost first, samples, calls)] and their nodes, shared
     where their outer frames are; the nodes are made outermost first, so each caller precedes
     its callees. An entry whose samples are its calls is narrow (a slot), any other wide
-    (three). his: the file's high halves of return addresses (pc_his), to which new ones are
+    (1 + F.ENTRY_VAR_SLOTS). his: the file's high halves of return addresses (pc_his), to which new ones are
     added up to F.PC_HI_MAX; a node whose high half is not among them is wide (two slots)."""
     nodes, index, entries = [], {}, []
     for frames, samples, calls in stacks:
