@@ -201,7 +201,7 @@ struct mf_thread_header {
 /* A segment: struct mf_segment_header, then `capacity` entry slots, then `node_capacity`
  * node slots. The writer appends both, a stack's entry and its new nodes always to the last
  * segment: segments are chained, never moved, and an entry or node refers only to nodes of
- * its own segment or earlier ones. An entry takes one slot, or three when it is wide
+ * its own segment or earlier ones. An entry takes one slot, or four when it is wide
  * (MF_ENTRY_WIDE); entries are published in slot order, so a reader stops at a segment's
  * first slot whose key is 0 (what follows it was not there yet when that slot was read).
  *

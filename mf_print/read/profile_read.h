@@ -257,7 +257,7 @@ struct mf_stack_entry {
     double bytes_var;
 };
 /* Slot i of seg's entries (a copy of the file's) decoded into *e, depth 0; returns the slots
- * the entry takes (1, or 3 for a wide one), 0 where the segment's entries end: a slot not
+ * the entry takes (1, or 4 for a wide one), 0 where the segment's entries end: a slot not
  * written yet, or a wide entry whose last slot would be past the segment's capacity. */
 uint32_t mf_entry_decode(const struct mf_segment_header *seg, uint64_t i, struct mf_stack_entry *e);
 
