@@ -297,8 +297,14 @@ static void mf_live_process(struct mf_live_ctx *c, struct mf_live_count *sums)
         close(c->dirfd);
         return;
     }
-    /* Before any thread file: every count read here is at most what the entries hold then. */
-    struct mf_live_stats *again = mf_stats_again(c->dirfd, name, h->stats_offset, stats_bytes);
+    /* Before any thread file: every count read here is at most what the entries hold then.
+     * Only while the image may still run: an ended one's file (3 MiB of frees' table) is
+     * whole at the first reading. */
+    enum mf_life life = mf_life(p, c->process);
+    struct mf_live_stats *again =
+        life == MF_LIFE_RUNNING || life == MF_LIFE_UNKNOWN
+            ? mf_stats_again(c->dirfd, name, h->stats_offset, stats_bytes)
+            : NULL;
     p->live_files++;
     if (h->interval_max > pr->live_interval && mf_weight_ok(pr, h->mode, h->interval_max))
         pr->live_interval = h->interval_max;
