@@ -214,7 +214,7 @@ void mf_watch_step(struct mf_watch *w)
     for (uint32_t i = 0; i < p.nprocs; i++) {
         if (!p.procs[i].has_file)
             continue;
-        if (mf_life(&p, i) == MF_LIFE_RUNNING)
+        if (mf_process_running(&p, i)) /* one exec'd runs on: by the program it was */
             names[w->running++] = mf_process_program(&p.procs[i]);
         else
             w->ended++;

@@ -86,10 +86,16 @@ bool mf_runs_on(const struct mf_profile *p, uint32_t i, enum mf_life l)
            kill((pid_t)p->procs[i].pid, 0) == 0;
 }
 
+bool mf_process_running(const struct mf_profile *p, uint32_t i)
+{
+    enum mf_life l = mf_life(p, i);
+    return l == MF_LIFE_RUNNING || mf_runs_on(p, i, l);
+}
+
 bool mf_all_ended(const struct mf_profile *p)
 {
     for (uint32_t i = 0; i < p->nprocs; i++)
-        if (mf_life(p, i) == MF_LIFE_RUNNING)
+        if (mf_process_running(p, i))
             return false;
     return true;
 }

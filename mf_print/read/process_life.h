@@ -18,7 +18,11 @@ enum mf_life mf_life(const struct mf_profile *p, uint32_t i);
 /* Image i of p was exec'd (its life l) and its process runs on in an image that has written
  * nothing yet (one that allocates only after a while). */
 bool mf_runs_on(const struct mf_profile *p, uint32_t i, enum mf_life l);
-/* No process image of p runs (mf_life): a live view of p is what was left when they ended. */
+/* Image i runs, or its process runs on in a later image that has written nothing yet: the
+ * program is still running (an image exec'd is not the end of its process). */
+bool mf_process_running(const struct mf_profile *p, uint32_t i);
+/* No process of p runs (mf_process_running): a live view of p is what was left when its
+ * images ended. */
 bool mf_all_ended(const struct mf_profile *p);
 /* "running", "exec'd" or "ended" (exited, killed, or not known). */
 const char *mf_life_word(enum mf_life l);

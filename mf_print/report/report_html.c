@@ -117,7 +117,7 @@ static void mf_html_header(FILE *out, const struct mf_model *m, const struct mf_
     /* The processes: pid, program, how it ended or that it still runs. */
     uint32_t running = 0;
     for (uint32_t i = 0; i < p->nprocs; i++)
-        running += mf_life(p, i) == MF_LIFE_RUNNING;
+        running += mf_process_running(p, i);
     fprintf(out, "<tr><th>process%s</th><td id=\"mf-processes\">", p->nprocs == 1 ? "" : "es");
     for (uint32_t i = 0; i < p->nprocs && i < MF_HTML_PROCESSES_SHOWN; i++) {
         const struct mf_process *pr = &p->procs[i];

@@ -305,7 +305,7 @@ static void mf_print_running(FILE *out, const struct mf_profile *p)
 {
     uint32_t running = 0, first = 0;
     for (uint32_t i = 0; i < p->nprocs; i++)
-        if (mf_life(p, i) == MF_LIFE_RUNNING && !running++)
+        if (mf_process_running(p, i) && !running++)
             first = p->procs[i].pid;
     if (running == 1 && p->nprocs == 1)
         fprintf(out, "  running    pid %u was still running when read: every count is a snapshot of "

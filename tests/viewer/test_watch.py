@@ -235,3 +235,67 @@ def test_watch_options_are_checked():
         r = rt.mf_print(args, check=False)
         expect(r.returncode == 2 and len(r.stderr.splitlines()) == 1 and msg in r.stderr,
                f"mf_print {' '.join(args)}: status {r.returncode}, {r.stderr!r}")
+
+
+@rt.test
+def test_a_process_execd_into_an_image_not_yet_written_is_still_running():
+    """exec_late's first image makes 500 calls and execs a copy that writes nothing until a
+    gate opens, then makes 700. In between, the process runs on in an image the profile does
+    not hold yet: the tree says the process is running, the live heap is 'alive' (not 'at
+    exit'), and mf_print --watch goes on through the pause (it used to take the exec'd
+    image for the end of the run, say '0 running' and stop at 500 calls) to the end: its last
+    block counts both images' 1,200 calls."""
+    prog = rt.c_program("exec_late")
+    copy = os.path.join(rt.fresh_dir(), "exec_late_copy")
+    shutil.copy(prog, copy)
+    gate = os.path.join(rt.fresh_dir(), "gate")
+    outdir = rt.fresh_dir()
+    run = subprocess.Popen([prog, "first", copy, gate], cwd=outdir,
+                           env=rt.profiled_env(outdir, extra={"MALLOC_FREQ_LIVE": "all"}))
+    profile = os.path.join(outdir, f"malloc_freq.{run.pid}")
+    watch = None
+    try:
+        deadline = time.monotonic() + rt.WATCH_DEADLINE
+        while True:  # the copy runs, its image yet unwritten, the first image's calls whole
+            try:
+                execd = os.readlink(f"/proc/{run.pid}/exe") == copy
+                calls = rt.exact_total_calls(profile) if execd else 0
+            except OSError:
+                calls = 0
+            if calls == 500:
+                break
+            expect(time.monotonic() < deadline, "exec_late never reached its pause")
+            time.sleep(0.02)
+        tree = rt.mf_print([profile]).stdout
+        expect(f"  running    pid {run.pid} was still running when read" in tree,
+               f"the tree's header does not say the process runs:\n{tree[:900]}")
+        live = rt.mf_print(["--live", profile]).stdout.splitlines()
+        expect_eq(live[2].split()[0], "alive", f"the live header's view ({live[:3]})")
+        raw = bytearray()
+        watch = subprocess.Popen([rt.MF_PRINT, "--watch", "--interval", "0.2", outdir],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        blocks = rt.watch_blocks(watch.stdout, raw)
+        for _ in range(2):
+            block = next(blocks, None)
+            expect(block is not None, f"the view ended during the pause: {bytes(raw)!r}")
+            expect_eq(block.splitlines()[1], "processes: 1 running (exec_late), 0 ended",
+                      "the processes during the pause")
+        open(gate, "w").close()
+        last = None
+        for block in blocks:
+            last = block
+        watch.wait(timeout=rt.TIMEOUT)
+        expect_eq(watch.returncode, 0, f"mf_print --watch's status ({watch.stderr.read()!r})")
+        expect_eq(run.wait(timeout=rt.TIMEOUT), 0, "exec_late's status")
+        lines = last.splitlines()
+        expect_eq((int(TIME.match(lines[0]).group(1).replace(",", "")), lines[1]),
+                  (1200, "processes: 0 running, 2 ended"), "the last block")
+    finally:
+        open(gate, "a").close()  # never left waiting
+        if watch and watch.poll() is None:
+            watch.kill()
+        if watch:
+            watch.stdout.close()
+            watch.stderr.close()
+            watch.wait()
+        run.wait(timeout=rt.TIMEOUT)
