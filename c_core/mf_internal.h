@@ -303,6 +303,11 @@ struct mf_table_miss {
     uint32_t found, leaf;
     bool valid;
 };
+/* The last stack's entry of class cls, when the stack is the last one again, whole (the
+ * walk's memo found every frame the same: a loop's calls): no frame looked at. NULL when
+ * the table's last stack is another, or has no entry of this class or these flags yet. */
+struct mf_entry *mf_table_again(const struct mf_table *tab, uint32_t depth, uint32_t flags,
+                                uint32_t cls);
 /* The same, found only. same: pcs' outermost `same` frames are known to be those of tab's
  * last path. Without the stack's entry, *miss says what mf_table_insert needs, and its
  * innermost frames the table has no node for are pcs[0 .. depth - miss->found). */

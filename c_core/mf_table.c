@@ -546,18 +546,22 @@ static struct mf_entry *mf_table_lookup(struct mf_table *tab, const uintptr_t *p
     return e;
 }
 
+struct mf_entry *mf_table_again(const struct mf_table *tab, uint32_t depth, uint32_t flags,
+                                uint32_t cls)
+{
+    return tab->path_len == depth && depth ? mf_last_entry(tab, tab->path_hash[depth - 1], depth,
+                                                           flags, mf_last_class(cls, flags))
+                                           : NULL;
+}
+
 struct mf_entry *mf_table_find(struct mf_table *tab, const uintptr_t *pcs, uint32_t depth,
                                uint32_t flags, uint32_t cls, uint32_t same,
                                struct mf_table_miss *miss)
 {
-    /* The last stack again (a loop's calls, the walk's memo found every frame the same):
-     * its entry of this class, no frame looked at. */
     miss->valid = false;
     miss->found = depth;
     struct mf_entry *e = NULL;
-    if (same == depth && tab->path_len == depth && depth &&
-        (e = mf_last_entry(tab, tab->path_hash[depth - 1], depth, flags,
-                           mf_last_class(cls, flags))))
+    if (same == depth && (e = mf_table_again(tab, depth, flags, cls)))
         return e;
     e = mf_table_lookup(tab, pcs, depth, flags, cls, same, &miss->path);
     if (!e && depth <= MF_STACK_PATH_MAX) { /* a new stack: which of its frames are new? */
