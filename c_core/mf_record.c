@@ -171,31 +171,36 @@ static void mf_sample_on_stack(void *arg)
 /* The sample of a stack that is the thread's last one again, whole (its walk's memo found
  * every word it read unchanged), where counting it into that stack's last entry of its class
  * is all there is to do: weight 1 (the exact stretch, or every call recorded), a narrow
- * entry with room for it, the thread's own table, no live heap. On the program's stack: the
- * switch to the slot's, the lookup's set-up and its checks for a new stack were a third of
- * such a sample's instructions (a loop's calls, the microbenchmark's). False: the full
- * sample (mf_sample_on_stack) takes it. */
+ * entry with room for it, no live heap. On the program's stack: the switch to the slot's,
+ * the lookup's set-up and its checks for a new stack were a third of such a sample's
+ * instructions (a loop's calls, the microbenchmark's). False: the full sample
+ * (mf_sample_on_stack) takes it. */
 static inline __attribute__((always_inline)) bool mf_sample_again(struct mf_slot *s)
 {
-    struct mf_table *tab = s->table;
     uint32_t n = s->npcs - s->first;
-    if (s->weight != 1 || tab->shared || mf_opt.live || n > mf_opt.max_depth ||
-        tab->path_slot != s || tab->path_seq + 1 != s->walk_seq || tab->path_truncated)
+    if (s->weight != 1 || mf_opt.live || n > mf_opt.max_depth)
         return false;
     uint32_t cls = mf_size_class(s->size);
+    struct mf_table *tab = mf_table_lock(s->table); /* shared: the process's first table */
     uint32_t epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE);
-    struct mf_entry *e =
-        mf_table_again(tab, n, MF_ENTRY_SIZED | epoch << MF_ENTRY_EPOCH_SHIFT, cls);
-    if (!e || mf_entry_wide(e) || e->calls == UINT32_MAX || s->size > UINT32_MAX - e->bytes)
-        return false;
-    e->calls++;
-    e->bytes += (uint32_t)s->size;
-    mf_size_add(tab->hdr, 1, s->size, cls);
-    if ((++s->samples & 63) == 1)
-        tab->hdr->last_ns = mf_now_ns();
-    tab->path_seq = s->walk_seq;
-    s->new_stack = false;
-    return true;
+    struct mf_entry *e = tab->path_slot == s && tab->path_seq + 1 == s->walk_seq &&
+                                 !tab->path_truncated
+                             ? mf_table_again(tab, n, MF_ENTRY_SIZED | epoch << MF_ENTRY_EPOCH_SHIFT,
+                                              cls)
+                             : NULL;
+    bool counted = e && !mf_entry_wide(e) && e->calls != UINT32_MAX &&
+                   s->size <= UINT32_MAX - e->bytes;
+    if (counted) {
+        e->calls++;
+        e->bytes += (uint32_t)s->size;
+        mf_size_add(tab->hdr, 1, s->size, cls);
+        if ((++s->samples & 63) == 1)
+            tab->hdr->last_ns = mf_now_ns();
+        tab->path_seq = s->walk_seq;
+        s->new_stack = false;
+    }
+    mf_table_unlock(tab);
+    return counted;
 }
 
 /* A call at or above MALLOC_FREQ_LARGE, counted, on a thread that is set up: a sample of

@@ -297,6 +297,28 @@ def test_a_stacks_bytes_past_4_gib_go_on_in_a_wide_entry():
 
 
 @rt.test
+def test_a_loops_bytes_past_4_gib_go_on_in_a_wide_entry():
+    """The same at one stack called again and again (repeat_site: 70,000 calls of 65,000
+    bytes, under MALLOC_FREQ_LARGE's 64 KiB), each call after the first counted on the
+    program's stack into the last entry (mf_sample_again): at N=1 and in the default mode's
+    exact stretch the narrow entry takes the first 66,076 calls (4,294,940,000 bytes; one
+    more would pass 2^32 - 1) and a wide entry the other 3,924; mf_print gives the site's
+    70,000 calls and 4,550,000,000 bytes exactly."""
+    prog = rt.c_program("repeat_site")
+    for sample in ("1", None):
+        r = rt.run_ok([prog, "70000", "65000"], sample=sample)
+        expect_eq(r.stdout, "repeat_site done\n", "program output")
+        expect_eq(rt.site_totals(rt.csv_rows(r.profile), "site_repeat"),
+                  (70000, 70000 * 65000, 70000), f"site_repeat, sample {sample}")
+        (path,) = rt.thread_files(r.profile)
+        with open(path, "rb") as f:
+            mine = [e for e in rt.thread_file_stacks(f.read()) if e["bytes"] >= 65000 * 3900]
+        expect_eq([(e["wide"], e["calls"], e["bytes"]) for e in mine],
+                  [(False, 66076, 66076 * 65000), (True, 3924, 3924 * 65000)],
+                  f"site_repeat's entries, sample {sample}")
+
+
+@rt.test
 def test_large_threshold_setting():
     """MALLOC_FREQ_LARGE=1000 records every call of 1,000 bytes and more exactly (weight 1)
     and the process file says so; at 1 in 100,000 the histogram's classes of those sizes are
