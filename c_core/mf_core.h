@@ -99,6 +99,9 @@ struct mf_thread {
     bool exact;               /* the sample now due belongs to the exact stretch */
     bool exiting;             /* runs the process's exit: flush every call (mf_arm) */
     bool in_slow;             /* inside mf_record_slow (busy marks only the sample) */
+    /* `pending` was all 0 when the last slow path left, and the countdown it left was at
+     * most 1, so the hot path has counted nothing into it since (mf_count_call). */
+    bool clean;
     bool in_loader;           /* inside dl_iterate_phdr for the profiler (mf_dl_iterate) */
 };
 

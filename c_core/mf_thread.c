@@ -340,6 +340,7 @@ void mf_thread_exit(void *arg)
     }
     t->state = MF_THREAD_EXITED;
     t->countdown = MF_COUNTDOWN_OFF;
+    t->clean = false;
     t->totals = NULL;
     t->slot = NULL;
     if (s && s->gen == mf_gen)
