@@ -1261,6 +1261,32 @@ static bool mf_has_suffix(const char *s, const char *prefix, const char *suffix)
     return n > a + b && strncmp(s, prefix, a) == 0 && strcmp(s + n - b, suffix) == 0;
 }
 
+static bool mf_profile_file_name(const char *name)
+{
+    return mf_has_suffix(name, "process.", ".mfp") || mf_has_suffix(name, "thread.", ".mft");
+}
+
+uint32_t mf_profile_files_now(const char *dir, const struct stat *st)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat now;
+    if (fd >= 0 && (fstat(fd, &now) != 0 || now.st_dev != st->st_dev || now.st_ino != st->st_ino)) {
+        close(fd);
+        fd = -1;
+    }
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return UINT32_MAX;
+    }
+    uint32_t n = 0;
+    for (struct dirent *de; (de = readdir(d));)
+        n += mf_profile_file_name(de->d_name);
+    closedir(d);
+    return n;
+}
+
 static int mf_name_cmp(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -1362,8 +1388,7 @@ static uint32_t mf_walk(struct mf_profile *p, struct mf_walk *w, int dirfd, cons
     size_t n = 0, cap = 0, nsub = 0, subcap = 0;
     struct dirent *de;
     while ((de = readdir(d))) {
-        if (mf_has_suffix(de->d_name, "process.", ".mfp") ||
-            mf_has_suffix(de->d_name, "thread.", ".mft")) {
+        if (mf_profile_file_name(de->d_name)) {
             MF_GROW(names, n, cap);
             names[n++] = mf_xstrdup(de->d_name);
             continue;

@@ -221,6 +221,10 @@ struct mf_lifetimes {
  * recorded its live heap, after saying so if required. */
 bool mf_live_attach(struct mf_profile *p, bool required);
 
+/* How many profile files the directory dir (whose stat was st) lists now; UINT32_MAX if it
+ * cannot be listed or is another directory by now. */
+uint32_t mf_profile_files_now(const char *dir, const struct stat *st);
+
 /* Adds the files of one malloc_freq.<pid> directory to p (call mf_profile_finish after the
  * last one), or of every process directory under dir (a run directory, or the directories
  * a build ran in: subdirectories are walked, symbolic links not followed, MF_WALK_DEPTH

@@ -487,6 +487,49 @@ def test_timeline_recorder_reads_a_process_started_after_its_listing():
 
 
 @rt.test
+def test_timeline_process_gone_before_its_directory_is_looked_at_is_read_whole():
+    """A snapshot lists a process's directory (its process file and main thread's file),
+    and before it looks at it (a test FIFO holds it there) the process starts a thread that
+    makes its own file and 500 calls, and ends. The process is gone when the snapshot looks:
+    its reading would be whole but for the file made after the listing. The recorder used
+    to leave the directory out on that reading, then took the thread's file, listed next
+    time, for the left-out image's: its 500 calls were in the points' totals and in no
+    stack of the timeline."""
+    out = rt.fresh_dir()
+    gate_dir = rt.fresh_dir()
+    fifo, go = os.path.join(gate_dir, "fifo"), os.path.join(gate_dir, "go")
+    os.mkfifo(fifo, 0o600)
+    prog = subprocess.Popen([rt.c_program("late_thread"), go], cwd=out,
+                            env=rt.profiled_env(out, sample=None))
+    rec = None
+    try:
+        rt.wait_for(lambda: any(rt.thread_files(d) for d in rt.process_dirs(out)),
+                    "late_thread's first thread file")
+        rec = subprocess.Popen([rt.MF_PRINT, "--record", out], stderr=subprocess.PIPE,
+                               text=True, env=dict(os.environ, MF_PRINT_TEST_LIST_GATE=fifo))
+        with open(fifo, "wb", buffering=0):
+            # The recorder has opened the FIFO: its first snapshot has listed the
+            # directory (2 files) and waits. The thread runs and the process ends.
+            open(go, "w").close()
+            expect_eq(prog.wait(timeout=rt.TIMEOUT), 0, "late_thread's status")
+            (d,) = rt.process_dirs(out)
+            expect_eq(len(rt.thread_files(d)), 2, "late_thread's thread files")
+        err = rec.communicate(timeout=rt.TIMEOUT)[1]
+    finally:
+        open(go, "a").close()
+        for proc in (prog, rec):
+            if proc and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    expect_eq((rec.returncode, err), (0, ""), "mf_print --record's status and stderr")
+    counts, points = timeline_stack_counts(os.path.join(out, F.TL_FILE.decode()))
+    dirs = rt.process_dirs(out)
+    expect_eq(sum(p["calls"] for p in points), rt.exact_total_calls(*dirs),
+              "the points' calls against the thread headers'")
+    expect_stacks_add_up(counts, profile_stack_counts(out))
+
+
+@rt.test
 def test_timeline_directory_read_again_counts_its_old_images_once():
     """A directory left out is read again when files appear in it (a later process with the
     same pid): here short_runs ends, its directory is left out, and the shell around it then
