@@ -219,21 +219,28 @@ static uint64_t mf_clock_speed(void)
     return speed;
 }
 
-/* MF_PRINT_TEST_LIFE_GATE=FIFO: a snapshot reads a byte from FIFO after listing and reading
- * the run, before it checks its images' lives (from the writer's end of file on, it no longer
- * waits), so that a test can start and end a process in between. */
+/* A test's gate: the FIFO the environment variable var names, from which a snapshot reads a
+ * byte where it calls this (from the writer's end of file on, it no longer waits), so that a
+ * test can start and end processes at that moment. *fd: -2 until the variable is looked at. */
+static void mf_test_gate(const char *var, int *fd)
+{
+    if (*fd == -2) {
+        const char *s = getenv(var);
+        *fd = s && *s ? open(s, O_RDONLY | O_CLOEXEC) : -1;
+    }
+    char c;
+    if (*fd >= 0 && read(*fd, &c, 1) <= 0) {
+        close(*fd);
+        *fd = -1;
+    }
+}
+
+/* MF_PRINT_TEST_LIFE_GATE: after listing and reading the run, before its images' lives are
+ * checked. */
 static void mf_test_life_gate(void)
 {
     static int fd = -2;
-    if (fd == -2) {
-        const char *s = getenv("MF_PRINT_TEST_LIFE_GATE");
-        fd = s && *s ? open(s, O_RDONLY | O_CLOEXEC) : -1;
-    }
-    char c;
-    if (fd >= 0 && read(fd, &c, 1) <= 0) {
-        close(fd);
-        fd = -1;
-    }
+    mf_test_gate("MF_PRINT_TEST_LIFE_GATE", &fd);
 }
 
 static uint64_t mf_real_ns(void)
@@ -626,21 +633,11 @@ static void mf_rec_reading_end(struct mf_recorder *r)
     r->reading = 0;
 }
 
-/* MF_PRINT_TEST_LIST_GATE=FIFO: a snapshot reads a byte from FIFO after listing a process
- * directory, before it looks at it (from the writer's end of file on, it no longer waits),
- * so that a test can make files there and end the process in between. */
+/* MF_PRINT_TEST_LIST_GATE: after a process directory is listed, before it is looked at. */
 static void mf_test_list_gate(void)
 {
     static int fd = -2;
-    if (fd == -2) {
-        const char *s = getenv("MF_PRINT_TEST_LIST_GATE");
-        fd = s && *s ? open(s, O_RDONLY | O_CLOEXEC) : -1;
-    }
-    char c;
-    if (fd >= 0 && read(fd, &c, 1) <= 0) {
-        close(fd);
-        fd = -1;
-    }
+    mf_test_gate("MF_PRINT_TEST_LIST_GATE", &fd);
 }
 
 /* The reader's left_out: a directory left out before and unchanged since. Each directory

@@ -442,6 +442,29 @@ def test_timeline_short_processes_add_up_to_the_profile():
     expect_stacks_add_up(counts, want)
 
 
+def recorded_held(out, gate_var, fifo, prog, meanwhile):
+    """Once prog (running profiled into out) has a thread file, mf_print --record on out with
+    the test gate gate_var (MF_PRINT_TEST_LIFE_GATE or MF_PRINT_TEST_LIST_GATE, timeline.c) at
+    the FIFO fifo: its first snapshot waits at the gate while meanwhile() runs, then the
+    FIFO's end of file lets every snapshot through and the recorder ends with the run.
+    Returns its status and standard error; prog is not left running."""
+    rec = None
+    try:
+        rt.wait_for(lambda: any(rt.thread_files(d) for d in rt.process_dirs(out)),
+                    "the program's first thread file")
+        rec = subprocess.Popen([rt.MF_PRINT, "--record", out], stderr=subprocess.PIPE,
+                               text=True, env=dict(os.environ, **{gate_var: fifo}))
+        with open(fifo, "wb", buffering=0):  # opened: the snapshot is at the gate
+            meanwhile()
+        err = rec.communicate(timeout=rt.TIMEOUT)[1]
+        return rec.returncode, err
+    finally:
+        for proc in (prog, rec):
+            if proc and proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+
+
 @rt.test
 def test_timeline_recorder_reads_a_process_started_after_its_listing():
     """The run's last process can start after a snapshot listed the run and end, with its
@@ -455,26 +478,15 @@ def test_timeline_recorder_reads_a_process_started_after_its_listing():
     shell = subprocess.Popen(["sh", "-c", 'read x; "$1" 1000 >/dev/null', "sh",
                               rt.c_program("short_runs")], cwd=out, stdin=subprocess.PIPE,
                              env=rt.profiled_env(out, sample=None))
-    rec = None
-    try:
-        rt.wait_for(lambda: any(rt.thread_files(d) for d in rt.process_dirs(out)),
-                    "the shell's thread file")
-        rec = subprocess.Popen([rt.MF_PRINT, "--record", out], stderr=subprocess.PIPE,
-                               text=True, env=dict(os.environ, MF_PRINT_TEST_LIFE_GATE=gate))
-        with open(gate, "wb", buffering=0) as g:
-            # The recorder has opened the FIFO: its first snapshot has listed the run (the
-            # shell alone) and waits. The shell's last command starts and ends meanwhile.
-            shell.communicate(b"go\n", timeout=rt.TIMEOUT)
-            expect_eq(shell.returncode, 0, "the shell's status")
-            expect_eq(len(rt.process_dirs(out)), 2, "process directories")
-        # The FIFO's end of file lets every later snapshot through.
-        err = rec.communicate(timeout=rt.TIMEOUT)[1]
-    finally:
-        for proc in (shell, rec):
-            if proc and proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    expect_eq((rec.returncode, err), (0, ""), "mf_print --record's status and stderr")
+    def meanwhile():
+        # The first snapshot has listed the run (the shell alone) and waits. The shell's
+        # last command starts and ends meanwhile.
+        shell.communicate(b"go\n", timeout=rt.TIMEOUT)
+        expect_eq(shell.returncode, 0, "the shell's status")
+        expect_eq(len(rt.process_dirs(out)), 2, "process directories")
+
+    status = recorded_held(out, "MF_PRINT_TEST_LIFE_GATE", gate, shell, meanwhile)
+    expect_eq(status, (0, ""), "mf_print --record's status and stderr")
     counts, points = timeline_stack_counts(os.path.join(out, F.TL_FILE.decode()))
     expect_eq([bool(p["flags"] & F.TL_POINT_LAST) for p in points][-1:], [True],
               "the last point marked last")
@@ -501,27 +513,19 @@ def test_timeline_process_gone_before_its_directory_is_looked_at_is_read_whole()
     os.mkfifo(fifo, 0o600)
     prog = subprocess.Popen([rt.c_program("late_thread"), go], cwd=out,
                             env=rt.profiled_env(out, sample=None))
-    rec = None
+    def meanwhile():
+        # The first snapshot has listed the directory (2 files) and waits. The thread runs
+        # and the process ends.
+        open(go, "w").close()
+        expect_eq(prog.wait(timeout=rt.TIMEOUT), 0, "late_thread's status")
+        (d,) = rt.process_dirs(out)
+        expect_eq(len(rt.thread_files(d)), 2, "late_thread's thread files")
+
     try:
-        rt.wait_for(lambda: any(rt.thread_files(d) for d in rt.process_dirs(out)),
-                    "late_thread's first thread file")
-        rec = subprocess.Popen([rt.MF_PRINT, "--record", out], stderr=subprocess.PIPE,
-                               text=True, env=dict(os.environ, MF_PRINT_TEST_LIST_GATE=fifo))
-        with open(fifo, "wb", buffering=0):
-            # The recorder has opened the FIFO: its first snapshot has listed the
-            # directory (2 files) and waits. The thread runs and the process ends.
-            open(go, "w").close()
-            expect_eq(prog.wait(timeout=rt.TIMEOUT), 0, "late_thread's status")
-            (d,) = rt.process_dirs(out)
-            expect_eq(len(rt.thread_files(d)), 2, "late_thread's thread files")
-        err = rec.communicate(timeout=rt.TIMEOUT)[1]
+        status = recorded_held(out, "MF_PRINT_TEST_LIST_GATE", fifo, prog, meanwhile)
     finally:
         open(go, "a").close()
-        for proc in (prog, rec):
-            if proc and proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    expect_eq((rec.returncode, err), (0, ""), "mf_print --record's status and stderr")
+    expect_eq(status, (0, ""), "mf_print --record's status and stderr")
     counts, points = timeline_stack_counts(os.path.join(out, F.TL_FILE.decode()))
     dirs = rt.process_dirs(out)
     expect_eq(sum(p["calls"] for p in points), rt.exact_total_calls(*dirs),
