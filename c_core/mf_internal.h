@@ -126,6 +126,10 @@ struct mf_slot {
      * last_gen (mf_sample_on_stack): a walk that repeats the last one skips comparing them. */
     uintptr_t pcs[MF_WALK_MAX];
     bool walk_repeated; /* the stack in pcs is the last walk's, found by its memo's check */
+    /* This walk's memo check as mf_unwind_again made it, for the walker not to make it again:
+     * -1 not made; else the first word of the last walk's that changed (the rule walk's), or
+     * 0 for a frame-pointer walk that does not repeat. */
+    int64_t walk_changed;
     /* The walk's outermost frames that are the last walk's, as its memo found them, and
      * the walks so far: the table then looks up only the frames after them. */
     uint32_t walk_same;
@@ -369,6 +373,10 @@ int mf_unwind_fp(void **pcs, int max); /* from the calling thread's slot's entry
 extern struct mf_rules *mf_rules; /* NULL: no rules (MALLOC_FREQ_UNWIND=libunwind-only) */
 void mf_rules_setup(void); /* at start-up, from the options */
 int mf_unwind_rules(void **pcs, int max); /* from mf_backtrace_on_stack, into the slot's pcs */
+/* The last walk of kind (MF_MEMO_RULES, MF_MEMO_FP) again, whole: its memo's check alone,
+ * which needs no stack to speak of, made on the program's stack before the switch to the
+ * slot's for a walk. Its frames (still in the slot's pcs), or -1: the walk is to be made. */
+int mf_unwind_again(struct mf_slot *s, int max, uint32_t kind);
 /* libunwind's unw_backtrace, loaded now if it is not yet and may be; else the frame-pointer
  * walk. Called on the program's stack: a load runs on the slot's. */
 int (*mf_unwind_fallback(struct mf_slot *s))(void **, int);
@@ -410,11 +418,19 @@ static inline __attribute__((always_inline)) uint32_t mf_unwind(struct mf_slot *
                                                                 uint32_t *first)
 {
     int (*bt)(void **, int) = mf_unw_backtrace ? mf_unw_backtrace : mf_unwind_fp;
+    /* After a walk that repeated the one before, the next is looked for among the last walk's
+     * first, before the switch to the slot's stack (a loop's calls); after one that did not,
+     * the walk does it (a compiler's calls, a twentieth of which repeat: the look there was
+     * 32 instructions more a call). */
+    bool again = s->walk_repeated;
     s->walk_repeated = false; /* the walkers with a memo set it */
     s->walk_same = 0;
     s->walk_seq++;
+    s->walk_changed = -1;
     if (mf_rules && !mf_unwind_frozen && mf_opt.unwinder == MF_UNWIND_LIBUNWIND) {
-        int c = mf_backtrace_on_stack(s->stack_top, mf_unwind_rules, (void **)s->pcs, (int)max);
+        int c = again ? mf_unwind_again(s, (int)max, MF_MEMO_RULES) : -1;
+        if (c < 0)
+            c = mf_backtrace_on_stack(s->stack_top, mf_unwind_rules, (void **)s->pcs, (int)max);
         if (c >= 0) { /* the walk starts at s->ret; its stack ends where pcs ends */
             *first = MF_WALK_MAX - (uint32_t)c;
             return MF_WALK_MAX;
@@ -423,6 +439,8 @@ static inline __attribute__((always_inline)) uint32_t mf_unwind(struct mf_slot *
     }
     if (bt != mf_unwind_fp) /* the frame-pointer walk keeps its memo itself */
         s->memo.kind = MF_MEMO_NONE;
+    else if (again && mf_unwind_again(s, (int)max, MF_MEMO_FP) >= 0)
+        return s->memo.n; /* pcs and *first as the last walk left them */
     uint32_t n = (uint32_t)mf_backtrace_on_stack(s->stack_top, bt, (void **)s->pcs, (int)max);
     *first = 0;
     for (uint32_t i = 0; i < n && i < MF_OWN_FRAMES_MAX; i++) {

@@ -276,7 +276,7 @@ int mf_unwind_fp(void **out, int max)
     if (max > (int)MF_WALK_MAX)
         max = (int)MF_WALK_MAX;
     bool own = pcs == s->pcs; /* the memo describes s->pcs */
-    if (own && mf_fp_memo_holds(s, lo, max)) {
+    if (own && s->walk_changed < 0 && mf_fp_memo_holds(s, lo, max)) {
         s->walk_repeated = true;
         s->walk_same = m->n;
         return (int)m->n;
@@ -656,8 +656,10 @@ static int mf_unwind_cached(struct mf_slot *s, int max)
      * every word it read from there on is unchanged. Stack pointers only grow along a walk,
      * so that frame is found by one pass over the last walk's. */
     bool splice = mf_memo_applies(l, s, MF_MEMO_RULES, max, module_epoch);
-    int64_t changed = -1; /* the first changed word of the last walk's (root first), once looked for */
-    if (splice && l->entry == fp && (changed = mf_memo_first_change(l, l->nreads)) == l->nreads) {
+    /* the first changed word of the last walk's (root first), once looked for */
+    int64_t changed = s->walk_changed;
+    if (splice && l->entry == fp && changed < 0 &&
+        (changed = mf_memo_first_change(l, l->nreads)) == l->nreads) {
         s->walk_repeated = true;
         s->walk_same = l->n;
         return (int)l->n;
@@ -750,4 +752,30 @@ int mf_unwind_rules(void **pcs, int max)
 {
     (void)pcs; /* the slot's pcs, which the walk's memo describes */
     return mf_unwind_cached(mf_tls.slot, max);
+}
+
+int mf_unwind_again(struct mf_slot *s, int max, uint32_t kind)
+{
+    struct mf_walk_memo *m = &s->memo;
+    uintptr_t fp = s->entry_fp;
+    if (max > (int)MF_WALK_MAX)
+        max = (int)MF_WALK_MAX;
+    if (fp < s->stack_lo || fp >= s->stack_hi) /* the walk looks its mapping up */
+        return -1;
+    if (kind == MF_MEMO_FP) {
+        if (!mf_fp_memo_holds(s, fp, max)) {
+            s->walk_changed = 0;
+            return -1;
+        }
+    } else {
+        uint32_t module_epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE);
+        if (!mf_memo_applies(m, s, MF_MEMO_RULES, max, module_epoch) || m->entry != fp)
+            return -1;
+        s->walk_changed = mf_memo_first_change(m, m->nreads);
+        if (s->walk_changed != m->nreads)
+            return -1;
+    }
+    s->walk_repeated = true;
+    s->walk_same = m->n;
+    return (int)m->n;
 }
