@@ -79,17 +79,16 @@ enum mf_life mf_life(const struct mf_profile *p, uint32_t i)
     return strcmp(exe, pr->exe) == 0 ? MF_LIFE_RUNNING : MF_LIFE_EXECED;
 }
 
-bool mf_runs_on(const struct mf_profile *p, uint32_t i, enum mf_life l)
+bool mf_runs(const struct mf_profile *p, uint32_t i, enum mf_life l)
 {
-    /* a later image written answers for itself */
-    return l == MF_LIFE_EXECED && !mf_later_image(p, i) &&
-           kill((pid_t)p->procs[i].pid, 0) == 0;
+    /* exec'd: a later image written answers for itself */
+    return l == MF_LIFE_RUNNING || (l == MF_LIFE_EXECED && !mf_later_image(p, i) &&
+                                    kill((pid_t)p->procs[i].pid, 0) == 0);
 }
 
 bool mf_process_running(const struct mf_profile *p, uint32_t i)
 {
-    enum mf_life l = mf_life(p, i);
-    return l == MF_LIFE_RUNNING || mf_runs_on(p, i, l);
+    return mf_runs(p, i, mf_life(p, i));
 }
 
 bool mf_all_ended(const struct mf_profile *p)

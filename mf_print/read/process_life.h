@@ -15,11 +15,11 @@ enum mf_life { MF_LIFE_EXITED, MF_LIFE_RUNNING, MF_LIFE_ENDED, MF_LIFE_EXECED, M
 /* How process image i of p ended, from its process file and, for one that recorded no exit,
  * from this machine's /proc. */
 enum mf_life mf_life(const struct mf_profile *p, uint32_t i);
-/* Image i of p was exec'd (its life l) and its process runs on in an image that has written
- * nothing yet (one that allocates only after a while). */
-bool mf_runs_on(const struct mf_profile *p, uint32_t i, enum mf_life l);
-/* Image i runs, or its process runs on in a later image that has written nothing yet: the
- * program is still running (an image exec'd is not the end of its process). */
+/* Image i of p (its life l) runs, or was exec'd and its process runs on in a later image
+ * that has written nothing yet (one that allocates only after a while): the program is still
+ * running (an image exec'd is not the end of its process). */
+bool mf_runs(const struct mf_profile *p, uint32_t i, enum mf_life l);
+/* mf_runs of image i's mf_life. */
 bool mf_process_running(const struct mf_profile *p, uint32_t i);
 /* No process of p runs (mf_process_running): a live view of p is what was left when its
  * images ended. */

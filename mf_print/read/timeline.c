@@ -493,9 +493,10 @@ static uint64_t mf_growth(uint64_t now, uint64_t before)
 /* A process directory's state. Seen with every image ended at one snapshot, it is read once
  * more at the next (an image that died while its files were read is read whole then), and
  * left out after that; read when its process was already gone (reaped: every thread of it
- * had ended) and listing no file made since its listing, the one reading is whole. A file made in it since (a new image of a reused
- * pid) changes its count of files: it is read again. Its time would not do: file times
- * come from a coarse clock, and a file made within its tick leaves the time as it was. */
+ * had ended) and listing no file made since its listing, the one reading is whole. A file
+ * made in it since (a new image of a reused pid) changes its count of files: it is read
+ * again. Its time would not do: file times come from a coarse clock, and a file made within
+ * its tick leaves the time as it was. */
 enum mf_rec_state { MF_REC_READ, MF_REC_ENDED, MF_REC_LEFT_OUT };
 
 struct mf_rec_dir {
@@ -791,8 +792,7 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
     uint32_t *proc_dir = mf_xcalloc((size_t)p.nprocs + 1, sizeof *proc_dir);
     for (uint32_t i = 0; i < p.nprocs; i++) {
         enum mf_life l = mf_life(&p, i);
-        bool image_ended = p.procs[i].has_file && l != MF_LIFE_RUNNING &&
-                           l != MF_LIFE_UNKNOWN && !mf_runs_on(&p, i, l);
+        bool image_ended = p.procs[i].has_file && l != MF_LIFE_UNKNOWN && !mf_runs(&p, i, l);
         running += l == MF_LIFE_RUNNING;
         ended &= image_ended;
         struct mf_rec_dir *d = mf_rec_dir_find(r, p.procs[i].dir_dev, p.procs[i].dir_ino);
