@@ -76,6 +76,42 @@ void mf_leave(struct mf_thread *t, int64_t countdown)
     t->busy = 0;
 }
 
+/* The table's last path is this slot's last walk, whole (a truncated stack's outermost frame
+ * moves with its depth): the walk's outermost frames that are the last walk's are its. */
+static inline bool mf_path_follows(const struct mf_table *tab, const struct mf_slot *s)
+{
+    return tab->path_slot == s && tab->path_seq + 1 == s->walk_seq && !tab->path_truncated;
+}
+
+/* A narrow entry holds a sample of weight w and size bytes (its 32-bit counts with room). */
+static inline bool mf_narrow_takes(const struct mf_entry *e, uint64_t w, uint64_t size)
+{
+    return w == 1 && e->calls != UINT32_MAX && size <= UINT32_MAX - e->bytes;
+}
+
+/* The sample in s (its weight and size, class cls) added to entry e (v: its counts when it is
+ * wide) and to the size histogram. */
+static inline __attribute__((always_inline)) void
+mf_sample_count(struct mf_table *tab, struct mf_slot *s, struct mf_entry *e,
+                struct mf_entry_var *v, uint32_t cls)
+{
+    uint64_t w = s->weight;
+    if (v) { /* samples before calls (mf_format.h) */
+        v->samples++;
+        v->calls_sq += w * w;
+        if (w > 1)
+            v->bytes_var += (double)w * (double)(w - 1) * (double)s->size * (double)s->size;
+        v->calls += w;
+        v->bytes += w * s->size;
+    } else {
+        e->calls++;
+        e->bytes += (uint32_t)s->size;
+    }
+    mf_size_add(tab->hdr, w, s->size, cls);
+    if ((++s->samples & 63) == 1) /* the clock costs as much as the rest of an exact sample */
+        tab->hdr->last_ns = mf_now_ns();
+}
+
 /* Runs on the slot's stack: the stack, the table entry, the cost. */
 static void mf_sample_on_stack(void *arg)
 {
@@ -92,13 +128,7 @@ static void mf_sample_on_stack(void *arg)
     uint32_t cls = mf_size_class(s->size); /* entries are keyed by it (MF_ENTRY_SIZED) */
     struct mf_table *tab = mf_table_lock(s->table);
     uint32_t epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE);
-    /* The walk's outermost frames that are the last walk's are the table's last path's, if
-     * that was this thread's last walk, whole (a truncated stack's outermost frame moves
-     * with its depth). */
-    uint32_t same = tab->path_slot == s && tab->path_seq + 1 == s->walk_seq &&
-                            !tab->path_truncated && !(flags & MF_ENTRY_TRUNCATED)
-                        ? s->walk_same
-                        : 0;
+    uint32_t same = mf_path_follows(tab, s) && !(flags & MF_ENTRY_TRUNCATED) ? s->walk_same : 0;
     struct mf_table_miss miss;
     struct mf_entry *e =
         mf_table_find(tab, pcs, n, flags | epoch << MF_ENTRY_EPOCH_SHIFT, cls, same, &miss);
@@ -133,29 +163,15 @@ static void mf_sample_on_stack(void *arg)
         }
         errno = err;
     }
-    uint64_t w = s->weight;
     struct mf_entry_var *v = e && mf_entry_wide(e) ? (struct mf_entry_var *)(e + 1) : NULL;
     bool new_stack = e && (v ? v->calls : e->calls) == 0; /* a sample adds a weight of at least 1 */
     /* The exact stretch's entry, sampled, or one whose 32-bit counts this call would overflow */
-    if (e && !v && (w != 1 || e->calls == UINT32_MAX || s->size > UINT32_MAX - e->bytes)) {
+    if (e && !v && !mf_narrow_takes(e, s->weight, s->size)) {
         e = mf_table_widen(tab, e, cls);
         v = e ? (struct mf_entry_var *)(e + 1) : NULL;
     }
     if (e) {
-        if (v) { /* samples before calls (mf_format.h) */
-            v->samples++;
-            v->calls_sq += w * w;
-            if (w > 1)
-                v->bytes_var += (double)w * (double)(w - 1) * (double)s->size * (double)s->size;
-            v->calls += w;
-            v->bytes += w * s->size;
-        } else {
-            e->calls++;
-            e->bytes += (uint32_t)s->size;
-        }
-        mf_size_add(tab->hdr, w, s->size, cls);
-        if ((++s->samples & 63) == 1) /* the clock costs as much as the rest of an exact sample */
-            tab->hdr->last_ns = mf_now_ns();
+        mf_sample_count(tab, s, e, v, cls);
         if (mf_opt.live) /* off, no call: 21 instructions of a sample at N=1 */
             mf_live_note(t, tab, e);
     }
@@ -183,19 +199,13 @@ static inline __attribute__((always_inline)) bool mf_sample_again(struct mf_slot
     uint32_t cls = mf_size_class(s->size);
     struct mf_table *tab = mf_table_lock(s->table); /* shared: the process's first table */
     uint32_t epoch = __atomic_load_n(&mf_module_epoch, __ATOMIC_ACQUIRE);
-    struct mf_entry *e = tab->path_slot == s && tab->path_seq + 1 == s->walk_seq &&
-                                 !tab->path_truncated
-                             ? mf_table_again(tab, n, MF_ENTRY_SIZED | epoch << MF_ENTRY_EPOCH_SHIFT,
-                                              cls)
-                             : NULL;
-    bool counted = e && !mf_entry_wide(e) && e->calls != UINT32_MAX &&
-                   s->size <= UINT32_MAX - e->bytes;
+    struct mf_entry *e =
+        mf_path_follows(tab, s)
+            ? mf_table_again(tab, n, MF_ENTRY_SIZED | epoch << MF_ENTRY_EPOCH_SHIFT, cls)
+            : NULL;
+    bool counted = e && !mf_entry_wide(e) && mf_narrow_takes(e, 1, s->size);
     if (counted) {
-        e->calls++;
-        e->bytes += (uint32_t)s->size;
-        mf_size_add(tab->hdr, 1, s->size, cls);
-        if ((++s->samples & 63) == 1)
-            tab->hdr->last_ns = mf_now_ns();
+        mf_sample_count(tab, s, e, NULL, cls);
         tab->path_seq = s->walk_seq;
         s->new_stack = false;
     }
