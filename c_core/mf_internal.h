@@ -53,8 +53,8 @@ enum mf_thread_state {
  * one would find the same stack, which is still in pcs: the check is independent loads, the
  * walk a chain of dependent ones. */
 enum { MF_MEMO_NONE, MF_MEMO_FP, MF_MEMO_RULES };
-/* A frame of a walk. Rules: the state it was found in (stack pointer, frame pointer,
- * return address) and `rd`: in the walk in hand, the number of words read before it; in the
+/* A frame of a walk. Rules: the state it was found in (stack pointer, where the frame
+ * pointer is saved, return address) and `rd`: in the walk in hand, the number of words read before it; in the
  * memo, the number read from it on (the walk from there on reads only those, so a walk that
  * reaches the same state takes the rest as it was). fp: sp is the frame record's address,
  * bp and pc the two words it held (the link and the return address), in the record's
@@ -66,7 +66,7 @@ struct mf_memo_frame {
 struct mf_memo_read {
     uintptr_t addr, val;
 };
-#define MF_MEMO_READS (2 * MF_WALK_MAX + 2) /* a walk reads at most two words a frame, and two */
+#define MF_MEMO_READS (2 * MF_WALK_MAX + 1) /* a walk reads at most two words a frame, and one */
 /* Each kind of record in one array, so that a short walk touches two pages, not six: a
  * short process pays ~2.5 us for each page it touches (docs/performance.md). A frame-pointer
  * memo lists its frames leaf first. A rule walk's lists frames and words root first: the

@@ -675,18 +675,20 @@ static int mf_unwind_cached(struct mf_slot *s, int max)
     struct mf_memo_frame *cf = &c->frame[MF_WALK_MAX - 1];
 #define MF_STACK_WORD(a) (cr[-(ptrdiff_t)r].addr = (uintptr_t)(a), cr[-(ptrdiff_t)r].val = *(a), cr[-(ptrdiff_t)r++].val)
     uintptr_t pc = MF_STACK_WORD((const uintptr_t *)fp + 1), sp = fp + 16;
-    uintptr_t bp = MF_STACK_WORD((const uintptr_t *)fp);
+    /* Where the frame pointer of the frame in hand is saved, read only where a frame's CFA
+     * is reckoned from it: a compile's functions save it more often than they use it. */
+    uintptr_t bp_at = fp;
     int n = 0;
     for (;;) {
         uint32_t i = (uint32_t)n++;
-        cf[-(ptrdiff_t)i] = (struct mf_memo_frame){sp, bp, pc, r};
+        cf[-(ptrdiff_t)i] = (struct mf_memo_frame){sp, bp_at, pc, r};
         if (t >= 0) {
             while (t >= 0 && l->frame[t].sp < sp)
                 t--;
             const struct mf_memo_frame *lf = &l->frame[t < 0 ? 0 : t];
             /* The joined stack (t + 1 frames from the last walk) must fit in max, and a last
              * walk cut at max has no frames beyond its own to give. */
-            if (t >= 0 && lf->sp == sp && lf->pc == pc && lf->bp == bp &&
+            if (t >= 0 && lf->sp == sp && lf->pc == pc && lf->bp == bp_at &&
                 i + (uint64_t)t + 1 <= (uint64_t)max && (!l->truncated || t + 1 + i == l->n)) {
                 if (changed < 0)
                     changed = mf_memo_first_change(l, lf->rd);
@@ -719,19 +721,19 @@ static int mf_unwind_cached(struct mf_slot *s, int max)
                 goto unwalkable;
         }
         if (kind == (MF_RULE_FP | epoch)) {
+            uintptr_t bp = MF_STACK_WORD((const uintptr_t *)bp_at);
             if (bp < sp || bp > top || (bp & 7))
                 goto unwalkable;
             pc = MF_STACK_WORD((const uintptr_t *)bp + 1);
             sp = bp + 16;
-            bp = MF_STACK_WORD((const uintptr_t *)bp);
+            bp_at = bp;
         } else {
             sp += rule >> MF_RULE_K_SHIFT;
             if (sp > top + 16 || (sp & 7))
                 goto unwalkable;
             pc = MF_STACK_WORD((const uintptr_t *)sp - 1);
             if (kind == (MF_RULE_SP_SAVED | epoch)) /* off <= k / 8: inside this frame */
-                bp = MF_STACK_WORD((const uintptr_t *)sp -
-                                   (ptrdiff_t)((rule >> MF_RULE_OFF_SHIFT) & 0xffff));
+                bp_at = sp - 8 * ((rule >> MF_RULE_OFF_SHIFT) & 0xffff);
         }
     }
 #undef MF_STACK_WORD
