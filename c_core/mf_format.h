@@ -619,7 +619,8 @@ struct mf_tl_point {
     uint64_t start_ns, end_ns; /* CLOCK_REALTIME: the snapshots it lies between */
     uint64_t calls, bytes;     /* exact: the growth of the thread headers' totals */
     uint64_t other_calls, other_bytes; /* of stacks beyond the point's records */
-    uint32_t processes;        /* process images running at end_ns */
+    uint32_t processes;        /* processes running at end_ns (one exec'd runs on in its
+                                * next image, written or not) */
     uint32_t flags;            /* MF_TL_POINT_* */
     /* FNV-1a (64 bits) of this point with checksum 0, then of its records as struct
      * mf_tl_stack (unpacked) */

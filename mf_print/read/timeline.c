@@ -792,8 +792,9 @@ bool mf_record_tick(struct mf_recorder *r, bool last)
     uint32_t *proc_dir = mf_xcalloc((size_t)p.nprocs + 1, sizeof *proc_dir);
     for (uint32_t i = 0; i < p.nprocs; i++) {
         enum mf_life l = mf_life(&p, i);
-        bool image_ended = p.procs[i].has_file && l != MF_LIFE_UNKNOWN && !mf_runs(&p, i, l);
-        running += l == MF_LIFE_RUNNING;
+        bool runs = mf_runs(&p, i, l);
+        bool image_ended = p.procs[i].has_file && l != MF_LIFE_UNKNOWN && !runs;
+        running += runs; /* a process, in this image or in one it exec'd, not yet written */
         ended &= image_ended;
         struct mf_rec_dir *d = mf_rec_dir_find(r, p.procs[i].dir_dev, p.procs[i].dir_ino);
         mf_rec_dir_image(d, &p.procs[i], image_ended);

@@ -566,7 +566,8 @@ def test_timeline_recorder_waits_for_an_image_execd_that_allocates_late():
     """An image exec'd into a process that allocates only after a pause (exec_late's second
     image: 1 s, then 700 calls) is part of the run: `mf_print --record` alone used to end
     once every image it saw had ended, the first one exec'd, and the timeline had its 500
-    calls only."""
+    calls only. The points count the process as running throughout the pause (they said 0
+    processes there, counting only images in state running), and none once it has ended."""
     prog = rt.c_program("exec_late")
     copy = os.path.join(rt.fresh_dir(), "exec_late_copy")
     shutil.copy(prog, copy)
@@ -580,6 +581,11 @@ def test_timeline_recorder_waits_for_an_image_execd_that_allocates_late():
     expect_eq(rt.exact_total_calls(*dirs), 1200, "the two images' calls")
     expect_eq(sum(p["calls"] for p in points), 1200, "the points' calls")
     expect_stacks_add_up(counts, profile_stack_counts(out))
+    procs = [p["processes"] for p in points]
+    running = procs.index(0) if 0 in procs else len(procs)
+    expect_eq((set(procs[:running]), set(procs[running:])), ({1}, {0}),
+              f"the points' processes running, then ended: {procs}")
+    expect(running >= 10, f"only {running} points with the process running: {procs}")
 
 
 @rt.test
