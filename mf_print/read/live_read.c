@@ -21,9 +21,11 @@
 #include "process_life.h"
 #include "profile_read.h"
 
-/* name in the process directory dirfd (paths may be longer than PATH_MAX: profile_read.c). */
+/* name in the process directory dirfd (paths may be longer than PATH_MAX: profile_read.c).
+ * keep: NULL, or where the file's descriptor is kept open, on success, for a second reading
+ * of the same file (mf_stats_again). */
 static bool mf_read_whole(int dirfd, const char *name, uint64_t max, uint8_t **data,
-                          size_t *size, const char **why)
+                          size_t *size, const char **why, int *keep)
 {
     int fd = mf_open_regular_at(dirfd, name, false, max, why);
     if (fd < 0)
@@ -36,28 +38,25 @@ static bool mf_read_whole(int dirfd, const char *name, uint64_t max, uint8_t **d
     }
     uint8_t *buf = mf_xmalloc((size_t)end + 1);
     *size = mf_pread_full(fd, buf, (size_t)end, 0);
-    close(fd);
+    if (keep)
+        *keep = fd;
+    else
+        close(fd);
     *data = buf;
     return false;
 }
 
-/* The statistics table (stats_bytes at stats_offset) of live file name read once more, into
- * an allocated copy, or NULL. A running program adds a free to a slot's `freed` before the
+/* The statistics table (stats_bytes at stats_offset) of the live file open at fd read once
+ * more, into an allocated copy, or NULL. A running program adds a free to a slot's `freed` before the
  * counts it bounds (freed_samples, temporary, same_thread, the lifetimes), and a copy of the
  * file reads a slot's `freed` before them: a free made while the copy was under way could
  * show in those and not in `freed` (under load, one `--live` read of a busy program in
  * dozens said so). `freed` is taken from this second copy, made after the first: at least
  * what the first copy's other counts were made from. */
-static struct mf_live_stats *mf_stats_again(int dirfd, const char *name, uint64_t stats_offset,
-                                            uint64_t stats_bytes)
+static struct mf_live_stats *mf_stats_again(int fd, uint64_t stats_offset, uint64_t stats_bytes)
 {
-    const char *why;
-    int fd = mf_open_regular_at(dirfd, name, false, MF_LIVE_FILE_MAX, &why);
-    if (fd < 0)
-        return NULL;
     struct mf_live_stats *again = mf_xmalloc(stats_bytes ? (size_t)stats_bytes : 1);
     size_t got = mf_pread_full(fd, (uint8_t *)again, (size_t)stats_bytes, stats_offset);
-    close(fd);
     if (got < stats_bytes) {
         free(again);
         return NULL;
@@ -163,7 +162,8 @@ static uint32_t mf_ref_stack(struct mf_live_ctx *c, const struct mf_process *pr,
         return UINT32_MAX;
     if (!f->data) {
         const char *why;
-        if (mf_read_whole(c->dirfd, f->name, MF_THREAD_FILE_MAX, &f->data, &f->size, &why)) {
+        if (mf_read_whole(c->dirfd, f->name, MF_THREAD_FILE_MAX, &f->data, &f->size, &why,
+                          NULL)) {
             f->failed = true;
             return UINT32_MAX;
         }
@@ -255,7 +255,8 @@ static void mf_live_process(struct mf_live_ctx *c, struct mf_live_count *sums)
         close(c->dirfd);
         return; /* this process did not record its live heap */
     }
-    if (mf_read_whole(c->dirfd, name, MF_LIVE_FILE_MAX, &data, &size, &why)) {
+    int fd = -1;
+    if (mf_read_whole(c->dirfd, name, MF_LIVE_FILE_MAX, &data, &size, &why, &fd)) {
         close(c->dirfd);
         c->skipped++;
         mf_error("%s: %s (skipped)", mf_esc(path), why);
@@ -294,6 +295,7 @@ static void mf_live_process(struct mf_live_ctx *c, struct mf_live_count *sums)
         c->skipped++;
         mf_error("%s: %s (skipped)", mf_esc(path), bad);
         free(data);
+        close(fd);
         close(c->dirfd);
         return;
     }
@@ -303,8 +305,9 @@ static void mf_live_process(struct mf_live_ctx *c, struct mf_live_count *sums)
     enum mf_life life = mf_life(p, c->process);
     struct mf_live_stats *again =
         life == MF_LIFE_RUNNING || life == MF_LIFE_UNKNOWN
-            ? mf_stats_again(c->dirfd, name, h->stats_offset, stats_bytes)
+            ? mf_stats_again(fd, h->stats_offset, stats_bytes)
             : NULL;
+    close(fd);
     p->live_files++;
     if (h->interval_max > pr->live_interval && mf_weight_ok(pr, h->mode, h->interval_max))
         pr->live_interval = h->interval_max;
