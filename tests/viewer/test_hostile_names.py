@@ -3,10 +3,10 @@ so every name in them may be an attack on whoever reads the report. tests/progra
 hostile_names.c's sites, renamed to terminal escapes, formula starts, </script>, bytes that
 are not UTF-8 and a name of 5,000 bytes, go through every format mf_print --help lists, in
 every mode (plain, --live, --base of a directory and of a saved profile, --by program,
---by site, --sizes, --tune): no raw control character reaches text for a terminal, every CSV
-cell of text is neutralised for spreadsheets and parses, JSON parses, and names come back
-exactly where the format promises it (CSV percent-decoded, pprof's string table, --save read
-back by --base). Then the saved-profile reader's limits, on files made here, and --save's
+--by site, --sizes, --tune; and --timeline and --check, whose rules name the sites): no raw
+control character reaches text for a terminal, every CSV cell of text is neutralised for
+spreadsheets and parses, JSON parses, and names come back exactly where the format promises
+it (CSV percent-decoded, pprof's string table, --save read back by --base). Then the saved-profile reader's limits, on files made here, and --save's
 refusal of anything but a regular file."""
 
 import csv
@@ -214,6 +214,62 @@ def test_hostile_names_in_base_and_live_tables():
         expect(re.search(r"\s0\s+%d\s+%d\s+.*  %s\n" % (2 * k, 2 * k, re.escape(esc(name))),
                          text), f"--base: no row of 0 change, {2 * k} calls for "
                                 f"{esc(name)[:40]!r}")
+
+
+@rt.test
+def test_hostile_names_in_the_timeline_and_the_budget_check():
+    """The reports the modes above do not reach. --timeline of a launcher run (text, CSV,
+    JSON): no raw control character, CSV cells neutralised, every site named in each, exactly
+    in the CSV (percent-decoded) and the JSON, escaped in the text. --check: a rule naming
+    each site that a rule can name (no new line, ';' or '#'), which echoes the name in its
+    line, escaped, with the site's exact count (hostile_K makes 2K calls)."""
+    out = rt.fresh_dir()
+    run, again = os.path.join(out, "run"), os.path.join(out, "again")
+    for d in (run, again):
+        r = subprocess.run([rt.LAUNCHER, "-q", "-s", "1", "-o", d, "--", rt.hostile_program()],
+                           cwd=out, capture_output=True, timeout=rt.TIMEOUT)
+        expect_eq(r.returncode, 0, f"the launcher's status (stderr {r.stderr[-300:]!r})")
+    names = {k: n for k, n in HOSTILE_NAMES.items()}
+    base = [rt.MF_PRINT, "--timeline", "--top", str(len(names) + 4), "--width", "0"] + FOLD
+    got = {}
+    for fmt in ("tree", "csv", "json"):
+        p = subprocess.run(base + ["--format", fmt, run], capture_output=True, timeout=rt.TIMEOUT)
+        expect_eq((p.returncode, p.stderr), (0, b""), f"--timeline --format {fmt}")
+        got[fmt] = CHECKERS[fmt](f"--timeline --format {fmt}", p.stdout)
+    text = got["tree"]
+    missing = [esc(n)[:40] for n in names.values() if "] " + esc(n) not in text]
+    expect(not missing, f"--timeline: sites not shown escaped: {missing[:3]!r}")
+    in_csv = {decoded(row["site"])[0] for row in got["csv"]}
+    missing = [n[:40] for n in names.values() if n not in in_csv]
+    expect(not missing, f"--timeline --format csv: sites not given back exactly: {missing[:3]!r}")
+    in_json = {site["name"] for site in got["json"]["sites"]}
+    missing = [n[:40] for n in names.values() if n.decode("utf-8", "replace") not in in_json]
+    expect(not missing, f"--timeline --format json: sites not in it: {missing[:3]!r}")
+    # --check: a rule a site, each holding (the site's exact count), each line the rule.
+    nameable = {k: n for k, n in names.items()
+                if not any(c in n for c in b"\n\r;#") and not n[:1].isspace()}
+    expect(len(nameable) >= 8, f"only {len(nameable)} names a rule can hold")
+    rules = os.path.join(out, "budget.rules")
+    with open(rules, "wb") as f:
+        f.write(b"".join(b"calls(%s) == %d\n" % (n, 2 * k) for k, n in nameable.items()))
+    p = subprocess.run([rt.MF_PRINT, "--check", rules] + FOLD + [run], capture_output=True,
+                       timeout=rt.TIMEOUT)
+    text = check_text("--check", p.stdout)
+    expect_eq((p.returncode, p.stderr), (0, b""), f"--check's status and stderr ({text[-300:]!r})")
+    for k, n in nameable.items():
+        line = " calls(%s) == %d: %d" % (esc(n), 2 * k, 2 * k)
+        expect(line in text.splitlines(), f"--check: no line {line[:60]!r}")
+    # With --base, rules of growth: the run against another of the same, none grown.
+    with open(rules, "wb") as f:
+        f.write(b"".join(b"calls(%s) +0\n" % n for n in nameable.values()))
+    p = subprocess.run([rt.MF_PRINT, "--check", rules, "--base", again] + FOLD + [run],
+                       capture_output=True, timeout=rt.TIMEOUT)
+    text = check_text("--check --base", p.stdout)
+    expect_eq((p.returncode, p.stderr), (0, b""), f"--check --base ({text[-300:]!r})")
+    for k, n in nameable.items():
+        line = " calls(%s) +0: %d -> %d, +0" % (esc(n), 2 * k, 2 * k)
+        expect(any(l.startswith(line) for l in text.splitlines()),
+               f"--check --base: no line {line[:60]!r} in {text[:300]!r}")
 
 
 def pb_profile(strings, samples, locations, functions, comments=(), mappings=()):
