@@ -219,7 +219,7 @@ def test_hostile_names_in_base_and_live_tables():
 @rt.test
 def test_hostile_names_in_the_timeline_and_the_budget_check():
     """The reports the modes above do not reach. --timeline of a launcher run (text, CSV,
-    JSON): no raw control character, CSV cells neutralised, every site named in each, exactly
+    JSON, and the page's chart): no raw control character, CSV cells neutralised, every site named in each, exactly
     in the CSV (percent-decoded) and the JSON, escaped in the text. --check: a rule naming
     each site that a rule can name (no new line, ';' or '#'), which echoes the name in its
     line, escaped, with the site's exact count (hostile_K makes 2K calls)."""
@@ -245,6 +245,12 @@ def test_hostile_names_in_the_timeline_and_the_budget_check():
     in_json = {site["name"] for site in got["json"]["sites"]}
     missing = [n[:40] for n in names.values() if n.decode("utf-8", "replace") not in in_json]
     expect(not missing, f"--timeline --format json: sites not in it: {missing[:3]!r}")
+    # The page of a run with a timeline charts its sites by name.
+    p = subprocess.run([rt.MF_PRINT, "--format", "html", "--threshold", "0"] + FOLD + [run],
+                       capture_output=True, timeout=rt.TIMEOUT)
+    expect_eq(p.returncode, 0, f"--format html of a run with a timeline ({p.stderr[-300:]!r})")
+    expect(b'"timeline":{' in p.stdout, "the page has no timeline")
+    check_html("--format html with a timeline", p.stdout)
     # --check: a rule a site, each holding (the site's exact count), each line the rule.
     nameable = {k: n for k, n in names.items()
                 if not any(c in n for c in b"\n\r;#") and not n[:1].isspace()}
