@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "mf_internal.h"
+#include "mf_utf8.h"
 
 char *mf_append(char *dst, char *end, const char *s)
 {
@@ -59,8 +60,26 @@ static bool mf_stderr_fits(size_t len)
     return at + len <= (uint64_t)rl.rlim_cur;
 }
 
+/* s appended as mf_print shows a name (mf_esc_char), as much of it as fits whole. */
+static char *mf_append_shown(char *dst, char *end, const char *s)
+{
+    while (*s) {
+        char out[6];
+        size_t len, n = mf_esc_char(s, out, &len);
+        if (dst + n >= end)
+            break;
+        memcpy(dst, out, n);
+        dst += n;
+        s += len;
+    }
+    *dst = '\0';
+    return dst;
+}
+
 /* One line on stderr, "malloc_freq: " + the parts; NULL parts are skipped. With `said`, at
- * most one such line per process (for errors that every thread would hit again). */
+ * most one such line per process (for errors that every thread would hit again). A part may
+ * be a path or an environment variable's value: each is shown as mf_print shows names, so
+ * that none sends the terminal a control character. */
 void mf_warnv(int *said, const char *const *parts, int n)
 {
     if (said && __atomic_exchange_n(said, 1, __ATOMIC_RELAXED))
@@ -69,7 +88,7 @@ void mf_warnv(int *said, const char *const *parts, int n)
     char *end = line + sizeof line - 1, *p = mf_append(line, end, "malloc_freq: ");
     for (int i = 0; i < n; i++)
         if (parts[i])
-            p = mf_append(p, end, parts[i]);
+            p = mf_append_shown(p, end, parts[i]);
     *p++ = '\n';
     int saved = errno;
     if (mf_stderr_fits((size_t)(p - line))) {

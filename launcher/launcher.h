@@ -121,6 +121,8 @@ void mf_summary(struct mf_launch *l, int status);
 /* util.c */
 /* "malloc_freq: <fmt's text><tail>" on stderr. */
 __attribute__((format(printf, 2, 0))) void mf_vmsg(const char *tail, const char *fmt, va_list ap);
+/* The line offering the command argv: lead, argv quoted for a shell (mf_shell_quote), tail. */
+void mf_msg_command(const char *lead, char *const *argv, const char *tail);
 __attribute__((format(printf, 1, 2))) void mf_msg(const char *fmt, ...);
 __attribute__((noreturn, format(printf, 1, 2))) void mf_die(const char *fmt, ...);
 void *mf_xmalloc(size_t n);
@@ -128,6 +130,6 @@ void *mf_xrealloc(void *p, size_t n);
 char *mf_xstrdup(const char *s);
 __attribute__((format(printf, 1, 2))) char *mf_xasprintf(const char *fmt, ...);
 char *mf_shell_quote(char *const *argv);
-void mf_put_name(FILE *f, const char *s, size_t n);
+void mf_put_name(FILE *f, const char *s);
 
 #endif

@@ -177,9 +177,7 @@ void mf_summary(struct mf_launch *l, int status)
     /* One call on the run directory: mf_print reads every process directory in it. */
     mf_report(mf_print, l->run_dir, !partial);
     fflush(stderr);
-    char *const quoted_args[] = {l->run_dir, NULL};
-    char *quoted = mf_shell_quote(quoted_args);
-    mf_msg("the sites' callers: %s %s%s", mf_print_command(mf_print), quoted,
-           n > 1 ? " (a report per program: add --by program)" : "");
-    free(quoted);
+    char *const command[] = {(char *)mf_print_command(mf_print), l->run_dir, NULL};
+    mf_msg_command("the sites' callers: ", command,
+                   n > 1 ? " (a report per program: add --by program)" : "");
 }

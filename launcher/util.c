@@ -6,15 +6,48 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../c_core/mf_utf8.h"
 #include "launcher.h"
 
 /* ---- messages ------------------------------------------------------------------------ */
 
+/* s into o, shown as mf_print shows names (mf_esc_char: at most 4 bytes a byte of s, a byte
+ * that is not UTF-8 as \xNN); returns where it ends. */
+static char *mf_shown(char *o, const char *s)
+{
+    while (*s) {
+        size_t len;
+        o += mf_esc_char(s, o, &len);
+        s += len;
+    }
+    return o;
+}
+
+/* One line on stderr, in one write (lines of concurrent processes do not interleave). What
+ * it names (a path, the program, a directory under the working one) may hold any byte: the
+ * line is shown as mf_print shows names, so that none sends the terminal a control character
+ * and each reads as in mf_print's reports. */
 void mf_vmsg(const char *tail, const char *fmt, va_list ap)
 {
-    char line[8192]; /* one write: lines of concurrent processes do not interleave */
+    char line[8192], shown[sizeof line * 4 + 64]; /* the text is cut at 8 KiB, then shown */
     vsnprintf(line, sizeof line, fmt, ap);
-    fprintf(stderr, "malloc_freq: %s%s\n", line, tail);
+    char *o = mf_shown(stpcpy(shown, "malloc_freq: "), line);
+    snprintf(o, sizeof shown - (size_t)(o - shown), "%s\n", tail);
+    fputs(shown, stderr);
+}
+
+void mf_msg_command(const char *lead, char *const *argv, const char *tail)
+{
+    char *command = mf_shell_quote(argv);
+    size_t n = strlen(command) + 4 * (strlen(lead) + strlen(tail)) + 16;
+    char *shown = mf_xmalloc(n);
+    char *o = mf_shown(stpcpy(shown, "malloc_freq: "), lead);
+    o = stpcpy(o, command); /* its backslashes are the shell's; it holds no control character */
+    o = mf_shown(o, tail);
+    strcpy(o, "\n");
+    fputs(shown, stderr);
+    free(shown);
+    free(command);
 }
 
 void mf_msg(const char *fmt, ...)
@@ -74,13 +107,29 @@ char *mf_xasprintf(const char *fmt, ...)
 
 /* ---- text ---------------------------------------------------------------------------- */
 
+/* Whether s holds a character that mf_esc_char would escape but a backslash: one a terminal
+ * acts on, or a byte that is not UTF-8. */
+static bool mf_has_control(const char *s)
+{
+    while (*s) {
+        char out[6];
+        size_t len, n = mf_esc_char(s, out, &len);
+        if (*s != '\\' && (n != len || memcmp(out, s, n) != 0))
+            return true;
+        s += len;
+    }
+    return false;
+}
+
 /* The command line as a shell would take it back: words with anything but [A-Za-z0-9_@%+=:,./-]
- * in single quotes. */
+ * in single quotes; a word with a control character or a byte that is not UTF-8 in $'...',
+ * each such byte as \xNN (bash, zsh, ksh and POSIX.1-2024 sh read it back), so that the line
+ * shown on a terminal is the command and sends it nothing. */
 char *mf_shell_quote(char *const *argv)
 {
     size_t n = 1;
     for (char *const *a = argv; *a; a++)
-        n += 4 * strlen(*a) + 3;
+        n += 4 * strlen(*a) + 4;
     char *out = mf_xmalloc(n), *p = out;
     for (char *const *a = argv; *a; a++) {
         if (a != argv)
@@ -95,6 +144,25 @@ char *mf_shell_quote(char *const *argv)
             p = stpcpy(p, s);
             continue;
         }
+        if (mf_has_control(s)) {
+            static const char hex[] = "0123456789abcdef";
+            p = stpcpy(p, "$'");
+            for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+                if (*c == '\'' || *c == '\\') {
+                    *p++ = '\\';
+                    *p++ = (char)*c;
+                } else if (*c < 0x20 || *c >= 0x7f) { /* every byte of a non-ASCII one too */
+                    *p++ = '\\';
+                    *p++ = 'x';
+                    *p++ = hex[*c >> 4];
+                    *p++ = hex[*c & 15];
+                } else {
+                    *p++ = (char)*c;
+                }
+            }
+            *p++ = '\'';
+            continue;
+        }
         *p++ = '\'';
         for (const char *c = s; *c; c++)
             if (*c == '\'')
@@ -107,49 +175,14 @@ char *mf_shell_quote(char *const *argv)
     return out;
 }
 
-/* The length of the UTF-8 character at s[0..n), 0 if it is not one (a stray or overlong
- * byte, a surrogate, past U+10FFFF); *cp its code point. */
-static size_t mf_utf8_char(const unsigned char *s, size_t n, unsigned *cp)
-{
-    if (s[0] < 0x80) {
-        *cp = s[0];
-        return 1;
-    }
-    size_t len = s[0] < 0xc2 ? 0 : s[0] < 0xe0 ? 2 : s[0] < 0xf0 ? 3 : s[0] < 0xf5 ? 4 : 0;
-    if (len == 0 || len > n)
-        return 0;
-    unsigned c = s[0] & (0x7f >> len);
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        c = c << 6 | (s[i] & 0x3f);
-    }
-    static const unsigned least[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (c < least[len] || (c >= 0xd800 && c <= 0xdfff) || c > 0x10ffff)
-        return 0;
-    *cp = c;
-    return len;
-}
-
 /* As mf_print escapes the names it prints, so that a name reads the same in the summary and
- * in its reports: a byte that is not UTF-8 and a C0 control or DEL as \xHH, C1 controls and
- * U+2028/U+2029 (line breaks to some terminals) as \uXXXX, a backslash doubled. */
-void mf_put_name(FILE *f, const char *s, size_t n)
+ * in its reports (mf_esc_char). */
+void mf_put_name(FILE *f, const char *s)
 {
-    const unsigned char *p = (const unsigned char *)s, *end = p + n;
-    while (p < end) {
-        unsigned cp = 0;
-        size_t len = mf_utf8_char(p, (size_t)(end - p), &cp);
-        if (len <= 1 && (len == 0 || cp < 0x20 || cp == 0x7f)) {
-            fprintf(f, "\\x%02x", *p++);
-            continue;
-        }
-        if ((cp >= 0x80 && cp < 0xa0) || cp == 0x2028 || cp == 0x2029)
-            fprintf(f, "\\u%04x", cp);
-        else if (cp == '\\')
-            fputs("\\\\", f);
-        else
-            fwrite(p, 1, len, f);
-        p += len;
+    while (*s) {
+        char out[6];
+        size_t len, n = mf_esc_char(s, out, &len);
+        fwrite(out, 1, n, f);
+        s += len;
     }
 }

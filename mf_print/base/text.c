@@ -131,22 +131,9 @@ const char *mf_esc(const char *s)
             *o++ = *s++; /* the common case */
             continue;
         }
-        uint32_t cp;
-        size_t len = mf_utf8_decode(s, &cp);
-        if (len == 0 || (len == 1 && mf_is_control(cp))) { /* not UTF-8, or C0/DEL: the byte */
-            o += sprintf(o, "\\x%02x", (unsigned char)*s++);
-        } else if (mf_is_control(cp)) { /* C1, U+2028, U+2029 */
-            o += sprintf(o, "\\u%04x", (unsigned)cp);
-            s += len;
-        } else if (cp == '\\') {
-            *o++ = '\\';
-            *o++ = '\\';
-            s++;
-        } else {
-            memcpy(o, s, len);
-            o += len;
-            s += len;
-        }
+        size_t len;
+        o += mf_esc_char(s, o, &len);
+        s += len;
     }
     *o = '\0';
     return mf_esc_buf[k];

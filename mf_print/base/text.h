@@ -1,4 +1,4 @@
-/* Text: the one UTF-8 decoder, display widths, and the escaping each kind of output needs (a
+/* Text: display widths, and the escaping each kind of output needs (a
  * terminal, JSON, CSV, HTML). Names come from files and may hold any byte: each output keeps
  * them readable, and none lets one act (move a terminal's cursor, start a spreadsheet
  * formula, end a <script>). */
@@ -10,52 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* The length (1..4) of the valid UTF-8 character s starts with, its code point in *cp; 1 for
- * the terminating NUL; 0 if the bytes there are not one: a stray continuation byte, an
- * overlong form, a surrogate, past U+10FFFF, or cut short (by the NUL too: nothing past a
- * byte that does not continue the character is read). Inline: every escaper calls it for
- * each character. */
-static inline size_t mf_utf8_decode(const char *str, uint32_t *cp)
-{
-    const unsigned char *s = (const unsigned char *)str;
-    if (s[0] < 0x80) {
-        *cp = s[0];
-        return 1;
-    }
-    if (s[0] < 0xc2) /* a continuation byte, or the start of an overlong form */
-        return 0;
-    if (s[0] < 0xe0) {
-        if ((s[1] & 0xc0) != 0x80)
-            return 0;
-        *cp = (uint32_t)(s[0] & 0x1f) << 6 | (s[1] & 0x3f);
-        return 2;
-    }
-    if (s[0] < 0xf0) {
-        if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80)
-            return 0;
-        if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0))
-            return 0; /* overlong, or a surrogate */
-        *cp = (uint32_t)(s[0] & 0x0f) << 12 | (uint32_t)(s[1] & 0x3f) << 6 | (s[2] & 0x3f);
-        return 3;
-    }
-    if (s[0] < 0xf5) {
-        if ((s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80 || (s[3] & 0xc0) != 0x80)
-            return 0;
-        if ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
-            return 0; /* overlong, or past U+10FFFF */
-        *cp = (uint32_t)(s[0] & 0x07) << 18 | (uint32_t)(s[1] & 0x3f) << 12 |
-              (uint32_t)(s[2] & 0x3f) << 6 | (s[3] & 0x3f);
-        return 4;
-    }
-    return 0;
-}
-
-/* The characters no output shows as they are: C0, DEL, C1, and U+2028 and U+2029, which
- * JavaScript and some readers take for line breaks. */
-static inline bool mf_is_control(uint32_t cp)
-{
-    return cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || cp == 0x2028 || cp == 0x2029;
-}
+#include "mf_utf8.h" /* mf_utf8_decode, mf_is_control, mf_esc_char: shared with the recorder */
 
 /* The columns a terminal gives cp: 2 for a wide character (CJK, emoji), 0 for a combining
  * mark or another zero-width one and for a control character (it prints nothing), 1 for the

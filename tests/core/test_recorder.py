@@ -469,6 +469,43 @@ def test_bad_environment_values():
 
 
 @test
+def test_hostile_environment_values_are_shown_escaped():
+    """A MALLOC_FREQ_* value and a MALLOC_FREQ_DIR may come from someone else's script or
+    repository: each warning shows them as mf_print shows names (ESC as \\x1b, BEL \\x07, a
+    C1 control as \\u0085, a byte that is not UTF-8 as \\xff, a backslash doubled) and sends
+    the terminal no control character. Before, the value and the path were written raw (an
+    OSC 52 in MALLOC_FREQ_UNWIND wrote the clipboard). The program's output and status are
+    unchanged."""
+    prog = c_program("output_status")
+    plain = run([prog], profile=False)
+    missing = os.path.join(fresh_dir(), "no\x1b[2Jdir\udcff")  # \udcff: the byte 0xff
+    cases = [
+        ({"MALLOC_FREQ_SAMPLE": "x\x1b[2J\\y"}, None,
+         "malloc_freq: MALLOC_FREQ_SAMPLE=x\\x1b[2J\\\\y is not a number in 1..1000000000; "),
+        ({"MALLOC_FREQ_UNWIND": "\x1b]52;c;QQ==\x07"}, "1",
+         "malloc_freq: MALLOC_FREQ_UNWIND=\\x1b]52;c;QQ==\\x07 is not libunwind, "),
+        ({"MALLOC_FREQ_LIVE": "all\x85"}, "1",
+         "malloc_freq: MALLOC_FREQ_LIVE=all\\u0085 is not off, sampled or all; "),
+        ({"MALLOC_FREQ_DIR": missing}, "1",
+         "malloc_freq: cannot create %s/malloc_freq." % missing.replace("\x1b", "\\x1b")
+         .replace("\udcff", "\\xff")),
+    ]
+    failures = []
+    for env, sample, want in cases:
+        r = run([prog], sample=sample, extra_env=env)
+        what = " ".join(f"{k}={v!r}" for k, v in env.items())
+        if (r.stdout, r.rc) != (plain.stdout, plain.rc):
+            failures.append(f"{what}: stdout/status {r.stdout!r}/{r.rc}")
+        extra = [l for l in r.stderr.splitlines() if l not in plain.stderr.splitlines()]
+        if len(extra) != 1 or not extra[0].startswith(want):
+            failures.append(f"{what}: expected one line starting {want!r}, got {extra!r}")
+        bad = [c for c in r.stderr if c in "\x1b\x07\x85\ufffd"]
+        if bad:
+            failures.append(f"{what}: raw {bad[:3]!r} on stderr")
+    expect(not failures, "; ".join(failures))
+
+
+@test
 def test_program_output_unchanged():
     prog = c_program("output_status")
     plain = run([prog], profile=False)

@@ -514,6 +514,39 @@ def test_launcher_summary_escapes_hostile_names():
     rt.expect_eq(got, want, "the summary's sites, (calls, name as a terminal shows it)")
 
 
+@rt.test
+def test_launcher_lines_show_a_hostile_directory_and_program_escaped():
+    """The launcher's own lines name the run directory and the program, which may come from
+    someone else's repository (a directory under the working one, a script's name): each is
+    shown as mf_print shows names, with no control character or byte that is not UTF-8 sent
+    to the terminal (before, a directory holding OSC 52 wrote the clipboard at the end of
+    every run), and the command the summary offers for the sites' callers, quoted as $'...',
+    reads the same directory back in bash."""
+    cwd = rt.fresh_dir()
+    name = b"r\x1b]52;c;QQ==\x07 it's\xff\\x"
+    run_dir = os.path.join(cwd.encode(), name)
+    p = subprocess.run([LAUNCHER.encode(), b"-s", b"1", b"-o", run_dir, b"--", b"ls", b"/"],
+                       cwd=cwd, env=clean_env(), capture_output=True, timeout=rt.TIMEOUT)
+    rt.expect_eq(p.returncode, 0, f"the launcher's status; stderr {p.stderr!r}")
+    text = rt.check_text("the launcher's lines", p.stderr)
+    shown = rt.esc(run_dir)
+    rt.expect(f"malloc_freq: profile of 1 process in {shown}\n" in text,
+              f"no line naming the run directory as {shown!r}: {text[:400]!r}")
+    offer = re.search(r"^malloc_freq: the sites' callers: (.*)$", text, re.M)
+    rt.expect(offer, f"no command offered for the sites' callers: {text[-400:]!r}")
+    r = subprocess.run(["bash", "-c", offer.group(1)], capture_output=True, timeout=rt.TIMEOUT)
+    rt.expect_eq(r.returncode, 0, f"bash -c {offer.group(1)!r}: {r.stderr[-300:]!r}")
+    rt.expect(b"malloc_freq report: " + shown.encode() in r.stdout,
+              f"the offered command read another directory: {r.stdout[:200]!r}")
+    # A program that is not there, by a name of the same kind.
+    prog = b"no\x1b[2Jsuch\x07"
+    p = subprocess.run([LAUNCHER.encode(), b"--", prog], cwd=cwd, env=clean_env(),
+                       capture_output=True, timeout=rt.TIMEOUT)
+    text = rt.check_text("the launcher's line for a missing program", p.stderr)
+    rt.expect_eq((p.returncode, text), (127, f"malloc_freq: {rt.esc(prog)}: command not found\n"),
+                 "a program not found, named escaped")
+
+
 # ---- every process of the run in one directory -----------------------------------------
 
 FORK_EXEC_SCRIPT = """#!/bin/sh
