@@ -123,14 +123,18 @@ static void mf_usage(FILE *out)
           out);
 }
 
+/* The line names what was given (an option's value, a path, a rule): shown as every name is
+ * (mf_esc), so that a value holding a terminal's escape is not sent to it. */
 void mf_usage_error(const char *fmt, ...)
 {
+    char *line = NULL;
     va_list ap;
     va_start(ap, fmt);
-    fputs("mf_print: ", stderr);
-    vfprintf(stderr, fmt, ap);
+    if (vasprintf(&line, fmt, ap) < 0)
+        line = NULL;
     va_end(ap);
-    fputs(" (see mf_print --help)\n", stderr);
+    fprintf(stderr, "mf_print: %s (see mf_print --help)\n", line ? mf_esc(line) : "bad usage");
+    free(line);
     exit(2);
 }
 
@@ -229,13 +233,13 @@ static void mf_add_check(struct mf_check *chk, const char *arg)
         int fd = mf_open_regular(arg, true, 1u << 20, &why);
         FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
         if (!f)
-            mf_usage_error("--check %s: %s", mf_esc(arg), fd < 0 ? why : strerror(errno));
+            mf_usage_error("--check %s: %s", arg, fd < 0 ? why : strerror(errno));
         char *text = mf_xmalloc((size_t)st.st_size + 1);
         size_t n = fread(text, 1, (size_t)st.st_size, f);
         text[n] = '\0';
         fclose(f);
         if (strlen(text) != n)
-            mf_usage_error("--check %s: not a text file of rules", mf_esc(arg));
+            mf_usage_error("--check %s: not a text file of rules", arg);
         if (!mf_check_parse(chk, text, arg, err, sizeof err))
             mf_usage_error("%s", err);
         free(text);

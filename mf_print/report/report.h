@@ -32,7 +32,8 @@ struct mf_check {
 /* mf_print's exit status when a rule is broken. */
 #define MF_EXIT_BROKEN 4
 /* Adds the rules of text to chk. file: where text was read from, for messages (NULL: the
- * command line). False on a bad rule, with one line in err naming it and its column. */
+ * command line). False on a bad rule, with one line in err naming it and its column, as
+ * given (mf_usage_error shows it escaped). */
 bool mf_check_parse(struct mf_check *chk, const char *text, const char *file, char *err,
                     size_t errsize);
 /* Whether chk has a growth rule (growth), a live heap rule (live). */

@@ -42,7 +42,7 @@ static bool mf_check_fail(struct mf_check_cursor *c, const char *why)
     char *rule = mf_xmalloc(len + 1);
     memcpy(rule, c->rule, len);
     rule[len] = '\0';
-    snprintf(c->err, c->errsize, "%s: rule '%s', column %d: %s", c->where, mf_esc(rule),
+    snprintf(c->err, c->errsize, "%s: rule '%s', column %d: %s", c->where, rule,
              (int)(c->p - c->rule) + 1, why);
     free(rule);
     return false;
@@ -180,7 +180,7 @@ bool mf_check_parse(struct mf_check *chk, const char *text, const char *file, ch
         if (!*c.p)
             return true;
         if (file)
-            snprintf(where, sizeof where, "%s:%u", mf_esc(file), line);
+            snprintf(where, sizeof where, "%s:%u", file, line);
         else
             snprintf(where, sizeof where, "--check");
         c.rule = c.p;

@@ -521,7 +521,7 @@ def test_launcher_lines_show_a_hostile_directory_and_program_escaped():
     shown as mf_print shows names, with no control character or byte that is not UTF-8 sent
     to the terminal (before, a directory holding OSC 52 wrote the clipboard at the end of
     every run), and the command the summary offers for the sites' callers, quoted as $'...',
-    reads the same directory back in bash."""
+    reads the same directory back in bash. A missing program and a bad option value alike."""
     cwd = rt.fresh_dir()
     name = b"r\x1b]52;c;QQ==\x07 it's\xff\\x"
     run_dir = os.path.join(cwd.encode(), name)
@@ -545,6 +545,13 @@ def test_launcher_lines_show_a_hostile_directory_and_program_escaped():
     text = rt.check_text("the launcher's line for a missing program", p.stderr)
     rt.expect_eq((p.returncode, text), (127, f"malloc_freq: {rt.esc(prog)}: command not found\n"),
                  "a program not found, named escaped")
+    # An option's bad value, of the same kind.
+    p = subprocess.run([LAUNCHER.encode(), b"--depth", prog, b"--", b"ls"], cwd=cwd,
+                       env=clean_env(), capture_output=True, timeout=rt.TIMEOUT)
+    text = rt.check_text("the launcher's line for a bad --depth", p.stderr)
+    rt.expect_eq((p.returncode, text),
+                 (2, f"malloc_freq: --depth wants a number of frames from 1 to 512, not "
+                     f"'{rt.esc(prog)}' (see malloc_freq --help)\n"), "a bad --depth, named escaped")
 
 
 # ---- every process of the run in one directory -----------------------------------------

@@ -278,6 +278,36 @@ def test_hostile_names_in_the_timeline_and_the_budget_check():
                f"--check --base: no line {line[:60]!r} in {text[:300]!r}")
 
 
+@rt.test
+def test_hostile_option_values_are_shown_escaped():
+    """A bad value for an option, an unknown option, a bad rule and a directory that is not
+    there are each one line and exit status 2, naming what was given as names are shown
+    (ESC as \\x1b, BEL as \\x07): before, the usage errors echoed it raw."""
+    value = "\x1b]52;c;QQ==\x07"
+    shown = esc(value.encode())
+    rules = os.path.join(rt.fresh_dir(), "budget.rules")
+    with open(rules, "w") as f:
+        f.write("calls(f%s) <== 4\n" % value)
+    cases = [(["--format", value, "x"], f"--format is tree, csv, collapsed, pprof, html or json, "
+                                          f"not '{shown}'"),
+             (["--top", value, "x"], f"--top wants sites from 0 to 1000, not '{shown}'"),
+             (["--width", value, "x"], f"not '{shown}'"),
+             (["--by", value, "x"], f"--by is program, site, site,size or program,site, "
+                                    f"not '{shown}'"),
+             (["--bogus" + value, "x"], f"unknown option '--bogus{shown}'"),
+             (["--check", rules, "x"], f"{rules}:1: rule 'calls(f\\x1b]52', column "),
+             ([value], f"cannot open directory {shown}: No such file or directory")]
+    bad = []
+    for args, want in cases:
+        p = subprocess.run([rt.MF_PRINT] + args, capture_output=True, timeout=rt.TIMEOUT)
+        text = check_text(f"mf_print {args!r}", p.stderr)
+        lines = text.splitlines()
+        if p.returncode not in (1, 2) or len(lines) != 1 or want not in lines[0] or p.stdout:
+            bad.append(f"{args!r}: status {p.returncode}, stderr {text!r}, expected one line "
+                       f"with {want!r}")
+    expect(not bad, "; ".join(bad))
+
+
 def pb_profile(strings, samples, locations, functions, comments=(), mappings=()):
     """A profile.proto of the sample types mf_print writes, from parts given as field lists."""
     f = lambda num, v: rt.pb_field(num, v)
