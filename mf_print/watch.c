@@ -440,7 +440,8 @@ static int mf_watch_screen(struct mf_watch *w, double interval)
 {
     setlocale(LC_CTYPE, ""); /* ncursesw writes UTF-8 where the terminal takes it */
     if (!initscr()) {
-        mf_error("cannot start the terminal view (TERM=%s)", getenv("TERM") ? getenv("TERM") : "");
+        const char *term = getenv("TERM");
+        mf_error("cannot start the terminal view (TERM=%s)", mf_esc(term ? term : ""));
         return 1;
     }
     cbreak();

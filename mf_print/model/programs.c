@@ -73,12 +73,13 @@ bool mf_programs_keep(struct mf_profile *p, const char *const *names, int n)
         char list[1024] = "";
         size_t at = 0;
         for (uint32_t k = 0; k < np && at < sizeof list; k++) {
-            int w = snprintf(list + at, sizeof list - at, "%s%s", k ? ", " : "", v[k].name);
+            int w = snprintf(list + at, sizeof list - at, "%s%s", k ? ", " : "",
+                             mf_esc(v[k].name));
             at += w > 0 ? (size_t)w : 0;
         }
         if (at >= sizeof list)
             strcpy(list + sizeof list - sizeof ", …", ", …");
-        mf_error("no program '%s' in the profile; its programs: %s", names[i], list);
+        mf_error("no program '%s' in the profile; its programs: %s", mf_esc(names[i]), list);
         free(v);
         return true;
     }

@@ -280,9 +280,10 @@ def test_hostile_names_in_the_timeline_and_the_budget_check():
 
 @rt.test
 def test_hostile_option_values_are_shown_escaped():
-    """A bad value for an option, an unknown option, a bad rule and a directory that is not
-    there are each one line and exit status 2, naming what was given as names are shown
-    (ESC as \\x1b, BEL as \\x07): before, the usage errors echoed it raw."""
+    """A bad value for an option, an unknown option, a bad rule, a directory that is not
+    there and a program the profile does not hold are each one line (exit status 2, or 1
+    when nothing was read), naming what was given as names are shown (ESC as \\x1b, BEL as
+    \\x07): before, the usage errors and --program's echoed it raw."""
     value = "\x1b]52;c;QQ==\x07"
     shown = esc(value.encode())
     rules = os.path.join(rt.fresh_dir(), "budget.rules")
@@ -296,7 +297,8 @@ def test_hostile_option_values_are_shown_escaped():
                                     f"not '{shown}'"),
              (["--bogus" + value, "x"], f"unknown option '--bogus{shown}'"),
              (["--check", rules, "x"], f"{rules}:1: rule 'calls(f\\x1b]52', column "),
-             ([value], f"cannot open directory {shown}: No such file or directory")]
+             ([value], f"cannot open directory {shown}: No such file or directory"),
+             (["--program", value, hostile_run().profile], f"no program '{shown}' in the profile")]
     bad = []
     for args, want in cases:
         p = subprocess.run([rt.MF_PRINT] + args, capture_output=True, timeout=rt.TIMEOUT)
