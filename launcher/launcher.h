@@ -130,6 +130,5 @@ void *mf_xrealloc(void *p, size_t n);
 char *mf_xstrdup(const char *s);
 __attribute__((format(printf, 1, 2))) char *mf_xasprintf(const char *fmt, ...);
 char *mf_shell_quote(char *const *argv);
-void mf_put_name(FILE *f, const char *s);
 
 #endif

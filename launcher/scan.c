@@ -70,7 +70,7 @@ static void mf_gap_name(FILE *f, size_t nth, long pid, const char *exe)
     fprintf(f, "process %ld", pid);
     if (exe) {
         fputs(" (", f);
-        mf_put_name(f, exe);
+        fputs(exe, f); /* the line goes out through mf_msg, which shows it escaped */
         fputc(')', f);
     }
 }

@@ -2,7 +2,8 @@
  * hold the program's count (scan.c), then mf_print's own report cut to the top allocation
  * sites (--depth 1 --top: its header with the totals, the sites in its tree's columns, its
  * notes on what it could not symbolize), and the command for the whole report. One run of
- * mf_print, its text passed through: the launcher formats no number and escapes no name. */
+ * mf_print, its text passed through as mf_print wrote it: the launcher formats no number of
+ * it, and its own lines show names as mf_print does (mf_vmsg). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

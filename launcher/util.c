@@ -174,15 +174,3 @@ char *mf_shell_quote(char *const *argv)
     *p = '\0';
     return out;
 }
-
-/* As mf_print escapes the names it prints, so that a name reads the same in the summary and
- * in its reports (mf_esc_char). */
-void mf_put_name(FILE *f, const char *s)
-{
-    while (*s) {
-        char out[6];
-        size_t len, n = mf_esc_char(s, out, &len);
-        fwrite(out, 1, n, f);
-        s += len;
-    }
-}
