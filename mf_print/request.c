@@ -404,7 +404,7 @@ int mf_request_parse(struct mf_request *r, int argc, char **argv)
                               : !S_ISDIR(st.st_mode)   ? "not a directory"
                                                        : NULL;
             if (why) {
-                mf_error("%s %s: %s", what, optarg, why);
+                mf_error("%s %s: %s", what, mf_esc(optarg), why);
                 return 2;
             }
             if (c == MF_OPT_SYSROOT)

@@ -17,16 +17,28 @@
 
 bool mf_errors_muted;
 
+/* The names in a message are escaped where it is made (mf_esc); a control character or a
+ * byte that is not UTF-8 that one left raw is escaped here all the same, the backslashes of
+ * the escapes left as they are. */
 void mf_error(const char *fmt, ...)
 {
     if (mf_errors_muted)
         return;
+    char *line = NULL;
     va_list ap;
     va_start(ap, fmt);
-    fputs("mf_print: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    if (vasprintf(&line, fmt, ap) < 0)
+        line = NULL;
     va_end(ap);
+    fputs("mf_print: ", stderr);
+    for (const char *s = line ? line : "(a message too large to make)"; *s;) {
+        char out[6] = {'\\'};
+        size_t len = 1, n = *s == '\\' ? 1 : mf_esc_char(s, out, &len);
+        fwrite(out, 1, n, stderr);
+        s += len;
+    }
+    fputc('\n', stderr);
+    free(line);
 }
 
 void mf_out_of_memory(void)

@@ -298,7 +298,9 @@ def test_hostile_option_values_are_shown_escaped():
              (["--bogus" + value, "x"], f"unknown option '--bogus{shown}'"),
              (["--check", rules, "x"], f"{rules}:1: rule 'calls(f\\x1b]52', column "),
              ([value], f"cannot open directory {shown}: No such file or directory"),
-             (["--program", value, hostile_run().profile], f"no program '{shown}' in the profile")]
+             (["--program", value, hostile_run().profile], f"no program '{shown}' in the profile"),
+             (["--debug-dir", value, "x"], f"--debug-dir {shown}: No such file or directory"),
+             (["--sysroot", value, "x"], f"--sysroot {shown}: No such file or directory")]
     bad = []
     for args, want in cases:
         p = subprocess.run([rt.MF_PRINT] + args, capture_output=True, timeout=rt.TIMEOUT)
