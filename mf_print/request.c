@@ -123,8 +123,9 @@ static void mf_usage(FILE *out)
           out);
 }
 
-/* The line names what was given (an option's value, a path, a rule): shown as every name is
- * (mf_esc), so that a value holding a terminal's escape is not sent to it. */
+/* The line names what was given (an option's value, a path, a rule): a control character in
+ * it is escaped (mf_put_text), so that a value holding a terminal's escape is not sent to it;
+ * a backslash (a pattern's) reads as it was typed. */
 void mf_usage_error(const char *fmt, ...)
 {
     char *line = NULL;
@@ -133,7 +134,9 @@ void mf_usage_error(const char *fmt, ...)
     if (vasprintf(&line, fmt, ap) < 0)
         line = NULL;
     va_end(ap);
-    fprintf(stderr, "mf_print: %s (see mf_print --help)\n", line ? mf_esc(line) : "bad usage");
+    fputs("mf_print: ", stderr);
+    mf_put_text(stderr, line ? line : "bad usage");
+    fputs(" (see mf_print --help)\n", stderr);
     free(line);
     exit(2);
 }

@@ -139,6 +139,16 @@ const char *mf_esc(const char *s)
     return mf_esc_buf[k];
 }
 
+void mf_put_text(FILE *out, const char *s)
+{
+    while (*s) {
+        char esc[6] = {'\\'};
+        size_t len = 1, n = *s == '\\' ? 1 : mf_esc_char(s, esc, &len);
+        fwrite(esc, 1, n, out);
+        s += len;
+    }
+}
+
 /* ---- JSON and HTML ----------------------------------------------------------------------- */
 
 static void mf_json_escaped(FILE *out, const char *s, bool in_script)

@@ -34,6 +34,10 @@ bool mf_locale_is_utf8(void);
  * file cannot move the cursor or recolour the terminal. The result lives until the 8th call
  * after this one. */
 const char *mf_esc(const char *s);
+/* s for a terminal where the names in it are escaped already (a message made with mf_esc) or
+ * are what the user typed (an option's value): a control character or a byte that is not
+ * UTF-8 escaped as mf_esc escapes it, a backslash left as it is. */
+void mf_put_text(FILE *out, const char *s);
 
 /* s as a JSON string, quotes included, or null for NULL; valid UTF-8 whatever s holds: '"'
  * and '\' escaped, control characters as \n, \t or \uXXXX, a byte that is not UTF-8 as

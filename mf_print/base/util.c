@@ -18,8 +18,7 @@
 bool mf_errors_muted;
 
 /* The names in a message are escaped where it is made (mf_esc); a control character or a
- * byte that is not UTF-8 that one left raw is escaped here all the same, the backslashes of
- * the escapes left as they are. */
+ * byte that is not UTF-8 that one left raw is escaped here all the same (mf_put_text). */
 void mf_error(const char *fmt, ...)
 {
     if (mf_errors_muted)
@@ -31,12 +30,7 @@ void mf_error(const char *fmt, ...)
         line = NULL;
     va_end(ap);
     fputs("mf_print: ", stderr);
-    for (const char *s = line ? line : "(a message too large to make)"; *s;) {
-        char out[6] = {'\\'};
-        size_t len = 1, n = *s == '\\' ? 1 : mf_esc_char(s, out, &len);
-        fwrite(out, 1, n, stderr);
-        s += len;
-    }
+    mf_put_text(stderr, line ? line : "(a message too large to make)");
     fputc('\n', stderr);
     free(line);
 }
