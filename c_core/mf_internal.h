@@ -54,9 +54,9 @@ enum mf_thread_state {
  * walk a chain of dependent ones. */
 enum { MF_MEMO_NONE, MF_MEMO_FP, MF_MEMO_RULES };
 /* A frame of a walk. Rules: the state it was found in (stack pointer, where the frame
- * pointer is saved, return address) and `rd`: in the walk in hand, the number of words read before it; in the
- * memo, the number read from it on (the walk from there on reads only those, so a walk that
- * reaches the same state takes the rest as it was). fp: sp is the frame record's address,
+ * pointer is saved, return address) and `rd`: in the walk in hand, the number of words read
+ * before it; in the memo, the number read from it on (the walk from there on reads only
+ * those, so a walk that reaches the same state takes the rest as it was). fp: sp is the frame record's address,
  * bp and pc the two words it held (the link and the return address), in the record's
  * order so that one 16-byte compare checks both. */
 struct mf_memo_frame {

@@ -91,4 +91,20 @@ static inline size_t mf_esc_char(const char *s, char out[6], size_t *len)
     return n;
 }
 
+/* s (NUL-terminated) into o as mf_esc_char shows each character, with no NUL after it; o has
+ * room for 4 bytes a byte of s. Returns where it ends. */
+static inline char *mf_esc_to(char *o, const char *s)
+{
+    while (*s) {
+        if ((unsigned char)*s >= 0x20 && (unsigned char)*s < 0x7f && *s != '\\') {
+            *o++ = *s++; /* the common case */
+            continue;
+        }
+        size_t len;
+        o += mf_esc_char(s, o, &len);
+        s += len;
+    }
+    return o;
+}
+
 #endif

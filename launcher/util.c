@@ -11,18 +11,6 @@
 
 /* ---- messages ------------------------------------------------------------------------ */
 
-/* s into o, shown as mf_print shows names (mf_esc_char: at most 4 bytes a byte of s, a byte
- * that is not UTF-8 as \xNN); returns where it ends. */
-static char *mf_shown(char *o, const char *s)
-{
-    while (*s) {
-        size_t len;
-        o += mf_esc_char(s, o, &len);
-        s += len;
-    }
-    return o;
-}
-
 /* One line on stderr, in one write (lines of concurrent processes do not interleave). What
  * it names (a path, the program, a directory under the working one) may hold any byte: the
  * line is shown as mf_print shows names, so that none sends the terminal a control character
@@ -31,7 +19,7 @@ void mf_vmsg(const char *tail, const char *fmt, va_list ap)
 {
     char line[8192], shown[sizeof line * 4 + 64]; /* the text is cut at 8 KiB, then shown */
     vsnprintf(line, sizeof line, fmt, ap);
-    char *o = mf_shown(stpcpy(shown, "malloc_freq: "), line);
+    char *o = mf_esc_to(stpcpy(shown, "malloc_freq: "), line);
     snprintf(o, sizeof shown - (size_t)(o - shown), "%s\n", tail);
     fputs(shown, stderr);
 }
@@ -41,9 +29,9 @@ void mf_msg_command(const char *lead, char *const *argv, const char *tail)
     char *command = mf_shell_quote(argv);
     size_t n = strlen(command) + 4 * (strlen(lead) + strlen(tail)) + 16;
     char *shown = mf_xmalloc(n);
-    char *o = mf_shown(stpcpy(shown, "malloc_freq: "), lead);
+    char *o = mf_esc_to(stpcpy(shown, "malloc_freq: "), lead);
     o = stpcpy(o, command); /* its backslashes are the shell's; it holds no control character */
-    o = mf_shown(o, tail);
+    o = mf_esc_to(o, tail);
     strcpy(o, "\n");
     fputs(shown, stderr);
     free(shown);
@@ -107,14 +95,14 @@ char *mf_xasprintf(const char *fmt, ...)
 
 /* ---- text ---------------------------------------------------------------------------- */
 
-/* Whether s holds a character that mf_esc_char would escape but a backslash: one a terminal
- * acts on, or a byte that is not UTF-8. */
+/* Whether s holds a character a terminal acts on (mf_is_control) or a byte that is not
+ * UTF-8. */
 static bool mf_has_control(const char *s)
 {
     while (*s) {
-        char out[6];
-        size_t len, n = mf_esc_char(s, out, &len);
-        if (*s != '\\' && (n != len || memcmp(out, s, n) != 0))
+        uint32_t cp;
+        size_t len = mf_utf8_decode(s, &cp);
+        if (len == 0 || mf_is_control(cp))
             return true;
         s += len;
     }

@@ -125,17 +125,7 @@ const char *mf_esc(const char *s)
         mf_esc_cap[k] = need;
         mf_esc_buf[k] = mf_xrealloc(mf_esc_buf[k], need);
     }
-    char *o = mf_esc_buf[k];
-    while (*s) {
-        if ((unsigned char)*s >= 0x20 && (unsigned char)*s < 0x7f && *s != '\\') {
-            *o++ = *s++; /* the common case */
-            continue;
-        }
-        size_t len;
-        o += mf_esc_char(s, o, &len);
-        s += len;
-    }
-    *o = '\0';
+    *mf_esc_to(mf_esc_buf[k], s) = '\0';
     return mf_esc_buf[k];
 }
 

@@ -47,9 +47,9 @@ static bool mf_read_whole(int dirfd, const char *name, uint64_t max, uint8_t **d
 }
 
 /* The statistics table (stats_bytes at stats_offset) of the live file open at fd read once
- * more, into an allocated copy, or NULL. A running program adds a free to a slot's `freed` before the
- * counts it bounds (freed_samples, temporary, same_thread, the lifetimes), and a copy of the
- * file reads a slot's `freed` before them: a free made while the copy was under way could
+ * more, into an allocated copy, or NULL. A running program adds a free to a slot's `freed`
+ * before the counts it bounds (freed_samples, temporary, same_thread, the lifetimes), and a
+ * copy of the file reads a slot's `freed` before them: a free made while the copy was under way could
  * show in those and not in `freed` (under load, one `--live` read of a busy program in
  * dozens said so). `freed` is taken from this second copy, made after the first: at least
  * what the first copy's other counts were made from. */
